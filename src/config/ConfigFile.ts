@@ -1,0 +1,104 @@
+/**
+ * The schema of `tollgate.yaml`: upstream providers, models with prices, Server Options.
+ * Decoding it is the validation: a wrong file is refused at start with the path and the field named.
+ */
+import { Schema } from "effect"
+import { UsdAmount } from "./Money.ts"
+
+const Name = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._:@/-]*$/), Schema.maxLength(128))
+const PositiveInt = Schema.Int.pipe(Schema.positive())
+
+export const ProviderStyle = Schema.Literal("openai", "anthropic")
+export type ProviderStyle = typeof ProviderStyle.Type
+
+export const ProviderConfig = Schema.Struct({
+  /** `http` calls a real upstream; `mock` answers in process, deterministically, with no network. */
+  type: Schema.optionalWith(Schema.Literal("http", "mock"), { default: () => "http" as const }),
+  /** The wire style the upstream speaks. */
+  style: ProviderStyle,
+  base_url: Schema.optional(Schema.String.pipe(Schema.pattern(/^https?:\/\//))),
+  /** Upstream credential. Write `${ENV_VAR}` to take it from the environment; it is never logged. */
+  api_key: Schema.optional(Schema.Redacted(Schema.String)),
+  /** Extra headers sent upstream (e.g. an organisation id). Values may use `${ENV_VAR}`. */
+  headers: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.String }), { default: () => ({}) }),
+  timeouts: Schema.optionalWith(
+    Schema.Struct({
+      connect_ms: Schema.optionalWith(PositiveInt, { default: () => 10_000 }),
+      total_ms: Schema.optionalWith(PositiveInt, { default: () => 600_000 })
+    }),
+    { default: () => ({ connect_ms: 10_000, total_ms: 600_000 }) }
+  )
+})
+export type ProviderConfig = typeof ProviderConfig.Type
+
+export const Pricing = Schema.Struct({
+  /** USD per million input tokens. */
+  input_per_mtok: Schema.optionalWith(UsdAmount, { default: () => 0n }),
+  /** USD per million output tokens. */
+  output_per_mtok: Schema.optionalWith(UsdAmount, { default: () => 0n }),
+  /** USD per million cached input tokens (defaults to the input price). */
+  cached_input_per_mtok: Schema.optional(UsdAmount),
+  /** USD per generated image. */
+  per_image: Schema.optionalWith(UsdAmount, { default: () => 0n })
+})
+export type Pricing = typeof Pricing.Type
+
+export const Deployment = Schema.Struct({
+  provider: Name,
+  /** The model name the upstream knows; defaults to the public model id. */
+  model: Schema.optional(Schema.String)
+})
+export type Deployment = typeof Deployment.Type
+
+export const ModelConfig = Schema.Struct({
+  /** What the model does: `chat` answers chat completions, responses and messages; `image` answers images. */
+  kind: Schema.optionalWith(Schema.Literal("chat", "image"), { default: () => "chat" as const }),
+  /** Upstream deployments in priority order. */
+  deployments: Schema.NonEmptyArray(Deployment),
+  pricing: Schema.optionalWith(Pricing, {
+    default: () => ({ input_per_mtok: 0n, output_per_mtok: 0n, per_image: 0n })
+  }),
+  /** Output tokens reserved when a request gives no max_tokens; also the default max_tokens for messages style. */
+  max_output_tokens: Schema.optionalWith(PositiveInt, { default: () => 4096 }),
+  display_name: Schema.optional(Schema.String),
+  owned_by: Schema.optional(Schema.String),
+  created: Schema.optionalWith(Schema.Int, { default: () => 1_700_000_000 })
+})
+export type ModelConfig = typeof ModelConfig.Type
+
+export const RateLimits = Schema.Struct({
+  requests_per_minute: Schema.optional(PositiveInt),
+  tokens_per_minute: Schema.optional(PositiveInt)
+})
+
+export const ServerOptionConfig = Schema.Struct({
+  description: Schema.optionalWith(Schema.String, { default: () => "" }),
+  /** Model ids this option gives access to. */
+  models: Schema.NonEmptyArray(Schema.String),
+  /** A price multiplier in percent applied to the model prices (100 = list price). */
+  price_percent: Schema.optionalWith(PositiveInt, { default: () => 100 }),
+  rate_limits: Schema.optionalWith(RateLimits, { default: () => ({}) })
+})
+export type ServerOptionConfig = typeof ServerOptionConfig.Type
+
+export const ServerSection = Schema.Struct({
+  host: Schema.optionalWith(Schema.String, { default: () => "127.0.0.1" }),
+  port: Schema.optionalWith(Schema.Int.pipe(Schema.between(0, 65535)), { default: () => 8787 }),
+  /** Request bodies above this many bytes are refused with 413. */
+  max_body_bytes: Schema.optionalWith(PositiveInt, { default: () => 10 * 1024 * 1024 }),
+  /** How long shutdown waits for in-flight requests to finish and bill. */
+  shutdown_grace_ms: Schema.optionalWith(PositiveInt, { default: () => 10_000 })
+})
+
+export const ConfigFile = Schema.Struct({
+  server: Schema.optionalWith(ServerSection, {
+    default: () => ({ host: "127.0.0.1", port: 8787, max_body_bytes: 10 * 1024 * 1024, shutdown_grace_ms: 10_000 })
+  }),
+  providers: Schema.Record({ key: Name, value: ProviderConfig }),
+  models: Schema.Record({ key: Name, value: ModelConfig }),
+  server_options: Schema.Record({ key: Name, value: ServerOptionConfig }),
+  /** The Server Option given to keys created without one. */
+  default_server_option: Schema.optional(Schema.String)
+})
+export type ConfigFile = typeof ConfigFile.Type
+export type ConfigFileEncoded = typeof ConfigFile.Encoded

@@ -1,0 +1,66 @@
+/**
+ * Only one process may open an embedded PGlite data folder. The lock is a file created exclusively
+ * (O_EXCL) holding the owner's PID; a lock whose process is gone is stale and taken over.
+ */
+import { Data, Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+
+export class DataDirBusy extends Data.TaggedError("DataDirBusy")<{ readonly message: string; readonly pid: number }> {}
+
+export const lockPath = (dataDir: string) => path.join(dataDir, "tollgate.lock")
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/** The PID holding the data folder, if a live process holds it. */
+export const holderOf = (dataDir: string): number | undefined => {
+  try {
+    const pid = Number(fs.readFileSync(lockPath(dataDir), "utf8").trim())
+    return Number.isInteger(pid) && pid > 0 && alive(pid) ? pid : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const tryLock = (dataDir: string): Effect.Effect<void, DataDirBusy> =>
+  Effect.suspend(() => {
+    fs.mkdirSync(dataDir, { recursive: true })
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        fs.writeFileSync(lockPath(dataDir), String(process.pid), { flag: "wx" })
+        return Effect.void
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "EEXIST") return Effect.die(e)
+        const pid = holderOf(dataDir)
+        if (pid !== undefined && pid !== process.pid) {
+          return Effect.fail(
+            new DataDirBusy({
+              pid,
+              message: `the data folder ${dataDir} is in use by process ${pid}; ` +
+                `stop it first, or run the command while it serves so the CLI talks to it`
+            })
+          )
+        }
+        fs.rmSync(lockPath(dataDir), { force: true }) // stale: its process is gone
+      }
+    }
+    return Effect.die(new Error(`cannot lock ${dataDir}`))
+  })
+
+/** Holds the data folder for the lifetime of the scope. */
+export const acquire = (dataDir: string) =>
+  Effect.acquireRelease(tryLock(dataDir), () =>
+    Effect.sync(() => {
+      try {
+        if (fs.readFileSync(lockPath(dataDir), "utf8").trim() === String(process.pid)) fs.rmSync(lockPath(dataDir))
+      } catch {
+        // already gone
+      }
+    }))

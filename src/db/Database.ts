@@ -1,0 +1,62 @@
+/**
+ * The database behind one @effect/sql `SqlClient`: a real Postgres when DATABASE_URL is set, otherwise
+ * an embedded PGlite in the data folder. Migrations are applied when the layer is built.
+ */
+import { SqlClient } from "@effect/sql"
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { GatewayConfig } from "../config/GatewayConfig.ts"
+import * as DataDirLock from "./DataDirLock.ts"
+import { migrate } from "./Migrations.ts"
+import * as Pglite from "./Pglite.ts"
+
+export interface DatabaseInfo {
+  readonly backend: "postgres" | "pglite"
+  /** Where the data lives, without credentials. */
+  readonly location: string
+}
+export class Database extends Context.Tag("Db/Database")<Database, DatabaseInfo>() {}
+
+const redactUrl = (url: string) => {
+  try {
+    const u = new URL(url)
+    if (u.password) u.password = "***"
+    return u.toString()
+  } catch {
+    return "postgres (unparsable URL)"
+  }
+}
+
+/** Postgres from a URL. */
+export const postgres = (url: Redacted.Redacted<string>) =>
+  Layer.merge(
+    PgClient.layer({ url, maxConnections: 10, applicationName: "tollgate" }),
+    Layer.succeed(Database, { backend: "postgres", location: redactUrl(Redacted.value(url)) })
+  )
+
+/** PGlite in a folder (locked for this process), or in memory with "memory://". */
+export const pglite = (dataDir: string) =>
+  Layer.merge(
+    dataDir === "memory://"
+      ? Pglite.layer(dataDir)
+      : Layer.unwrapScoped(Effect.as(DataDirLock.acquire(dataDir), Pglite.layer(dataDir))),
+    Layer.succeed(Database, { backend: "pglite", location: dataDir })
+  )
+
+const migrated = <E, R>(layer: Layer.Layer<SqlClient.SqlClient | Database, E, R>) =>
+  Layer.tap(layer, (ctx) =>
+    migrate().pipe(
+      Effect.provideService(SqlClient.SqlClient, Context.get(ctx, SqlClient.SqlClient)),
+      Effect.tap((ran) => ran.length > 0 ? Effect.logInfo(`applied migrations: ${ran.map(([id, n]) => `${id}_${n}`).join(", ")}`) : Effect.void)
+    ))
+
+/** The configured database, migrated. */
+export const layer = Layer.unwrapEffect(
+  Effect.map(GatewayConfig, (config) =>
+    migrated(Option.match(config.databaseUrl, {
+      onNone: () => pglite(config.dataDir),
+      onSome: postgres
+    })))
+)
+
+export { migrated }

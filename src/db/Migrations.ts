@@ -1,0 +1,38 @@
+/**
+ * Plain-SQL migrations (`migrations/NNNN_name.sql`), applied at start on PGlite and Postgres alike.
+ * The @effect/sql Migrator keeps the applied list and locks its table, so concurrent starts are safe.
+ */
+import { FileSystem, Path } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
+import * as Migrator from "@effect/sql/Migrator"
+import { Effect } from "effect"
+import { fileURLToPath } from "node:url"
+
+export const migrationsDir = fileURLToPath(new URL("../../migrations", import.meta.url))
+
+const sqlFiles = (dir: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const names = yield* fs.readDirectory(dir)
+    const found: Array<Migrator.ResolvedMigration> = []
+    for (const name of names.sort()) {
+      const m = /^(\d+)_([^.]+)\.sql$/.exec(name)
+      if (!m) continue
+      const text = yield* fs.readFileString(path.join(dir, name))
+      const run = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(text).unprepared)
+      found.push([Number(m[1]), m[2]!, Effect.succeed(run)])
+    }
+    return found
+  }).pipe(
+    Effect.mapError((cause) =>
+      new Migrator.MigrationError({ reason: "import-error", message: `cannot read ${dir}: ${cause.message}`, cause })
+    )
+  )
+
+/** Applies every pending migration; returns the ones it ran as [id, name]. */
+export const migrate = (dir: string = migrationsDir) =>
+  Effect.gen(function*() {
+    const loader = yield* sqlFiles(dir)
+    return yield* Migrator.make({})({ loader: Effect.succeed(loader), table: "tollgate_migrations" })
+  })

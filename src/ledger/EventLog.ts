@@ -1,0 +1,288 @@
+/**
+ * The event log: append (through one group-committing writer per process) and read.
+ *
+ * Appends from many requests queue up while a transaction is in flight and are committed together,
+ * each batch with its inline projection updates in the same transaction. A conflict or failure in a
+ * batch never affects the other appends: the batch is rolled back and its appends retried one by one.
+ * Event ids are deterministic (stream id + version), so a retried append after an ambiguous commit is
+ * recognised instead of duplicated.
+ */
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Data, Deferred, Effect, Exit, Queue, Schema } from "effect"
+import { createHash, randomBytes } from "node:crypto"
+import { hostname } from "node:os"
+import { currentSchemaVersion, DomainEvent, type EventType, upcasters } from "./events.ts"
+import { applySql } from "./projections/applySql.ts"
+import { project } from "./projections/project.ts"
+
+export class StreamConflict extends Data.TaggedError("StreamConflict")<{
+  readonly streamId: string
+  readonly message: string
+}> {}
+
+export class LedgerUnavailable extends Data.TaggedError("LedgerUnavailable")<{
+  readonly message: string
+  readonly cause?: unknown
+}> {}
+
+export interface AppendRequest {
+  readonly streamId: string
+  /** The version the stream must be at before this append (0: the stream must not exist); "any": append at the end. */
+  readonly expectedVersion: number | "any"
+  readonly events: ReadonlyArray<DomainEvent>
+  readonly metadata?: Readonly<Record<string, string>>
+}
+
+export interface Appended {
+  readonly streamId: string
+  readonly firstVersion: number
+  readonly positions: ReadonlyArray<string>
+  readonly occurredAt: string
+}
+
+export interface StoredEvent {
+  readonly position: string
+  readonly transactionId: string
+  readonly eventId: string
+  readonly streamId: string
+  readonly streamVersion: number
+  readonly schemaVersion: number
+  readonly occurredAt: string
+  readonly metadata: Readonly<Record<string, unknown>>
+  readonly event: DomainEvent
+}
+
+export type CommittedListener = (events: ReadonlyArray<{ readonly event: DomainEvent; readonly occurredAt: string }>) => void
+
+/** This process's name in event metadata and open requests. */
+export const replicaId = `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`
+
+const encodeEvent = Schema.encodeSync(DomainEvent)
+const decodeEvent = Schema.decodeUnknownSync(DomainEvent)
+
+/** A UUID derived from the stream id and version (name-based, SHA-1, RFC 4122 layout). */
+export const eventIdOf = (streamId: string, version: number): string => {
+  const h = createHash("sha1").update(`${streamId}:${version}`).digest()
+  h[6] = (h[6]! & 0x0f) | 0x50
+  h[8] = (h[8]! & 0x3f) | 0x80
+  const x = h.subarray(0, 16).toString("hex")
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`
+}
+
+interface Job {
+  readonly request: AppendRequest
+  readonly done: Deferred.Deferred<Appended, StreamConflict | LedgerUnavailable>
+}
+
+class PartialAppend extends Data.TaggedError("PartialAppend")<{ readonly streamId: string }> {}
+
+const MAX_BATCH = 256
+
+export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
+  scoped: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const queue = yield* Effect.acquireRelease(Queue.unbounded<Job>(), Queue.shutdown)
+    const listeners = new Set<CommittedListener>()
+
+    /** Commits jobs in one transaction; resolves to the per-job outcome, or fails as a whole. */
+    const commit = (jobs: ReadonlyArray<Job>) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const occurredAt = new Date().toISOString()
+        const anyStreams = [...new Set(jobs.filter((j) => j.request.expectedVersion === "any").map((j) => j.request.streamId))]
+        const heads = new Map<string, number>()
+        if (anyStreams.length > 0) {
+          const rows = yield* sql.unsafe<{ stream_id: string; v: number }>(
+            `SELECT stream_id, max(stream_version)::int AS v FROM event_log WHERE stream_id = ANY($1) GROUP BY stream_id`,
+            [anyStreams]
+          )
+          for (const r of rows) heads.set(r.stream_id, r.v)
+        }
+        const params: Array<unknown> = []
+        const values: Array<string> = []
+        const plans = jobs.map((job) => {
+          const { events, expectedVersion, metadata, streamId } = job.request
+          const first = (expectedVersion === "any" ? heads.get(streamId) ?? 0 : expectedVersion) + 1
+          if (expectedVersion === "any") heads.set(streamId, first + events.length - 1)
+          const ids = events.map((event, i) => {
+            const version = first + i
+            const id = eventIdOf(streamId, version)
+            const { _tag, ...data } = encodeEvent(event) as { _tag: EventType }
+            const n = params.length
+            params.push(
+              id,
+              streamId,
+              version,
+              _tag,
+              currentSchemaVersion[_tag],
+              JSON.stringify(data),
+              JSON.stringify({ replica: replicaId, ...metadata }),
+              occurredAt
+            )
+            values.push(
+              `($${n + 1}::uuid, $${n + 2}, $${n + 3}, $${n + 4}, $${n + 5}, $${n + 6}::jsonb, $${n + 7}::jsonb, $${
+                n + 8
+              }::timestamptz)`
+            )
+            return id
+          })
+          return { job, first, ids }
+        })
+        const inserted = yield* sql.unsafe<{ event_id: string; position: string }>(
+          `INSERT INTO event_log (event_id, stream_id, stream_version, event_type, schema_version, data, metadata, occurred_at)
+           VALUES ${values.join(", ")} ON CONFLICT DO NOTHING RETURNING event_id::text, position::text`,
+          params
+        )
+        const positions = new Map(inserted.map((r) => [r.event_id, r.position]))
+        const outcomes: Array<Exit.Exit<Appended, StreamConflict>> = []
+        const deltas = []
+        const committed = []
+        for (const { first, ids, job } of plans) {
+          const hits = ids.filter((id) => positions.has(id)).length
+          if (hits === 0) {
+            outcomes.push(Exit.fail(
+              new StreamConflict({
+                streamId: job.request.streamId,
+                message: `stream ${job.request.streamId} is not at version ${first - 1}`
+              })
+            ))
+            continue
+          }
+          if (hits !== ids.length) return yield* new PartialAppend({ streamId: job.request.streamId })
+          for (const event of job.request.events) {
+            deltas.push(...project(event, occurredAt))
+            committed.push({ event, occurredAt })
+          }
+          outcomes.push(Exit.succeed({
+            streamId: job.request.streamId,
+            firstVersion: first,
+            positions: ids.map((id) => positions.get(id)!),
+            occurredAt
+          }))
+        }
+        yield* applySql(sql, deltas)
+        if (committed.some((c) => c.event._tag === "KeyRevoked" || c.event._tag === "KeyIssued")) {
+          yield* sql`SELECT pg_notify('tollgate_keys', 'changed')`
+        }
+        return { outcomes, committed }
+      }))
+
+    const settle = (
+      jobs: ReadonlyArray<Job>,
+      result: { outcomes: ReadonlyArray<Exit.Exit<Appended, StreamConflict>>; committed: ReadonlyArray<any> }
+    ) =>
+      Effect.sync(() => {
+        jobs.forEach((job, i) => Deferred.unsafeDone(job.done, result.outcomes[i]!))
+        if (result.committed.length > 0) for (const l of listeners) l(result.committed)
+      })
+
+    const runAlone = (job: Job) =>
+      commit([job]).pipe(
+        Effect.flatMap((result) => settle([job], result)),
+        Effect.catchAll((error: SqlError | PartialAppend) =>
+          Deferred.fail(
+            job.done,
+            error._tag === "PartialAppend"
+              ? new StreamConflict({ streamId: error.streamId, message: `stream ${error.streamId} changed concurrently` })
+              : new LedgerUnavailable({ message: `event log append failed: ${error.message}`, cause: error })
+          )
+        )
+      )
+
+    // One batch at a time: whatever queued up while the previous transaction was in flight.
+    // A batch, once taken, always completes (uninterruptible), so no append is left unanswered.
+    const loop = Queue.takeBetween(queue, 1, MAX_BATCH).pipe(
+      Effect.flatMap((chunk) => {
+        const batch = [...chunk]
+        return commit(batch).pipe(
+          Effect.flatMap((result) => settle(batch, result)),
+          Effect.catchAll(() => Effect.forEach(batch, runAlone, { discard: true })),
+          Effect.uninterruptible
+        )
+      }),
+      Effect.forever
+    )
+    yield* Effect.forkScoped(loop)
+
+    const append = (request: AppendRequest): Effect.Effect<Appended, StreamConflict | LedgerUnavailable> =>
+      Effect.flatMap(Deferred.make<Appended, StreamConflict | LedgerUnavailable>(), (done) =>
+        Queue.offer(queue, { request, done }).pipe(Effect.zipRight(Deferred.await(done))))
+
+    const decodeRow = (r: EventRow): StoredEvent => {
+      let data = (typeof r.data === "string" ? JSON.parse(r.data) : r.data) as Record<string, unknown>
+      const ups = upcasters[r.event_type as EventType]
+      for (let v = r.schema_version; ups && ups[v]; v++) data = ups[v]!(data)
+      return {
+        position: r.position,
+        transactionId: r.transaction_id,
+        eventId: r.event_id,
+        streamId: r.stream_id,
+        streamVersion: r.stream_version,
+        schemaVersion: r.schema_version,
+        occurredAt: new Date(r.occurred_at).toISOString(),
+        metadata: (typeof r.metadata === "string" ? JSON.parse(r.metadata) : r.metadata) as Record<string, unknown>,
+        event: decodeEvent({ ...data, _tag: r.event_type })
+      }
+    }
+
+    /**
+     * Reads committed events in log order, (transaction_id, position), after a cursor. Only transactions
+     * below the current snapshot's xmin are returned, so an event committed late by a transaction that
+     * started earlier can never be skipped by a reader that stored a cursor past it.
+     */
+    const read = (options: {
+      readonly after?: { readonly transactionId: string; readonly position: string } | undefined
+      readonly fromPosition?: string | undefined
+      readonly streamId?: string | undefined
+      readonly limit: number
+      /** Replay reads inside its own REPEATABLE READ snapshot, where everything visible is settled. */
+      readonly settledOnly?: boolean
+    }) =>
+      Effect.gen(function*() {
+        const conds: Array<string> = []
+        const params: Array<unknown> = []
+        if (options.settledOnly !== false) conds.push(`transaction_id < pg_snapshot_xmin(pg_current_snapshot())`)
+        if (options.after) {
+          params.push(options.after.transactionId, options.after.position)
+          conds.push(`(transaction_id, position) > ($${params.length - 1}::xid8, $${params.length}::bigint)`)
+        }
+        if (options.fromPosition !== undefined) {
+          params.push(options.fromPosition)
+          conds.push(`position >= $${params.length}::bigint`)
+        }
+        if (options.streamId !== undefined) {
+          params.push(options.streamId)
+          conds.push(`stream_id = $${params.length}`)
+        }
+        params.push(options.limit)
+        const rows = yield* sql.unsafe<EventRow>(
+          `SELECT position::text, transaction_id::text, event_id::text, stream_id, stream_version, event_type,
+                  schema_version, data, metadata, occurred_at
+             FROM event_log ${conds.length ? "WHERE " + conds.join(" AND ") : ""}
+            ORDER BY transaction_id, position LIMIT $${params.length}`,
+          params
+        )
+        return rows.map(decodeRow)
+      })
+
+    return {
+      append,
+      read,
+      onCommitted: (listener: CommittedListener) =>
+        Effect.acquireRelease(Effect.sync(() => listeners.add(listener)), () => Effect.sync(() => listeners.delete(listener)))
+    } as const
+  })
+}) {}
+
+interface EventRow {
+  readonly position: string
+  readonly transaction_id: string
+  readonly event_id: string
+  readonly stream_id: string
+  readonly stream_version: number
+  readonly event_type: string
+  readonly schema_version: number
+  readonly data: unknown
+  readonly metadata: unknown
+  readonly occurred_at: string | Date
+}

@@ -1,0 +1,150 @@
+/**
+ * The event vocabulary of the log. Each event type has a schema version; rows are never rewritten,
+ * older versions are upcast on read (see `upcasters`). Money is nano-dollars as decimal strings.
+ */
+import { Schema } from "effect"
+import { Nanos } from "../config/Money.ts"
+
+const Id = Schema.String.pipe(Schema.minLength(1))
+const Iso = Schema.String // ISO-8601 instant
+
+// ---- keys -------------------------------------------------------------------------------------
+
+export const KeyIssued = Schema.TaggedStruct("KeyIssued", {
+  key_id: Id,
+  /** SHA-256 of the clear key, hex. The clear key never enters the log. */
+  key_hash: Schema.String,
+  key_hint: Schema.String,
+  name: Schema.String,
+  vendor_id: Schema.NullOr(Id),
+  server_option: Id,
+  allowed_models: Schema.NullOr(Schema.Array(Schema.String)),
+  quota_nanos: Nanos,
+  metadata: Schema.Record({ key: Schema.String, value: Schema.String }),
+  expires_at: Schema.NullOr(Iso),
+  /** Who issued it: "operator" or "vendor:<id>". */
+  issued_by: Schema.String
+})
+
+export const KeyRevoked = Schema.TaggedStruct("KeyRevoked", {
+  key_id: Id,
+  reason: Schema.String,
+  revoked_by: Schema.String
+})
+
+// ---- vendors ----------------------------------------------------------------------------------
+
+export const VendorRegistered = Schema.TaggedStruct("VendorRegistered", {
+  vendor_id: Id,
+  name: Schema.String,
+  server_options: Schema.Array(Schema.String)
+})
+
+export const VendorTokenIssued = Schema.TaggedStruct("VendorTokenIssued", {
+  vendor_id: Id,
+  token_id: Id,
+  token_hash: Schema.String,
+  scopes: Schema.Array(Schema.String),
+  expires_at: Schema.NullOr(Iso)
+})
+
+// ---- requests ---------------------------------------------------------------------------------
+
+export const Endpoint = Schema.Literal("chat.completions", "responses", "messages", "images.generations")
+export type Endpoint = typeof Endpoint.Type
+
+export const Usage = Schema.Struct({
+  input_tokens: Schema.Int,
+  output_tokens: Schema.Int,
+  /** Input tokens served from the upstream's prompt cache (a subset of input_tokens). */
+  cached_input_tokens: Schema.Int,
+  /** Output tokens spent on reasoning (a subset of output_tokens). */
+  reasoning_tokens: Schema.Int,
+  images: Schema.Int
+})
+export type Usage = typeof Usage.Type
+
+export const StreamStarted = Schema.TaggedStruct("StreamStarted", {
+  request_id: Id,
+  key_id: Id,
+  /** Public model id the client asked for. */
+  model: Schema.String,
+  endpoint: Endpoint,
+  stream: Schema.Boolean,
+  provider: Schema.String,
+  upstream_model: Schema.String,
+  /** Worst-case cost held for this request while it runs. */
+  reserved_nanos: Nanos,
+  replica: Schema.String
+})
+
+export const UsageReported = Schema.TaggedStruct("UsageReported", {
+  request_id: Id,
+  usage: Usage,
+  /** "upstream": the usage the upstream reported; "estimated": the gateway's estimate (usage never arrived). */
+  source: Schema.Literal("upstream", "estimated")
+})
+
+export const Cost = Schema.Struct({
+  input_nanos: Nanos,
+  cached_input_nanos: Nanos,
+  output_nanos: Nanos,
+  image_nanos: Nanos,
+  total_nanos: Nanos
+})
+export type Cost = typeof Cost.Type
+
+export const Billed = Schema.TaggedStruct("Billed", {
+  request_id: Id,
+  key_id: Id,
+  model: Schema.String,
+  usage: Usage,
+  cost: Cost,
+  estimated: Schema.Boolean,
+  /** How the request ended: the upstream answered, failed, or the client went away. */
+  outcome: Schema.Literal("completed", "failed", "cancelled"),
+  /** The prices used, so an auditor can recompute the cost from the event alone. */
+  prices: Schema.Struct({
+    input_per_mtok_nanos: Nanos,
+    cached_input_per_mtok_nanos: Nanos,
+    output_per_mtok_nanos: Nanos,
+    per_image_nanos: Nanos,
+    price_percent: Schema.Int
+  })
+})
+
+export const DomainEvent = Schema.Union(
+  KeyIssued,
+  KeyRevoked,
+  VendorRegistered,
+  VendorTokenIssued,
+  StreamStarted,
+  UsageReported,
+  Billed
+)
+export type DomainEvent = typeof DomainEvent.Type
+export type EventType = DomainEvent["_tag"]
+
+/** The schema version each event type is written with today. */
+export const currentSchemaVersion: Record<EventType, number> = {
+  KeyIssued: 1,
+  KeyRevoked: 1,
+  VendorRegistered: 1,
+  VendorTokenIssued: 1,
+  StreamStarted: 1,
+  UsageReported: 1,
+  Billed: 1
+}
+
+/**
+ * Upcasters: for an event type, a function per older schema version turning its data into the next
+ * version's shape. None exist yet; a new version adds one here and old rows stay as written.
+ */
+export const upcasters: Partial<Record<EventType, Record<number, (data: Record<string, unknown>) => Record<string, unknown>>>> =
+  {}
+
+export const streamOf = {
+  key: (keyId: string) => `key-${keyId}`,
+  vendor: (vendorId: string) => `vendor-${vendorId}`,
+  request: (requestId: string) => `request-${requestId}`
+}

@@ -1,0 +1,106 @@
+/**
+ * Applies projection deltas with SQL, inside the caller's transaction. Structural deltas run in order;
+ * counters are merged per row and applied after them (they commute), one statement per table.
+ */
+import type { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { type Delta, keyOf, type Row, type TableName, tables, type Value } from "./Delta.ts"
+
+const param = (v: Value): unknown => {
+  if (v === null) return null
+  if (typeof v === "bigint") return v.toString()
+  if (typeof v === "object") return JSON.stringify(v)
+  return v
+}
+
+const where = (key: Row, offset: number) =>
+  Object.keys(key).map((c, i) => `${c} = $${offset + i + 1}`).join(" AND ")
+
+type Statement = readonly [text: string, params: ReadonlyArray<unknown>]
+
+const structural = (d: Exclude<Delta, { _tag: "increment" | "upsertAdd" }>): Statement => {
+  switch (d._tag) {
+    case "insert": {
+      const cols = Object.keys(d.row)
+      return [
+        `INSERT INTO ${d.table} (${cols.join(", ")}) VALUES (${cols.map((_, i) => `$${i + 1}`).join(", ")})`,
+        cols.map((c) => param(d.row[c]!))
+      ]
+    }
+    case "set": {
+      const cols = Object.keys(d.values)
+      return [
+        `UPDATE ${d.table} SET ${cols.map((c, i) => `${c} = $${i + 1}`).join(", ")} WHERE ${where(d.key, cols.length)}`,
+        [...cols.map((c) => param(d.values[c]!)), ...Object.values(d.key).map(param)]
+      ]
+    }
+    case "delete":
+      return [`DELETE FROM ${d.table} WHERE ${where(d.key, 0)}`, Object.values(d.key).map(param)]
+  }
+}
+
+interface Counter {
+  readonly key: Row
+  readonly by: Record<string, bigint>
+}
+
+const counterStatements = (
+  tag: "increment" | "upsertAdd",
+  table: TableName,
+  counters: ReadonlyArray<Counter>
+): Statement => {
+  const spec = tables[table]
+  const keyCols = spec.primaryKey
+  const counterCols = [...new Set(counters.flatMap((c) => Object.keys(c.by)))]
+  const cols = [...keyCols, ...counterCols]
+  const params: Array<unknown> = []
+  const values = counters.map((c) =>
+    `(${
+      cols.map((col, i) => {
+        params.push(i < keyCols.length ? param(c.key[col]!) : (c.by[col] ?? 0n).toString())
+        const cast = spec.columns[col] === "date" ? "::date" : spec.columns[col] === "bigint" ? "::bigint" : ""
+        return `$${params.length}${cast}`
+      }).join(", ")
+    })`
+  )
+  if (tag === "upsertAdd") {
+    return [
+      `INSERT INTO ${table} (${cols.join(", ")}) VALUES ${values.join(", ")} ON CONFLICT (${keyCols.join(", ")}) ` +
+      `DO UPDATE SET ${counterCols.map((c) => `${c} = ${table}.${c} + EXCLUDED.${c}`).join(", ")}`,
+      params
+    ]
+  }
+  return [
+    `UPDATE ${table} AS t SET ${counterCols.map((c) => `${c} = t.${c} + v.${c}`).join(", ")} ` +
+    `FROM (VALUES ${values.join(", ")}) AS v(${cols.join(", ")}) ` +
+    `WHERE ${keyCols.map((c) => `t.${c} = v.${c}`).join(" AND ")}`,
+    params
+  ]
+}
+
+/** Turns a batch of deltas into the statements that apply it. Pure; exported for tests. */
+export const plan = (deltas: ReadonlyArray<Delta>): ReadonlyArray<Statement> => {
+  const out: Array<Statement> = []
+  const counters = new Map<string, { tag: "increment" | "upsertAdd"; table: TableName; rows: Map<string, Counter> }>()
+  for (const d of deltas) {
+    if (d._tag === "increment" || d._tag === "upsertAdd") {
+      const group = `${d._tag}:${d.table}`
+      let g = counters.get(group)
+      if (!g) counters.set(group, g = { tag: d._tag, table: d.table, rows: new Map() })
+      const k = keyOf(tables[d.table], d.key)
+      const existing = g.rows.get(k)
+      if (existing) {
+        for (const [c, v] of Object.entries(d.by)) existing.by[c] = (existing.by[c] ?? 0n) + v
+      } else {
+        g.rows.set(k, { key: d.key, by: { ...d.by } })
+      }
+    } else {
+      out.push(structural(d))
+    }
+  }
+  for (const g of counters.values()) out.push(counterStatements(g.tag, g.table, [...g.rows.values()]))
+  return out
+}
+
+export const applySql = (sql: SqlClient.SqlClient, deltas: ReadonlyArray<Delta>) =>
+  Effect.forEach(plan(deltas), ([text, params]) => sql.unsafe(text, params).raw, { discard: true })

@@ -1,0 +1,102 @@
+/**
+ * The inline projections as one pure function of an event: key accounts, vendors and their tokens,
+ * usage by key/model/day, and the requests still open. No clock, no config, no price lookups:
+ * everything comes from the event and its `occurred_at`.
+ */
+import type { DomainEvent } from "../events.ts"
+import type { Delta } from "./Delta.ts"
+
+export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<Delta> => {
+  switch (event._tag) {
+    case "KeyIssued":
+      return [{
+        _tag: "insert",
+        table: "api_keys",
+        row: {
+          key_id: event.key_id,
+          key_hash: event.key_hash,
+          key_hint: event.key_hint,
+          name: event.name,
+          vendor_id: event.vendor_id,
+          server_option: event.server_option,
+          allowed_models: event.allowed_models,
+          quota_nanos: event.quota_nanos,
+          used_nanos: 0n,
+          billed_requests: 0n,
+          metadata: event.metadata,
+          created_at: occurredAt,
+          expires_at: event.expires_at,
+          revoked_at: null
+        }
+      }]
+    case "KeyRevoked":
+      return [{ _tag: "set", table: "api_keys", key: { key_id: event.key_id }, values: { revoked_at: occurredAt } }]
+    case "VendorRegistered":
+      return [{
+        _tag: "insert",
+        table: "vendors",
+        row: {
+          vendor_id: event.vendor_id,
+          name: event.name,
+          server_options: event.server_options,
+          created_at: occurredAt
+        }
+      }]
+    case "VendorTokenIssued":
+      return [{
+        _tag: "insert",
+        table: "vendor_tokens",
+        row: {
+          token_id: event.token_id,
+          vendor_id: event.vendor_id,
+          token_hash: event.token_hash,
+          scopes: event.scopes,
+          created_at: occurredAt,
+          expires_at: event.expires_at,
+          revoked_at: null
+        }
+      }]
+    case "StreamStarted":
+      return [{
+        _tag: "insert",
+        table: "open_requests",
+        row: {
+          request_id: event.request_id,
+          key_id: event.key_id,
+          model: event.model,
+          replica: event.replica,
+          started_at: occurredAt
+        }
+      }]
+    case "UsageReported":
+      return []
+    case "Billed": {
+      const u = event.usage
+      return [
+        { _tag: "delete", table: "open_requests", key: { request_id: event.request_id } },
+        {
+          _tag: "increment",
+          table: "api_keys",
+          key: { key_id: event.key_id },
+          by: { used_nanos: event.cost.total_nanos, billed_requests: 1n }
+        },
+        {
+          _tag: "upsertAdd",
+          table: "usage_daily",
+          key: { key_id: event.key_id, model: event.model, day: occurredAt.slice(0, 10) },
+          by: {
+            requests: 1n,
+            input_tokens: BigInt(u.input_tokens),
+            output_tokens: BigInt(u.output_tokens),
+            cached_tokens: BigInt(u.cached_input_tokens),
+            reasoning_tokens: BigInt(u.reasoning_tokens),
+            images: BigInt(u.images),
+            cost_nanos: event.cost.total_nanos,
+            estimated_requests: event.estimated ? 1n : 0n,
+            estimated_cost_nanos: event.estimated ? event.cost.total_nanos : 0n
+          }
+        }
+      ]
+    }
+  }
+}

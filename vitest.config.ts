@@ -1,0 +1,20 @@
+import { defineConfig } from "vitest/config"
+
+// The suite runs once on the embedded PGlite and, when TEST_DATABASE_URL points at a Postgres
+// server, once more on it (each test file gets its own fresh database there).
+const projects = [
+  { test: { name: "pglite", include: ["test/**/*.test.ts"], env: { TOLLGATE_TEST_DB: "pglite" } } },
+  ...(process.env.TEST_DATABASE_URL
+    ? [{ test: { name: "postgres", include: ["test/**/*.test.ts"], env: { TOLLGATE_TEST_DB: "postgres" } } }]
+    : [])
+]
+
+export default defineConfig({
+  test: {
+    projects,
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    pool: "forks",
+    poolOptions: { forks: { maxForks: 2 } }
+  }
+})
