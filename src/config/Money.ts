@@ -53,12 +53,3 @@ export const UsdAmount = Schema.transformOrFail(
 /** Nanos as they travel in events and JSON: a decimal integer string. */
 export const Nanos = Schema.BigInt.annotations({ identifier: "Nanos" })
 
-/**
- * Cost of `units` at `pricePerMillion` nanos per million units, rounded up to the next nano.
- * Integer arithmetic only, so a replay reproduces every figure to the unit.
- */
-export const costOf = (units: number, pricePerMillion: bigint): bigint => {
-  if (units <= 0 || pricePerMillion === 0n) return 0n
-  const raw = BigInt(units) * pricePerMillion
-  return (raw + 999_999n) / 1_000_000n
-}

@@ -1,4 +1,4 @@
-import { describe, expect, it, layer } from "@effect/vitest"
+import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
 import { EventLog } from "../../src/ledger/EventLog.ts"

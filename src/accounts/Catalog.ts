@@ -1,0 +1,75 @@
+/**
+ * The model catalog and Server Options, from the configuration: which models a key may call and
+ * which upstream deployments serve them.
+ */
+import { Context, Effect, Layer } from "effect"
+import type { ModelConfig, ProviderConfig, ServerOptionConfig } from "../config/ConfigFile.ts"
+import { GatewayConfig } from "../config/GatewayConfig.ts"
+
+export interface ResolvedDeployment {
+  readonly providerName: string
+  readonly provider: ProviderConfig
+  readonly upstreamModel: string
+}
+
+export interface CatalogModel {
+  readonly id: string
+  readonly config: ModelConfig
+  readonly deployments: ReadonlyArray<ResolvedDeployment>
+}
+
+/** What decides which models a key sees: its Server Option and optional allow-list. */
+export interface ModelAccess {
+  readonly serverOption: string
+  readonly allowedModels: ReadonlySet<string> | null
+}
+
+export interface CatalogService {
+  readonly models: ReadonlyMap<string, CatalogModel>
+  readonly serverOptions: ReadonlyMap<string, ServerOptionConfig>
+  readonly defaultServerOption: string | undefined
+  /** The models a key may call, in Server Option order. */
+  readonly modelsFor: (access: ModelAccess) => ReadonlyArray<CatalogModel>
+  /** The model if the key may call it. */
+  readonly find: (access: ModelAccess, modelId: string) => CatalogModel | undefined
+}
+
+export class Catalog extends Context.Tag("Accounts/Catalog")<Catalog, CatalogService>() {
+  static readonly layer = Layer.effect(
+    Catalog,
+    Effect.map(GatewayConfig, ({ file }) => {
+      const models = new Map<string, CatalogModel>()
+      for (const [id, config] of Object.entries(file.models)) {
+        models.set(id, {
+          id,
+          config,
+          deployments: config.deployments.map((d) => ({
+            providerName: d.provider,
+            provider: file.providers[d.provider]!,
+            upstreamModel: d.model ?? id
+          }))
+        })
+      }
+      const serverOptions = new Map(Object.entries(file.server_options))
+      const modelsFor = (access: ModelAccess) => {
+        const option = serverOptions.get(access.serverOption)
+        if (!option) return []
+        return option.models
+          .filter((m) => access.allowedModels === null || access.allowedModels.has(m))
+          .map((m) => models.get(m)!)
+      }
+      return Catalog.of({
+        models,
+        serverOptions,
+        defaultServerOption: file.default_server_option ?? [...serverOptions.keys()][0],
+        modelsFor,
+        find: (access, modelId) => {
+          const option = serverOptions.get(access.serverOption)
+          if (!option || !option.models.includes(modelId)) return undefined
+          if (access.allowedModels !== null && !access.allowedModels.has(modelId)) return undefined
+          return models.get(modelId)
+        }
+      })
+    })
+  )
+}

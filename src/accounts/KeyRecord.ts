@@ -1,0 +1,68 @@
+/** A key as the gateway sees it: the `api_keys` projection row, decoded. */
+export interface KeyRecord {
+  readonly keyId: string
+  readonly keyHash: string
+  readonly keyHint: string
+  readonly name: string
+  readonly vendorId: string | null
+  readonly serverOption: string
+  readonly allowedModels: ReadonlySet<string> | null
+  readonly quotaNanos: bigint
+  usedNanos: bigint
+  billedRequests: bigint
+  readonly metadata: Readonly<Record<string, string>>
+  readonly createdAt: string
+  readonly expiresAt: string | null
+  revokedAt: string | null
+}
+
+export const KEY_COLUMNS = `key_id, key_hash, key_hint, name, vendor_id, server_option, allowed_models,
+  quota_nanos::text AS quota_nanos, used_nanos::text AS used_nanos, billed_requests::text AS billed_requests,
+  metadata, created_at, expires_at, revoked_at`
+
+export interface KeyRow {
+  readonly key_id: string
+  readonly key_hash: string
+  readonly key_hint: string
+  readonly name: string
+  readonly vendor_id: string | null
+  readonly server_option: string
+  readonly allowed_models: unknown
+  readonly quota_nanos: string
+  readonly used_nanos: string
+  readonly billed_requests: string
+  readonly metadata: unknown
+  readonly created_at: Date | string
+  readonly expires_at: Date | string | null
+  readonly revoked_at: Date | string | null
+}
+
+const json = (v: unknown) => (typeof v === "string" ? JSON.parse(v) : v)
+const iso = (v: Date | string | null) => (v === null ? null : new Date(v).toISOString())
+
+export const fromRow = (r: KeyRow): KeyRecord => {
+  const allowed = json(r.allowed_models) as Array<string> | null
+  return {
+    keyId: r.key_id,
+    keyHash: r.key_hash,
+    keyHint: r.key_hint,
+    name: r.name,
+    vendorId: r.vendor_id,
+    serverOption: r.server_option,
+    allowedModels: allowed === null ? null : new Set(allowed),
+    quotaNanos: BigInt(r.quota_nanos),
+    usedNanos: BigInt(r.used_nanos),
+    billedRequests: BigInt(r.billed_requests),
+    metadata: (json(r.metadata) ?? {}) as Record<string, string>,
+    createdAt: iso(r.created_at)!,
+    expiresAt: iso(r.expires_at),
+    revokedAt: iso(r.revoked_at)
+  }
+}
+
+/** Why a key cannot be used now, if it cannot. */
+export const unusableReason = (key: KeyRecord, now: number): string | undefined => {
+  if (key.revokedAt !== null) return "This API key has been revoked."
+  if (key.expiresAt !== null && Date.parse(key.expiresAt) <= now) return "This API key has expired."
+  return undefined
+}

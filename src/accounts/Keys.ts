@@ -1,0 +1,147 @@
+/**
+ * Issuing, revoking and listing API keys. Every change is an event on the key's stream
+ * (`key-<id>`); the `api_keys` table is its projection.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { EventLog } from "../ledger/EventLog.ts"
+import { streamOf } from "../ledger/events.ts"
+import { Catalog } from "./Catalog.ts"
+import { InvalidInput, NotFound } from "./errors.ts"
+import { KEY_COLUMNS, type KeyRecord, fromRow, type KeyRow } from "./KeyRecord.ts"
+import { hashSecret, hintOf, newApiKey, newId } from "./secrets.ts"
+
+export interface IssueKey {
+  readonly quotaNanos: bigint
+  readonly name?: string | undefined
+  readonly serverOption?: string | undefined
+  readonly models?: ReadonlyArray<string> | undefined
+  readonly expiresAt?: string | undefined
+  readonly metadata?: Readonly<Record<string, string>> | undefined
+  readonly vendorId?: string | undefined
+  /** Server Options the issuer may attach (a vendor's entitlements); absent: any. */
+  readonly permittedServerOptions?: ReadonlyArray<string> | undefined
+  readonly issuedBy: string
+}
+
+export interface IssuedKey {
+  readonly key: KeyRecord
+  /** The clear key. Shown once; only its hash is kept. */
+  readonly secret: string
+}
+
+export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const log = yield* EventLog
+    const catalog = yield* Catalog
+
+    const issue = (input: IssueKey): Effect.Effect<IssuedKey, InvalidInput> =>
+      Effect.gen(function*() {
+        const serverOption = input.serverOption ?? catalog.defaultServerOption
+        if (serverOption === undefined || !catalog.serverOptions.has(serverOption)) {
+          return yield* new InvalidInput({
+            param: "server_option",
+            message: `Unknown Server Option "${serverOption ?? ""}". Known: ${[...catalog.serverOptions.keys()].join(", ")}.`
+          })
+        }
+        if (input.permittedServerOptions && !input.permittedServerOptions.includes(serverOption)) {
+          return yield* new InvalidInput({
+            param: "server_option",
+            message: `Server Option "${serverOption}" is not one you may attach. Yours: ${
+              input.permittedServerOptions.join(", ") || "none"
+            }.`
+          })
+        }
+        const offered = catalog.serverOptions.get(serverOption)!.models
+        if (input.models) {
+          if (input.models.length === 0) {
+            return yield* new InvalidInput({ param: "models", message: "models, when given, must name at least one model." })
+          }
+          const foreign = input.models.filter((m) => !offered.includes(m))
+          if (foreign.length > 0) {
+            return yield* new InvalidInput({
+              param: "models",
+              message: `Server Option "${serverOption}" does not offer ${foreign.join(", ")}. It offers: ${offered.join(", ")}.`
+            })
+          }
+        }
+        if (input.quotaNanos < 0n) {
+          return yield* new InvalidInput({ param: "quota_usd", message: "The quota cannot be negative." })
+        }
+        if (input.expiresAt !== undefined && Number.isNaN(Date.parse(input.expiresAt))) {
+          return yield* new InvalidInput({ param: "expires_at", message: "expires_at must be an ISO-8601 date-time." })
+        }
+        const secret = newApiKey()
+        const keyId = newId("key")
+        const event = {
+          _tag: "KeyIssued" as const,
+          key_id: keyId,
+          key_hash: hashSecret(secret),
+          key_hint: hintOf(secret),
+          name: input.name ?? keyId,
+          vendor_id: input.vendorId ?? null,
+          server_option: serverOption,
+          allowed_models: input.models ? [...new Set(input.models)] : null,
+          quota_nanos: input.quotaNanos,
+          metadata: input.metadata ?? {},
+          expires_at: input.expiresAt === undefined ? null : new Date(input.expiresAt).toISOString(),
+          issued_by: input.issuedBy
+        }
+        const appended = yield* log.append({ streamId: streamOf.key(keyId), expectedVersion: 0, events: [event] }).pipe(
+          Effect.orDie
+        )
+        const key: KeyRecord = {
+          keyId,
+          keyHash: event.key_hash,
+          keyHint: event.key_hint,
+          name: event.name,
+          vendorId: event.vendor_id,
+          serverOption,
+          allowedModels: event.allowed_models === null ? null : new Set(event.allowed_models),
+          quotaNanos: event.quota_nanos,
+          usedNanos: 0n,
+          billedRequests: 0n,
+          metadata: event.metadata,
+          createdAt: appended.occurredAt,
+          expiresAt: event.expires_at,
+          revokedAt: null
+        }
+        return { key, secret }
+      })
+
+    const get = (keyId: string, vendorId?: string): Effect.Effect<KeyRecord, NotFound> =>
+      sql.unsafe<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE key_id = $1`, [keyId]).pipe(
+        Effect.orDie,
+        Effect.flatMap((rows) => {
+          const row = rows[0]
+          // Another vendor's key is reported exactly like a missing one.
+          if (!row || (vendorId !== undefined && row.vendor_id !== vendorId)) {
+            return Effect.fail(new NotFound({ message: `No API key with id ${keyId}.` }))
+          }
+          return Effect.succeed(fromRow(row))
+        })
+      )
+
+    const revoke = (keyId: string, revokedBy: string, reason = "revoked") =>
+      Effect.gen(function*() {
+        const key = yield* get(keyId)
+        if (key.revokedAt !== null) return key
+        yield* log.append({
+          streamId: streamOf.key(keyId),
+          expectedVersion: "any",
+          events: [{ _tag: "KeyRevoked", key_id: keyId, reason, revoked_by: revokedBy }]
+        }).pipe(Effect.orDie)
+        return yield* get(keyId)
+      })
+
+    const list = (options: { readonly vendorId?: string | undefined } = {}) =>
+      (options.vendorId === undefined
+        ? sql.unsafe<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys ORDER BY created_at, key_id`)
+        : sql.unsafe<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE vendor_id = $1 ORDER BY created_at, key_id`, [
+          options.vendorId
+        ])).pipe(Effect.orDie, Effect.map((rows) => rows.map(fromRow)))
+
+    return { issue, get, revoke, list } as const
+  })
+}) {}

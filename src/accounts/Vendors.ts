@@ -1,0 +1,147 @@
+/**
+ * Vendors (resellers) and their tokens. A vendor token is `vt_...`, never an `sk-` key, carries
+ * scopes, is shown once and stored hashed. Every change is an event on `vendor-<id>`.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { EventLog } from "../ledger/EventLog.ts"
+import { streamOf } from "../ledger/events.ts"
+import { Catalog } from "./Catalog.ts"
+import { InvalidInput, NotFound } from "./errors.ts"
+import { hashSecret, newId, newVendorToken } from "./secrets.ts"
+
+export const SCOPES = [
+  "keys:create",
+  "keys:read",
+  "keys:update",
+  "keys:revoke",
+  "server-options:read",
+  "usage:read"
+] as const
+export type Scope = typeof SCOPES[number]
+
+export interface Vendor {
+  readonly vendorId: string
+  readonly name: string
+  readonly serverOptions: ReadonlyArray<string>
+  readonly createdAt: string
+}
+
+export interface VendorSession {
+  readonly vendor: Vendor
+  readonly tokenId: string
+  readonly scopes: ReadonlySet<string>
+}
+
+interface VendorRow {
+  readonly vendor_id: string
+  readonly name: string
+  readonly server_options: unknown
+  readonly created_at: Date | string
+}
+
+const json = (v: unknown) => (typeof v === "string" ? JSON.parse(v) : v)
+const fromRow = (r: VendorRow): Vendor => ({
+  vendorId: r.vendor_id,
+  name: r.name,
+  serverOptions: json(r.server_options) as Array<string>,
+  createdAt: new Date(r.created_at).toISOString()
+})
+
+export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const log = yield* EventLog
+    const catalog = yield* Catalog
+
+    const checkScopes = (scopes: ReadonlyArray<string>) => {
+      const unknown = scopes.filter((s) => !(SCOPES as ReadonlyArray<string>).includes(s))
+      return unknown.length > 0
+        ? Effect.fail(
+          new InvalidInput({ param: "scopes", message: `Unknown scopes: ${unknown.join(", ")}. Known: ${SCOPES.join(", ")}.` })
+        )
+        : Effect.void
+    }
+
+    const get = (vendorId: string) =>
+      sql.unsafe<VendorRow>(`SELECT * FROM vendors WHERE vendor_id = $1`, [vendorId]).pipe(
+        Effect.orDie,
+        Effect.flatMap((rows) =>
+          rows[0] ? Effect.succeed(fromRow(rows[0])) : Effect.fail(new NotFound({ message: `No vendor ${vendorId}.` }))
+        )
+      )
+
+    const issueToken = (vendorId: string, scopes: ReadonlyArray<string>, expiresAt?: string) =>
+      Effect.gen(function*() {
+        yield* checkScopes(scopes)
+        yield* get(vendorId)
+        const token = newVendorToken()
+        const tokenId = newId("vtk")
+        yield* log.append({
+          streamId: streamOf.vendor(vendorId),
+          expectedVersion: "any",
+          events: [{
+            _tag: "VendorTokenIssued",
+            vendor_id: vendorId,
+            token_id: tokenId,
+            token_hash: hashSecret(token),
+            scopes: [...new Set(scopes)],
+            expires_at: expiresAt === undefined ? null : new Date(expiresAt).toISOString()
+          }]
+        }).pipe(Effect.orDie)
+        return { tokenId, token, scopes }
+      })
+
+    /** Registers a vendor and issues its first token. */
+    const register = (input: {
+      readonly name: string
+      readonly scopes: ReadonlyArray<string>
+      readonly serverOptions?: ReadonlyArray<string> | undefined
+    }) =>
+      Effect.gen(function*() {
+        yield* checkScopes(input.scopes)
+        const options = input.serverOptions ?? [...catalog.serverOptions.keys()]
+        const unknown = options.filter((o) => !catalog.serverOptions.has(o))
+        if (unknown.length > 0) {
+          return yield* new InvalidInput({
+            param: "server_options",
+            message: `Unknown Server Options: ${unknown.join(", ")}. Known: ${[...catalog.serverOptions.keys()].join(", ")}.`
+          })
+        }
+        if (input.name.trim() === "") return yield* new InvalidInput({ param: "name", message: "A vendor needs a name." })
+        const vendorId = newId("vnd")
+        yield* log.append({
+          streamId: streamOf.vendor(vendorId),
+          expectedVersion: 0,
+          events: [{ _tag: "VendorRegistered", vendor_id: vendorId, name: input.name, server_options: [...options] }]
+        }).pipe(Effect.orDie)
+        const vendor = yield* get(vendorId).pipe(Effect.orDie)
+        const token = yield* issueToken(vendorId, input.scopes)
+        return { vendor, ...token }
+      })
+
+    /** The vendor behind a token, if the token exists, is not revoked and has not expired. */
+    const authenticate = (token: string) =>
+      sql.unsafe<VendorRow & { token_id: string; scopes: unknown; expires_at: Date | string | null; revoked_at: unknown }>(
+        `SELECT v.vendor_id, v.name, v.server_options, v.created_at, t.token_id, t.scopes, t.expires_at, t.revoked_at
+           FROM vendor_tokens t JOIN vendors v ON v.vendor_id = t.vendor_id
+          WHERE t.token_hash = $1`,
+        [hashSecret(token)]
+      ).pipe(
+        Effect.orDie,
+        Effect.map((rows): VendorSession | undefined => {
+          const r = rows[0]
+          if (!r || r.revoked_at !== null) return undefined
+          if (r.expires_at !== null && new Date(r.expires_at).getTime() <= Date.now()) return undefined
+          return { vendor: fromRow(r), tokenId: r.token_id, scopes: new Set(json(r.scopes) as Array<string>) }
+        })
+      )
+
+    const list = sql.unsafe<VendorRow>(`SELECT * FROM vendors ORDER BY created_at, vendor_id`).pipe(
+      Effect.orDie,
+      Effect.map((rows) => rows.map(fromRow))
+    )
+
+    return { register, issueToken, authenticate, get, list } as const
+  })
+}) {}

@@ -1,0 +1,11 @@
+/** What account operations refuse, in domain terms; the HTTP layer maps these to the error envelope. */
+import { Data } from "effect"
+
+export class InvalidInput extends Data.TaggedError("InvalidInput")<{
+  readonly message: string
+  readonly param?: string
+}> {}
+
+export class NotFound extends Data.TaggedError("NotFound")<{ readonly message: string }> {}
+
+export class QuotaExceeded extends Data.TaggedError("QuotaExceeded")<{ readonly message: string }> {}

@@ -1,0 +1,15 @@
+import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { MessagesRequest } from "../wire/messages.ts"
+import { GenerationErrors, GenerationSuccess } from "./errors.ts"
+import { ApiKeyAuth } from "./security.ts"
+
+/** The messages style (Anthropic); base URL `{base}`, requires `anthropic-version: 2023-06-01`. */
+export class AnthropicApi extends HttpApiGroup.make("anthropic")
+  .add(
+    HttpApiEndpoint.post("createMessage", "/v1/messages")
+      .setPayload(MessagesRequest)
+      .addSuccess(GenerationSuccess)
+      .addError(GenerationErrors)
+  )
+  .middleware(ApiKeyAuth)
+{}

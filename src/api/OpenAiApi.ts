@@ -1,0 +1,31 @@
+import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { ChatCompletionRequest } from "../wire/chat.ts"
+import { ImagesRequest } from "../wire/images.ts"
+import { ModelList } from "../wire/models.ts"
+import { ResponsesRequest } from "../wire/responses.ts"
+import { GenerationErrors, GenerationSuccess } from "./errors.ts"
+import { ApiKeyAuth } from "./security.ts"
+
+/** The chat-completions family (OpenAI style); base URL `{base}/v1`. */
+export class OpenAiApi extends HttpApiGroup.make("openai")
+  .add(HttpApiEndpoint.get("listModels", "/v1/models").addSuccess(ModelList))
+  .add(
+    HttpApiEndpoint.post("createChatCompletion", "/v1/chat/completions")
+      .setPayload(ChatCompletionRequest)
+      .addSuccess(GenerationSuccess)
+      .addError(GenerationErrors)
+  )
+  .add(
+    HttpApiEndpoint.post("createResponse", "/v1/responses")
+      .setPayload(ResponsesRequest)
+      .addSuccess(GenerationSuccess)
+      .addError(GenerationErrors)
+  )
+  .add(
+    HttpApiEndpoint.post("generateImages", "/v1/images/generations")
+      .setPayload(ImagesRequest)
+      .addSuccess(GenerationSuccess)
+      .addError(GenerationErrors)
+  )
+  .middleware(ApiKeyAuth)
+{}

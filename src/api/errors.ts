@@ -1,0 +1,86 @@
+/**
+ * The typed errors a client can act on, one per envelope type. Every error leaves the gateway as
+ * `{"type":"error","error":{"type","code","message","param"},"request_id"}` (see http/ErrorEnvelope.ts).
+ */
+import { HttpApiSchema } from "@effect/platform"
+import { Schema } from "effect"
+
+const fields = {
+  message: Schema.String,
+  code: Schema.optional(Schema.String),
+  param: Schema.optional(Schema.String)
+}
+
+export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()(
+  "InvalidRequest",
+  fields,
+  HttpApiSchema.annotations({ status: 400 })
+) {}
+
+export class AuthenticationFailed extends Schema.TaggedError<AuthenticationFailed>()(
+  "AuthenticationFailed",
+  fields,
+  HttpApiSchema.annotations({ status: 401 })
+) {}
+
+export class PermissionDenied extends Schema.TaggedError<PermissionDenied>()(
+  "PermissionDenied",
+  fields,
+  HttpApiSchema.annotations({ status: 403 })
+) {}
+
+export class NotFound extends Schema.TaggedError<NotFound>()(
+  "NotFound",
+  fields,
+  HttpApiSchema.annotations({ status: 404 })
+) {}
+
+export class RequestTooLarge extends Schema.TaggedError<RequestTooLarge>()(
+  "RequestTooLarge",
+  fields,
+  HttpApiSchema.annotations({ status: 413 })
+) {}
+
+export class RateLimited extends Schema.TaggedError<RateLimited>()(
+  "RateLimited",
+  { ...fields, retryAfterSeconds: Schema.optional(Schema.Number) },
+  HttpApiSchema.annotations({ status: 429 })
+) {}
+
+export class UpstreamFailed extends Schema.TaggedError<UpstreamFailed>()(
+  "UpstreamFailed",
+  { ...fields, status: Schema.Int, type: Schema.String, retryAfterSeconds: Schema.optional(Schema.Number) },
+  HttpApiSchema.annotations({ status: 502 })
+) {}
+
+export class Overloaded extends Schema.TaggedError<Overloaded>()(
+  "Overloaded",
+  fields,
+  HttpApiSchema.annotations({ status: 503 })
+) {}
+
+export type ApiError =
+  | InvalidRequest
+  | AuthenticationFailed
+  | PermissionDenied
+  | NotFound
+  | RequestTooLarge
+  | RateLimited
+  | UpstreamFailed
+  | Overloaded
+
+export const GenerationErrors = Schema.Union(
+  InvalidRequest,
+  AuthenticationFailed,
+  PermissionDenied,
+  NotFound,
+  RequestTooLarge,
+  RateLimited,
+  UpstreamFailed,
+  Overloaded
+)
+
+/** A generation answers JSON in its style, or an SSE stream when the request says `stream: true`. */
+export const GenerationSuccess = Schema.Unknown.annotations({
+  description: "the answer in this endpoint's style: JSON, or text/event-stream when stream is true"
+})

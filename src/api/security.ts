@@ -1,0 +1,25 @@
+/**
+ * Who is calling. `/v1` endpoints take an API key in `Authorization: Bearer` or `x-api-key` (both are
+ * accepted everywhere, spec §5 rule 1); `/api` endpoints take a vendor token in `Authorization: Bearer`.
+ */
+import { HttpApiMiddleware } from "@effect/platform"
+import { Context, Schema } from "effect"
+import { AuthenticationFailed, PermissionDenied } from "./errors.ts"
+
+export class CurrentKey extends Context.Tag("Api/CurrentKey")<CurrentKey, { readonly keyId: string }>() {}
+
+export class CurrentVendor extends Context.Tag("Api/CurrentVendor")<CurrentVendor, {
+  readonly vendorId: string
+  readonly tokenId: string
+  readonly scopes: ReadonlySet<string>
+}>() {}
+
+export class ApiKeyAuth extends HttpApiMiddleware.Tag<ApiKeyAuth>()("Api/ApiKeyAuth", {
+  failure: AuthenticationFailed,
+  provides: CurrentKey
+}) {}
+
+export class VendorAuth extends HttpApiMiddleware.Tag<VendorAuth>()("Api/VendorAuth", {
+  failure: Schema.Union(AuthenticationFailed, PermissionDenied),
+  provides: CurrentVendor
+}) {}

@@ -1,0 +1,156 @@
+/**
+ * The `tollgate` command line. Every command takes `--json` for scripts. Commands that touch data run
+ * against Postgres when DATABASE_URL is set; on the embedded backend they run inside the server when
+ * one holds the data folder (see OperatorEndpoint.ts), and open the folder themselves otherwise.
+ */
+import { Args, Command, Options } from "@effect/cli"
+import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { Config, Console, Effect, Layer, Logger, LogLevel, Option } from "effect"
+import { GatewayConfig } from "../config/GatewayConfig.ts"
+import * as Database from "../db/Database.ts"
+import { holderOf } from "../db/DataDirLock.ts"
+import { migrate as runMigrations } from "../db/Migrations.ts"
+import { AccountsLive } from "../main.ts"
+import { human } from "./format.ts"
+import * as OperatorEndpoint from "./OperatorEndpoint.ts"
+import { type Operation, OperationFailed, run } from "./operations.ts"
+import { serve } from "./serve.ts"
+
+const json = Options.boolean("json").pipe(Options.withDescription("print the result as JSON"))
+const list = (s: string) => s.split(",").map((x) => x.trim()).filter((x) => x !== "")
+const opt = <A>(o: Option.Option<A>) => Option.getOrUndefined(o)
+
+const LocalLive = AccountsLive.pipe(
+  Layer.provideMerge(Database.layer),
+  Layer.provideMerge(GatewayConfig.layer),
+  Layer.provide(NodeContext.layer)
+)
+
+/** Runs an operation where the data is: in-process, or in the server holding the embedded folder. */
+const execute = (op: Operation) =>
+  Effect.gen(function*() {
+    const databaseUrl = yield* Config.option(Config.string("DATABASE_URL"))
+    const dataDir = yield* Config.withDefault(Config.string("TOLLGATE_DATA_DIR"), "./data")
+    const holder = Option.isNone(Option.filter(databaseUrl, (u) => u.trim() !== "")) ? holderOf(dataDir) : undefined
+    if (holder !== undefined && holder !== process.pid) return yield* OperatorEndpoint.remote(dataDir, holder, op)
+    return yield* (run(op) as Effect.Effect<unknown, OperationFailed, Layer.Layer.Success<typeof LocalLive>>).pipe(
+      Effect.provide(LocalLive)
+    )
+  })
+
+const operation = (op: Operation, asJson: boolean) =>
+  execute(op).pipe(
+    Effect.flatMap((result) => Console.log(asJson ? JSON.stringify(result, null, 2) : human(op, result))),
+    Effect.zipRight(Effect.void)
+  )
+
+// ---- commands -----------------------------------------------------------------------------------
+
+const serveCommand = Command.make("serve", {}, () => serve).pipe(
+  Command.withDescription("start the gateway (embedded PGlite in TOLLGATE_DATA_DIR, or Postgres at DATABASE_URL)")
+)
+
+const migrateCommand = Command.make("migrate", { json }, ({ json }) =>
+  Effect.gen(function*() {
+    const ran = yield* runMigrations().pipe(Effect.provide(Database.layer), Effect.provide(GatewayConfig.layer))
+    yield* Console.log(
+      json ? JSON.stringify(ran.map(([id, name]) => ({ id, name }))) : ran.length === 0
+        ? "The database is up to date."
+        : `Applied: ${ran.map(([id, name]) => `${id}_${name}`).join(", ")}`
+    )
+  })).pipe(Command.withDescription("apply pending migrations (serve does this at start too)"))
+
+const keysCreate = Command.make("create", {
+  quotaUsd: Options.text("quota-usd").pipe(Options.withDescription("the key's quota in USD, e.g. 10 or 2.50")),
+  name: Options.text("name").pipe(Options.optional),
+  serverOption: Options.text("server-option").pipe(Options.optional),
+  models: Options.text("models").pipe(Options.withDescription("comma-separated allow-list"), Options.optional),
+  expiresAt: Options.text("expires-at").pipe(Options.withDescription("ISO-8601 date-time"), Options.optional),
+  json
+}, (o) =>
+  operation({
+    _tag: "keys.create",
+    quotaUsd: o.quotaUsd,
+    name: opt(o.name),
+    serverOption: opt(o.serverOption),
+    models: Option.map(o.models, list).pipe(opt),
+    expiresAt: opt(o.expiresAt)
+  }, o.json)).pipe(Command.withDescription("create an API key; prints the key once"))
+
+const keysList = Command.make("list", { json }, ({ json }) => operation({ _tag: "keys.list" }, json))
+const keysRevoke = Command.make(
+  "revoke",
+  { keyId: Args.text({ name: "KEY_ID" }), json },
+  ({ json, keyId }) => operation({ _tag: "keys.revoke", keyId }, json)
+)
+const keys = Command.make("keys").pipe(
+  Command.withSubcommands([keysCreate, keysList, keysRevoke]),
+  Command.withDescription("create, list and revoke API keys")
+)
+
+const vendorsCreate = Command.make("create", {
+  name: Options.text("name"),
+  scopes: Options.text("scopes").pipe(Options.withDescription("comma-separated, e.g. keys:create,server-options:read")),
+  serverOptions: Options.text("server-options").pipe(Options.optional),
+  json
+}, (o) =>
+  operation({
+    _tag: "vendors.create",
+    name: o.name,
+    scopes: list(o.scopes),
+    serverOptions: Option.map(o.serverOptions, list).pipe(opt)
+  }, o.json)).pipe(Command.withDescription("register a vendor; prints its token once"))
+const vendors = Command.make("vendors").pipe(Command.withSubcommands([vendorsCreate]))
+
+const usage = Command.make("usage", {
+  keyId: Args.text({ name: "KEY_ID" }).pipe(Args.optional),
+  from: Options.text("from").pipe(Options.withDescription("first day, YYYY-MM-DD"), Options.optional),
+  to: Options.text("to").pipe(Options.withDescription("last day, YYYY-MM-DD"), Options.optional),
+  json
+}, (o) => operation({ _tag: "usage", keyId: opt(o.keyId), from: opt(o.from), to: opt(o.to) }, o.json)).pipe(
+  Command.withDescription("usage of one key, or a summary of every key")
+)
+
+const events = Command.make("events", {
+  from: Options.text("from").pipe(Options.withDescription("first position"), Options.optional),
+  stream: Options.text("stream").pipe(Options.withDescription("only this stream, e.g. key-key_abc"), Options.optional),
+  limit: Options.integer("limit").pipe(Options.withDefault(100)),
+  json
+}, (o) => operation({ _tag: "events", fromPosition: opt(o.from), streamId: opt(o.stream), limit: o.limit }, o.json))
+  .pipe(Command.withDescription("print events of the log in log order"))
+
+const replay = Command.make("replay", {
+  verify: Options.boolean("verify").pipe(Options.withDescription("rebuild every projection and compare")),
+  json
+}, (o) =>
+  Effect.gen(function*() {
+    if (!o.verify) return yield* new OperationFailed({ message: "replay needs --verify" })
+    const op: Operation = { _tag: "replay.verify" }
+    const report = (yield* execute(op)) as { ok: boolean }
+    yield* Console.log(o.json ? JSON.stringify(report, null, 2) : human(op, report))
+    if (!report.ok) return yield* new OperationFailed({ message: "the projections differ from the log" })
+  })).pipe(Command.withDescription("rebuild the projections from position 0 and diff them with the live tables"))
+
+const root = Command.make("tollgate").pipe(
+  Command.withSubcommands([serveCommand, migrateCommand, keys, vendors, usage, events, replay])
+)
+
+const cli = Command.run(root, { name: "tollgate", version: "0.1.0" })
+
+const logLevel = LogLevel.fromLiteral(
+  (["All", "Debug", "Info", "Warning", "Error", "None"] as const).find((l) =>
+    l.toLowerCase() === (process.env.TOLLGATE_LOG_LEVEL ?? "info").toLowerCase()
+  ) ?? "Info"
+)
+
+cli(process.argv).pipe(
+  Effect.catchTags({
+    OperationFailed: (e) => Console.error(`tollgate: ${e.message}`).pipe(Effect.zipRight(Effect.sync(() => process.exitCode = 1))),
+    ConfigFileError: (e) => Console.error(`tollgate: ${e.message}`).pipe(Effect.zipRight(Effect.sync(() => process.exitCode = 1))),
+    DataDirBusy: (e) => Console.error(`tollgate: ${e.message}`).pipe(Effect.zipRight(Effect.sync(() => process.exitCode = 1)))
+  }),
+  Effect.provide(NodeContext.layer),
+  Logger.withMinimumLogLevel(logLevel),
+  Effect.provide(Logger.pretty),
+  NodeRuntime.runMain({ disableErrorReporting: false })
+)

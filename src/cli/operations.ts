@@ -1,0 +1,145 @@
+/**
+ * The operator commands as data: each CLI command is an `Operation`, run here against the gateway's
+ * services. The same code runs in the CLI process (Postgres, or an embedded data folder no server
+ * holds) and inside a running server that holds the embedded data folder (over its operator socket).
+ * Results are plain JSON (money as decimal strings), so `--json` output is the result itself.
+ */
+import { Data, Effect, Schema } from "effect"
+import type { KeyRecord } from "../accounts/KeyRecord.ts"
+import { Keys } from "../accounts/Keys.ts"
+import { UsageReport, isDay } from "../accounts/UsageReport.ts"
+import { Vendors } from "../accounts/Vendors.ts"
+import { formatUsd, parseUsd } from "../config/Money.ts"
+import { EventLog } from "../ledger/EventLog.ts"
+import { DomainEvent } from "../ledger/events.ts"
+import * as Replay from "../ledger/Replay.ts"
+import { KeyStore } from "../accounts/KeyStore.ts"
+
+export class OperationFailed extends Data.TaggedError("OperationFailed")<{ readonly message: string }> {}
+
+const Opt = <S extends Schema.Schema.Any>(s: S) => Schema.optional(s)
+
+export const Operation = Schema.Union(
+  Schema.TaggedStruct("keys.create", {
+    quotaUsd: Schema.String,
+    name: Opt(Schema.String),
+    serverOption: Opt(Schema.String),
+    models: Opt(Schema.Array(Schema.String)),
+    expiresAt: Opt(Schema.String)
+  }),
+  Schema.TaggedStruct("keys.list", {}),
+  Schema.TaggedStruct("keys.revoke", { keyId: Schema.String }),
+  Schema.TaggedStruct("vendors.create", {
+    name: Schema.String,
+    scopes: Schema.Array(Schema.String),
+    serverOptions: Opt(Schema.Array(Schema.String))
+  }),
+  Schema.TaggedStruct("usage", { keyId: Opt(Schema.String), from: Opt(Schema.String), to: Opt(Schema.String) }),
+  Schema.TaggedStruct("events", {
+    fromPosition: Opt(Schema.String),
+    streamId: Opt(Schema.String),
+    limit: Schema.Number
+  }),
+  Schema.TaggedStruct("replay.verify", {})
+)
+export type Operation = typeof Operation.Type
+
+const keyJson = (k: KeyRecord) => ({
+  id: k.keyId,
+  name: k.name,
+  hint: k.keyHint,
+  vendor_id: k.vendorId,
+  server_option: k.serverOption,
+  models: k.allowedModels === null ? null : [...k.allowedModels],
+  quota_usd: formatUsd(k.quotaNanos),
+  used_usd: formatUsd(k.usedNanos),
+  requests: Number(k.billedRequests),
+  created_at: k.createdAt,
+  expires_at: k.expiresAt,
+  revoked_at: k.revokedAt,
+  status: k.revokedAt !== null
+    ? "revoked"
+    : k.expiresAt !== null && Date.parse(k.expiresAt) <= Date.now()
+    ? "expired"
+    : "active"
+})
+
+const fail = (message: string) => Effect.fail(new OperationFailed({ message }))
+const encodeEvent = Schema.encodeSync(DomainEvent)
+
+export const run = (op: Operation) => {
+  switch (op._tag) {
+    case "keys.create":
+      return Effect.gen(function*() {
+        const quota = parseUsd(op.quotaUsd)
+        if (quota === undefined) return yield* fail(`--quota-usd: "${op.quotaUsd}" is not a USD amount (e.g. 10 or 2.50)`)
+        const keys = yield* Keys
+        const issued = yield* keys.issue({
+          quotaNanos: quota,
+          name: op.name,
+          serverOption: op.serverOption,
+          models: op.models,
+          expiresAt: op.expiresAt,
+          issuedBy: "operator"
+        }).pipe(Effect.mapError((e) => new OperationFailed({ message: `${e.param ? `--${e.param.replace("_", "-")}: ` : ""}${e.message}` })))
+        return { ...keyJson(issued.key), key: issued.secret }
+      })
+    case "keys.list":
+      return Effect.flatMap(Keys, (keys) => keys.list()).pipe(Effect.map((list) => list.map(keyJson)))
+    case "keys.revoke":
+      return Effect.flatMap(Keys, (keys) => keys.revoke(op.keyId, "operator")).pipe(
+        Effect.map(keyJson),
+        Effect.mapError((e) => new OperationFailed({ message: e.message }))
+      )
+    case "vendors.create":
+      return Effect.flatMap(Vendors, (vendors) =>
+        vendors.register({ name: op.name, scopes: op.scopes, serverOptions: op.serverOptions })).pipe(
+          Effect.map((r) => ({
+            vendor_id: r.vendor.vendorId,
+            name: r.vendor.name,
+            server_options: r.vendor.serverOptions,
+            token_id: r.tokenId,
+            token: r.token,
+            scopes: r.scopes
+          })),
+          Effect.mapError((e) => new OperationFailed({ message: e.message }))
+        )
+    case "usage":
+      return Effect.gen(function*() {
+        for (const [flag, v] of [["--from", op.from], ["--to", op.to]] as const) {
+          if (v !== undefined && !isDay(v)) return yield* fail(`${flag}: "${v}" is not a day (YYYY-MM-DD)`)
+        }
+        const keys = yield* Keys
+        const report = yield* UsageReport
+        if (op.keyId !== undefined) {
+          const store = yield* KeyStore
+          const key = store.byId(op.keyId) ?? (yield* keys.get(op.keyId).pipe(Effect.mapError((e) => new OperationFailed({ message: e.message }))))
+          return yield* report.forKey(key, { from: op.from, to: op.to })
+        }
+        return (yield* keys.list()).map(keyJson)
+      })
+    case "events":
+      return Effect.flatMap(EventLog, (log) =>
+        log.read({ fromPosition: op.fromPosition, streamId: op.streamId, limit: op.limit })).pipe(
+          Effect.map((events) =>
+            events.map((e) => {
+              const { _tag, ...data } = encodeEvent(e.event) as { _tag: string }
+              return {
+                position: e.position,
+                transaction_id: e.transactionId,
+                stream_id: e.streamId,
+                stream_version: e.streamVersion,
+                type: _tag,
+                schema_version: e.schemaVersion,
+                occurred_at: e.occurredAt,
+                data,
+                metadata: e.metadata
+              }
+            })
+          ),
+          Effect.orDie
+        )
+    case "replay.verify":
+      return Replay.verify.pipe(Effect.orDie)
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * `tollgate serve`: the gateway with its HTTP server, plus, on the embedded backend, the operator
+ * endpoint for the CLI and a development key on the very first start.
+ */
+import { HttpServer } from "@effect/platform"
+import { NodeContext } from "@effect/platform-node"
+import { Console, Effect, Layer } from "effect"
+import { Keys } from "../accounts/Keys.ts"
+import { GatewayConfig } from "../config/GatewayConfig.ts"
+import * as Database from "../db/Database.ts"
+import { HttpLive } from "../http/Server.ts"
+import { GatewayLive } from "../main.ts"
+import * as OperatorEndpoint from "./OperatorEndpoint.ts"
+
+/** On the first start of an embedded data folder (no key at all), issue and print one development key. */
+const DevKeyLive = Layer.effectDiscard(Effect.gen(function*() {
+  const db = yield* Database.Database
+  const keys = yield* Keys
+  if (db.backend !== "pglite" || (yield* keys.list()).length > 0) return
+  const { key, secret } = yield* keys.issue({ quotaNanos: 10_000_000_000n, name: "development key", issuedBy: "serve" }).pipe(
+    Effect.orDie
+  )
+  yield* Console.log(
+    [
+      "",
+      "  First start on an empty data folder: here is a development API key",
+      `  (${key.keyId}, quota $10, Server Option "${key.serverOption}"). It is shown once.`,
+      "",
+      `    export TOLLGATE_KEY=${secret}`,
+      ""
+    ].join("\n")
+  )
+}))
+
+const BannerLive = Layer.effectDiscard(Effect.gen(function*() {
+  const server = yield* HttpServer.HttpServer
+  const config = yield* GatewayConfig
+  const db = yield* Database.Database
+  const address = server.address._tag === "TcpAddress"
+    ? `http://${server.address.hostname}:${server.address.port}`
+    : server.address.path
+  yield* Effect.logInfo(
+    `Tollgate listening on ${address} | database: ${db.backend} (${db.location}) | config: ${config.source} | ` +
+      `models: ${Object.keys(config.file.models).join(", ")}`
+  )
+}))
+
+const OperatorLive = Layer.unwrapEffect(Effect.gen(function*() {
+  const db = yield* Database.Database
+  const config = yield* GatewayConfig
+  return db.backend === "pglite" ? OperatorEndpoint.layer(config.dataDir) : Layer.empty
+}))
+
+export const ServeLive = Layer.mergeAll(BannerLive, DevKeyLive, OperatorLive).pipe(
+  Layer.provideMerge(HttpLive),
+  Layer.provideMerge(GatewayLive),
+  Layer.provideMerge(Database.layer),
+  Layer.provideMerge(GatewayConfig.layer),
+  Layer.provide(NodeContext.layer)
+)
+
+export const serve = Layer.launch(ServeLive)

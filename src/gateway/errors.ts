@@ -1,0 +1,23 @@
+/** Why the gateway refuses or fails a generation, before the HTTP layer renders it as the envelope. */
+import { Data } from "effect"
+
+export class BadRequest extends Data.TaggedError("BadRequest")<{
+  readonly message: string
+  readonly param?: string
+  readonly code?: string
+}> {}
+
+export class ModelNotFound extends Data.TaggedError("ModelNotFound")<{ readonly model: string }> {}
+
+/** The upstream answered with an error, timed out or could not be reached. */
+export class UpstreamFailure extends Data.TaggedError("UpstreamFailure")<{
+  /** The status the client gets: the upstream's own 4xx, or 502/504. */
+  readonly status: number
+  readonly type: string
+  readonly code: string
+  readonly message: string
+  readonly retryAfterMs?: number
+}> {}
+
+/** The event log cannot take the request's StreamStarted: nothing is sent upstream. */
+export class LedgerDown extends Data.TaggedError("LedgerDown")<{ readonly message: string }> {}

@@ -1,0 +1,39 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect } from "effect"
+import { InvalidRequest } from "../api/errors.ts"
+import { GatewayApi } from "../api/GatewayApi.ts"
+import { ANTHROPIC_VERSION, MessagesRequest } from "../wire/messages.ts"
+import { makeGenerationHandler } from "./generation.ts"
+
+export const AnthropicHandlers = HttpApiBuilder.group(GatewayApi, "anthropic", (handlers) =>
+  Effect.gen(function*() {
+    const generation = yield* makeGenerationHandler
+    const messages = generation("messages", MessagesRequest, (b) => ({
+      model: b.model,
+      stream: b.stream === true,
+      maxOutputTokens: b.max_tokens,
+      images: 0
+    }))
+    return handlers.handleRaw("createMessage", ({ request }) => {
+      const version = request.headers["anthropic-version"]
+      if (version === undefined) {
+        return Effect.fail(
+          new InvalidRequest({
+            message: `The anthropic-version header is required; send \`anthropic-version: ${ANTHROPIC_VERSION}\`.`,
+            param: "anthropic-version",
+            code: "missing_version_header"
+          })
+        )
+      }
+      if (version.trim() !== ANTHROPIC_VERSION) {
+        return Effect.fail(
+          new InvalidRequest({
+            message: `Unsupported anthropic-version "${version}"; this gateway speaks ${ANTHROPIC_VERSION}.`,
+            param: "anthropic-version",
+            code: "invalid_version_header"
+          })
+        )
+      }
+      return messages(request)
+    })
+  }))

@@ -1,0 +1,96 @@
+/** The two authentication middlewares: API keys on `/v1`, vendor tokens on `/api`. */
+import { HttpServerRequest } from "@effect/platform"
+import { Effect, Layer } from "effect"
+import { KeyStore } from "../accounts/KeyStore.ts"
+import { unusableReason } from "../accounts/KeyRecord.ts"
+import { API_KEY_PREFIX, VENDOR_TOKEN_PREFIX } from "../accounts/secrets.ts"
+import { Vendors } from "../accounts/Vendors.ts"
+import { AuthenticationFailed, PermissionDenied } from "../api/errors.ts"
+import { ApiKeyAuth, VendorAuth } from "../api/security.ts"
+
+const bearer = (value: string | undefined) => {
+  if (!value) return undefined
+  const m = /^\s*Bearer\s+(\S+)\s*$/i.exec(value)
+  return m ? m[1] : undefined
+}
+
+/** The credentials a request carries, in the order they are tried. */
+const credentials = (headers: Record<string, string | undefined>) => {
+  const out: Array<string> = []
+  const b = bearer(headers["authorization"])
+  if (b) out.push(b)
+  const k = headers["x-api-key"]?.trim()
+  if (k && k !== b) out.push(k)
+  return out
+}
+
+export const ApiKeyAuthLive = Layer.effect(
+  ApiKeyAuth,
+  Effect.gen(function*() {
+    const keys = yield* KeyStore
+    return Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const candidates = credentials(request.headers)
+      if (candidates.length === 0) {
+        return yield* new AuthenticationFailed({
+          message: "Missing API key. Send `Authorization: Bearer <key>` or `x-api-key: <key>`.",
+          code: "missing_api_key"
+        })
+      }
+      let reason: string | undefined
+      for (const secret of candidates) {
+        if (secret.startsWith(VENDOR_TOKEN_PREFIX)) {
+          reason ??= "A vendor token cannot call the model endpoints; it works only under /api."
+          continue
+        }
+        const key = yield* keys.findBySecret(secret)
+        if (!key) continue
+        const unusable = unusableReason(key, Date.now())
+        if (unusable) {
+          return yield* new AuthenticationFailed({
+            message: unusable,
+            code: key.revokedAt !== null ? "key_revoked" : "key_expired"
+          })
+        }
+        return { keyId: key.keyId }
+      }
+      return yield* new AuthenticationFailed({ message: reason ?? "Invalid API key.", code: "invalid_api_key" })
+    })
+  })
+)
+
+export const VendorAuthLive = Layer.effect(
+  VendorAuth,
+  Effect.gen(function*() {
+    const vendors = yield* Vendors
+    const keys = yield* KeyStore
+    return Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const candidates = credentials(request.headers)
+      if (candidates.length === 0) {
+        return yield* new AuthenticationFailed({
+          message: "Missing vendor token. Send `Authorization: Bearer <vendor token>`.",
+          code: "missing_vendor_token"
+        })
+      }
+      for (const secret of candidates) {
+        if (secret.startsWith(API_KEY_PREFIX) || secret.startsWith("sk-")) {
+          const key = yield* keys.findBySecret(secret)
+          if (key) {
+            return yield* new PermissionDenied({
+              message: "API keys cannot use the vendor area; it needs a vendor token.",
+              code: "vendor_token_required"
+            })
+          }
+          continue
+        }
+        const session = yield* vendors.authenticate(secret)
+        if (session) return { vendorId: session.vendor.vendorId, tokenId: session.tokenId, scopes: session.scopes }
+      }
+      return yield* new AuthenticationFailed({
+        message: "Invalid, revoked or expired vendor token.",
+        code: "invalid_vendor_token"
+      })
+    })
+  })
+)

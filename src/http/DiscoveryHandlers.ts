@@ -1,0 +1,27 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { GatewayApi } from "../api/GatewayApi.ts"
+
+const ENDPOINTS = {
+  chat_completions: "POST /v1/chat/completions",
+  responses: "POST /v1/responses",
+  messages: "POST /v1/messages",
+  images_generations: "POST /v1/images/generations",
+  models: "GET /v1/models",
+  usage: "GET /v1/usage"
+}
+
+export const DiscoveryHandlers = HttpApiBuilder.group(GatewayApi, "discovery", (handlers) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // `degraded` when the event log does not answer within a second.
+    const healthy = sql`SELECT 1`.pipe(Effect.timeout("1 second"), Effect.as(true), Effect.orElseSucceed(() => false))
+    return handlers.handle("discover", () =>
+      Effect.map(healthy, (ok) => ({
+        service: "tollgate",
+        status: ok ? "ok" : "degraded",
+        endpoints: ENDPOINTS,
+        compatible_with: ["openai", "anthropic"]
+      })))
+  }))

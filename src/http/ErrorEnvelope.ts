@@ -1,0 +1,114 @@
+/**
+ * The one error envelope of every endpoint and of the final SSE error event:
+ * `{"type":"error","error":{"type","code","message","param"},"request_id"}`.
+ * The OpenAI SDK reads `error.{message,type,code,param}`, the Anthropic SDK `error.{type,message}`.
+ */
+import { HttpServerResponse } from "@effect/platform"
+import { Cause, Effect, Option } from "effect"
+
+export interface EnvelopeError {
+  readonly status: number
+  readonly type: string
+  readonly code: string | null
+  readonly message: string
+  readonly param: string | null
+  readonly headers?: Record<string, string>
+}
+
+export const envelopeBody = (e: EnvelopeError, requestId: string) => ({
+  type: "error" as const,
+  error: { type: e.type, code: e.code, message: e.message, param: e.param },
+  request_id: requestId
+})
+
+export const envelopeResponse = (e: EnvelopeError, requestId: string) =>
+  HttpServerResponse.unsafeJson(envelopeBody(e, requestId), { status: e.status, headers: e.headers ?? {} })
+
+const typeByStatus: Record<number, string> = {
+  400: "invalid_request_error",
+  401: "authentication_error",
+  403: "permission_error",
+  404: "not_found_error",
+  405: "invalid_request_error",
+  413: "request_too_large",
+  429: "rate_limit_error",
+  500: "api_error",
+  502: "api_error",
+  503: "overloaded_error",
+  504: "api_error"
+}
+
+const make = (status: number, message: string, code: string | null = null, param: string | null = null): EnvelopeError => ({
+  status,
+  type: typeByStatus[status] ?? "api_error",
+  code,
+  message,
+  param
+})
+
+interface Tagged {
+  readonly _tag?: string
+  readonly message?: string
+  readonly code?: string
+  readonly param?: string
+  readonly reason?: string
+  readonly status?: number
+  readonly type?: string
+  readonly retryAfterSeconds?: number
+  readonly issues?: ReadonlyArray<{ readonly path: ReadonlyArray<PropertyKey>; readonly message: string }>
+  readonly cause?: unknown
+}
+
+/** The envelope for a failure or defect of any kind, or undefined for one the caller must handle. */
+export const toEnvelope = (e: Tagged): EnvelopeError => {
+  switch (e._tag) {
+    case "InvalidRequest":
+      return make(400, e.message ?? "Invalid request.", e.code ?? null, e.param ?? null)
+    case "AuthenticationFailed":
+      return make(401, e.message ?? "Invalid API key.", e.code ?? "invalid_api_key")
+    case "PermissionDenied":
+      return make(403, e.message ?? "Permission denied.", e.code ?? null, e.param ?? null)
+    case "NotFound":
+      return make(404, e.message ?? "Not found.", e.code ?? null, e.param ?? null)
+    case "RequestTooLarge":
+      return make(413, e.message ?? "Request too large.", e.code ?? "request_too_large")
+    case "RateLimited":
+      return {
+        ...make(429, e.message ?? "Rate limited.", e.code ?? "rate_limited"),
+        ...(e.retryAfterSeconds !== undefined ? { headers: { "retry-after": String(e.retryAfterSeconds) } } : {})
+      }
+    case "UpstreamFailed":
+      return {
+        ...make(e.status ?? 502, e.message ?? "The upstream failed.", e.code ?? "upstream_error"),
+        ...(e.type ? { type: e.type } : {}),
+        ...(e.retryAfterSeconds !== undefined ? { headers: { "retry-after": String(e.retryAfterSeconds) } } : {})
+      }
+    case "Overloaded":
+      return make(503, e.message ?? "Overloaded.", e.code ?? null)
+    case "HttpApiDecodeError": {
+      const first = e.issues?.[0]
+      const param = first && first.path.length > 0 ? first.path.map(String).join(".") : null
+      return make(400, first ? `${param ? `${param}: ` : ""}${first.message}` : e.message ?? "Invalid request.", null, param)
+    }
+    case "RequestError":
+      return make(400, "The request body could not be read.", "invalid_body")
+    case "RouteNotFound":
+      return make(404, "Unknown endpoint.", "unknown_url")
+    case "LedgerUnavailable":
+    case "SqlError":
+      return make(503, "The gateway's event log is unavailable; nothing was sent upstream. Retry shortly.", "ledger_unavailable")
+    default:
+      return make(500, "Internal server error.", null)
+  }
+}
+
+/** Renders any cause as the envelope; interruption (the client left) is passed on untouched. */
+export const causeToEnvelope = (cause: Cause.Cause<unknown>): Effect.Effect<EnvelopeError, Cause.Cause<never>> => {
+  if (Cause.isInterruptedOnly(cause)) return Effect.fail(cause as Cause.Cause<never>)
+  const failure = Option.orElse(Cause.failureOption(cause), () => Option.fromNullable([...Cause.defects(cause)][0]))
+  const e = Option.getOrUndefined(failure) as Tagged | undefined
+  const envelope = toEnvelope(e ?? {})
+  return envelope.status >= 500
+    ? Effect.as(Effect.logError("request failed", cause), envelope)
+    : Effect.succeed(envelope)
+}

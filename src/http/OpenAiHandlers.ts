@@ -1,0 +1,72 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect } from "effect"
+import { Catalog } from "../accounts/Catalog.ts"
+import { KeyStore } from "../accounts/KeyStore.ts"
+import { AuthenticationFailed } from "../api/errors.ts"
+import { GatewayApi } from "../api/GatewayApi.ts"
+import { CurrentKey } from "../api/security.ts"
+import { ChatCompletionRequest } from "../wire/chat.ts"
+import { ImagesRequest } from "../wire/images.ts"
+import { ResponsesRequest } from "../wire/responses.ts"
+import { makeGenerationHandler } from "./generation.ts"
+
+export const OpenAiHandlers = HttpApiBuilder.group(GatewayApi, "openai", (handlers) =>
+  Effect.gen(function*() {
+    const catalog = yield* Catalog
+    const keys = yield* KeyStore
+    const generation = yield* makeGenerationHandler
+
+    const chat = generation("chat.completions", ChatCompletionRequest, (b) => ({
+      model: b.model,
+      stream: b.stream === true,
+      maxOutputTokens: (b.max_completion_tokens ?? b.max_tokens ?? undefined) === undefined
+        ? undefined
+        : (b.max_completion_tokens ?? b.max_tokens)! * (b.n ?? 1),
+      images: 0
+    }))
+    const responses = generation("responses", ResponsesRequest, (b) => ({
+      model: b.model,
+      stream: b.stream === true,
+      maxOutputTokens: b.max_output_tokens ?? undefined,
+      images: 0
+    }))
+
+    const images = Effect.gen(function*() {
+      const { keyId } = yield* CurrentKey
+      const key = keys.byId(keyId)
+      const fallback = key ? catalog.modelsFor(key).find((m) => m.config.kind === "image")?.id : undefined
+      return generation("images.generations", ImagesRequest, (b) => ({
+        model: b.model ?? fallback ?? "",
+        stream: false,
+        maxOutputTokens: 0,
+        images: b.n ?? 1
+      }))
+    })
+
+    return handlers
+      .handle("listModels", () =>
+        Effect.gen(function*() {
+          const { keyId } = yield* CurrentKey
+          const key = keys.byId(keyId)
+          if (!key) return yield* new AuthenticationFailed({ message: "Invalid API key.", code: "invalid_api_key" })
+          const data = catalog.modelsFor(key).map((m) => ({
+            id: m.id,
+            object: "model" as const,
+            type: "model" as const,
+            created: m.config.created,
+            created_at: new Date(m.config.created * 1000).toISOString(),
+            owned_by: m.config.owned_by ?? m.deployments[0].providerName,
+            display_name: m.config.display_name ?? m.id
+          }))
+          return {
+            object: "list" as const,
+            data,
+            has_more: false,
+            first_id: data[0]?.id ?? null,
+            last_id: data.at(-1)?.id ?? null
+          }
+        }).pipe(Effect.catchTag("AuthenticationFailed", (e) => Effect.die(e))))
+      .handleRaw("createChatCompletion", ({ request }) => chat(request))
+      .handleRaw("createResponse", ({ request }) => responses(request))
+      .handleRaw("generateImages", ({ request }) => Effect.flatMap(images, (handler) => handler(request)))
+  }))

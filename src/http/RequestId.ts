@@ -1,0 +1,7 @@
+/** Every request gets an id, sent back in `x-request-id` and `request-id` and written into its events. */
+import { FiberRef } from "effect"
+import { randomUUID } from "node:crypto"
+
+export const currentRequestId = FiberRef.unsafeMake("")
+
+export const newRequestId = () => `req_${randomUUID().replaceAll("-", "")}`

@@ -1,0 +1,29 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect } from "effect"
+import { KeyStore } from "../accounts/KeyStore.ts"
+import { isDay, UsageReport } from "../accounts/UsageReport.ts"
+import { InvalidRequest } from "../api/errors.ts"
+import { GatewayApi } from "../api/GatewayApi.ts"
+import { CurrentKey } from "../api/security.ts"
+
+export const UsageHandlers = HttpApiBuilder.group(GatewayApi, "usage", (handlers) =>
+  Effect.gen(function*() {
+    const keys = yield* KeyStore
+    const report = yield* UsageReport
+    return handlers.handle("getUsage", ({ urlParams }) =>
+      Effect.gen(function*() {
+        for (const param of ["from", "to"] as const) {
+          const v = urlParams[param]
+          if (v !== undefined && !isDay(v)) {
+            return yield* new InvalidRequest({ message: `\`${param}\` must be a day, YYYY-MM-DD (UTC).`, param })
+          }
+        }
+        if (urlParams.from && urlParams.to && urlParams.from > urlParams.to) {
+          return yield* new InvalidRequest({ message: "`from` is after `to`.", param: "from" })
+        }
+        const { keyId } = yield* CurrentKey
+        const key = keys.byId(keyId)
+        if (!key) return yield* Effect.die(new Error(`authenticated key ${keyId} is not in the key store`))
+        return yield* report.forKey(key, urlParams)
+      }))
+  }))

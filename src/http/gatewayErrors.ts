@@ -1,0 +1,42 @@
+/** Gateway and account refusals, rendered as the API's typed errors. */
+import { Effect } from "effect"
+import type { QuotaExceeded } from "../accounts/errors.ts"
+import { InvalidRequest, NotFound, Overloaded, RateLimited, UpstreamFailed } from "../api/errors.ts"
+import type { BadRequest, LedgerDown, ModelNotFound, UpstreamFailure } from "../gateway/errors.ts"
+
+export type GatewayRefusal = BadRequest | ModelNotFound | QuotaExceeded | UpstreamFailure | LedgerDown
+
+export const toApiError = (e: GatewayRefusal) => {
+  switch (e._tag) {
+    case "BadRequest":
+      return new InvalidRequest({
+        message: e.message,
+        ...(e.param ? { param: e.param } : {}),
+        ...(e.code ? { code: e.code } : {})
+      })
+    case "ModelNotFound":
+      return new NotFound({
+        message: `The model \`${e.model}\` does not exist or this key may not use it. GET /v1/models lists the models it may use.`,
+        code: "model_not_found",
+        param: "model"
+      })
+    case "QuotaExceeded":
+      return new RateLimited({ message: e.message, code: "insufficient_quota" })
+    case "UpstreamFailure":
+      return new UpstreamFailed({
+        status: e.status,
+        type: e.type,
+        code: e.code,
+        message: e.message,
+        ...(e.retryAfterMs !== undefined ? { retryAfterSeconds: Math.ceil(e.retryAfterMs / 1000) } : {})
+      })
+    case "LedgerDown":
+      return new Overloaded({
+        message: "The gateway's event log is unavailable; nothing was sent upstream. Retry shortly.",
+        code: "ledger_unavailable"
+      })
+  }
+}
+
+export const mapGatewayErrors = <A, R>(effect: Effect.Effect<A, GatewayRefusal, R>) =>
+  Effect.mapError(effect, toApiError)

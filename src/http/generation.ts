@@ -1,0 +1,65 @@
+/**
+ * What the four generation endpoints share: read the body, decode the fields the gateway needs,
+ * hand the request to the gateway, answer with the upstream's JSON in the client's style.
+ */
+import { type HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Effect, FiberRef, type Schema } from "effect"
+import { KeyStore } from "../accounts/KeyStore.ts"
+import { AuthenticationFailed, InvalidRequest } from "../api/errors.ts"
+import { CurrentKey } from "../api/security.ts"
+import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { Gateway } from "../gateway/Gateway.ts"
+import type { Endpoint } from "../ledger/events.ts"
+import { decodeFields, readJsonObject } from "./body.ts"
+import { mapGatewayErrors } from "./gatewayErrors.ts"
+import { currentRequestId } from "./RequestId.ts"
+
+export interface Fields {
+  readonly model: string
+  readonly stream: boolean
+  readonly maxOutputTokens: number | undefined
+  readonly images: number
+}
+
+export const makeGenerationHandler = Effect.gen(function*() {
+  const gateway = yield* Gateway
+  const keys = yield* KeyStore
+  const maxBytes = (yield* GatewayConfig).file.server.max_body_bytes
+
+  return <A, I>(endpoint: Endpoint, schema: Schema.Schema<A, I>, fieldsOf: (a: A) => Fields) => {
+    const decode = decodeFields(schema)
+    return (request: HttpServerRequest.HttpServerRequest) =>
+      Effect.gen(function*() {
+        const { keyId } = yield* CurrentKey
+        const key = keys.byId(keyId)
+        if (!key) return yield* new AuthenticationFailed({ message: "Invalid API key.", code: "invalid_api_key" })
+        const body = yield* readJsonObject(request, maxBytes)
+        const fields = fieldsOf(yield* decode(body.json))
+        if (fields.model === "") {
+          return yield* new InvalidRequest({
+            message: "`model` is required: this key has no default model for this endpoint.",
+            param: "model"
+          })
+        }
+        if (fields.stream) {
+          return yield* new InvalidRequest({
+            message: "Streaming (`stream: true`) is not available in this version of the gateway yet; omit it.",
+            param: "stream",
+            code: "streaming_unavailable"
+          })
+        }
+        const requestId = yield* FiberRef.get(currentRequestId)
+        const result = yield* mapGatewayErrors(gateway.generate({
+          requestId,
+          endpoint,
+          key,
+          model: fields.model,
+          body: body.json,
+          bodyBytes: body.bytes,
+          maxOutputTokens: fields.maxOutputTokens,
+          images: fields.images
+        }))
+        return HttpServerResponse.unsafeJson(result.body, { status: result.status })
+      })
+  }
+})

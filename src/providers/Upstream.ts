@@ -1,0 +1,37 @@
+/**
+ * What every upstream provider offers the gateway: send one request body in the provider's own
+ * style to one endpoint, get the status and body back. Errors are typed by what a retry could fix.
+ */
+import { Data, type Effect } from "effect"
+import type { ProviderConfig } from "../config/ConfigFile.ts"
+
+/** Which upstream API a call goes to. */
+export type UpstreamEndpoint = "chat.completions" | "responses" | "messages" | "images.generations"
+
+export interface UpstreamRequest {
+  readonly providerName: string
+  readonly provider: ProviderConfig
+  readonly endpoint: UpstreamEndpoint
+  /** The body in the upstream's style, with the upstream's model name. */
+  readonly body: Record<string, unknown>
+  readonly requestId: string
+}
+
+export interface UpstreamReply {
+  readonly status: number
+  readonly body: unknown
+}
+
+export class UpstreamError extends Data.TaggedError("UpstreamError")<{
+  readonly kind: "status" | "timeout" | "connection" | "protocol"
+  readonly message: string
+  /** The upstream's HTTP status, for `status` errors. */
+  readonly status?: number
+  /** The upstream's error body, for `status` errors (never contains our credentials). */
+  readonly body?: unknown
+  readonly retryAfterMs?: number
+}> {}
+
+export interface UpstreamClient {
+  readonly send: (request: UpstreamRequest) => Effect.Effect<UpstreamReply, UpstreamError>
+}

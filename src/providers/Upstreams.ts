@@ -1,0 +1,15 @@
+/** Sends a request to the upstream a deployment names: the in-process mock, or a real one over HTTP. */
+import { Effect } from "effect"
+import { HttpUpstream } from "./http/HttpUpstream.ts"
+import * as Mock from "./mock/MockUpstream.ts"
+import type { UpstreamRequest } from "./Upstream.ts"
+
+export class Upstreams extends Effect.Service<Upstreams>()("Providers/Upstreams", {
+  effect: Effect.gen(function*() {
+    const http = yield* HttpUpstream
+    return {
+      send: (request: UpstreamRequest) => request.provider.type === "mock" ? Mock.send(request) : http.send(request)
+    } as const
+  }),
+  dependencies: [HttpUpstream.Default]
+}) {}

@@ -1,0 +1,30 @@
+/**
+ * Chat completions (OpenAI style): the fields of a request the gateway reads. Everything else in the
+ * body is kept as raw JSON and forwarded untouched to a same-style upstream.
+ */
+import { Schema } from "effect"
+
+export const ChatMessage = Schema.Struct({
+  role: Schema.String,
+  content: Schema.optional(Schema.Unknown)
+})
+
+export const ChatCompletionRequest = Schema.Struct({
+  model: Schema.String.pipe(Schema.minLength(1)),
+  messages: Schema.Array(ChatMessage).pipe(Schema.minItems(1)),
+  stream: Schema.optional(Schema.NullOr(Schema.Boolean)),
+  max_tokens: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.positive()))),
+  max_completion_tokens: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.positive()))),
+  n: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.between(1, 8))))
+}).annotations({ identifier: "ChatCompletionRequest" })
+export type ChatCompletionRequest = typeof ChatCompletionRequest.Type
+
+export const ChatUsage = Schema.Struct({
+  prompt_tokens: Schema.Number,
+  completion_tokens: Schema.Number,
+  total_tokens: Schema.optional(Schema.Number),
+  prompt_tokens_details: Schema.optional(Schema.NullOr(Schema.Struct({ cached_tokens: Schema.optional(Schema.Number) }))),
+  completion_tokens_details: Schema.optional(
+    Schema.NullOr(Schema.Struct({ reasoning_tokens: Schema.optional(Schema.Number) }))
+  )
+})

@@ -1,0 +1,24 @@
+/** Messages (Anthropic style): the fields of a request the gateway reads; the rest travels as raw JSON. */
+import { Schema } from "effect"
+
+export const ANTHROPIC_VERSION = "2023-06-01"
+
+export const AnthropicMessage = Schema.Struct({
+  role: Schema.Literal("user", "assistant"),
+  content: Schema.Union(Schema.String, Schema.Array(Schema.Unknown))
+})
+
+export const MessagesRequest = Schema.Struct({
+  model: Schema.String.pipe(Schema.minLength(1)),
+  max_tokens: Schema.Int.pipe(Schema.positive()),
+  messages: Schema.Array(AnthropicMessage).pipe(Schema.minItems(1)),
+  stream: Schema.optional(Schema.Boolean)
+}).annotations({ identifier: "MessagesRequest" })
+export type MessagesRequest = typeof MessagesRequest.Type
+
+export const MessagesUsage = Schema.Struct({
+  input_tokens: Schema.Number,
+  output_tokens: Schema.Number,
+  cache_creation_input_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
+  cache_read_input_tokens: Schema.optional(Schema.NullOr(Schema.Number))
+})

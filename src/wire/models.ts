@@ -1,0 +1,34 @@
+/** `GET /v1/models`: one shape that both the OpenAI and the Anthropic SDK's `models.list()` accept. */
+import { Schema } from "effect"
+
+export const ModelEntry = Schema.Struct({
+  id: Schema.String,
+  object: Schema.Literal("model"),
+  type: Schema.Literal("model"),
+  created: Schema.Number,
+  created_at: Schema.String,
+  owned_by: Schema.String,
+  display_name: Schema.String
+})
+
+export const ModelList = Schema.Struct({
+  object: Schema.Literal("list"),
+  data: Schema.Array(ModelEntry),
+  has_more: Schema.Boolean,
+  first_id: Schema.NullOr(Schema.String),
+  last_id: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "ModelList" })
+
+export const Discovery = Schema.Struct({
+  service: Schema.String,
+  status: Schema.String,
+  endpoints: Schema.Struct({
+    chat_completions: Schema.String,
+    responses: Schema.String,
+    messages: Schema.String,
+    images_generations: Schema.String,
+    models: Schema.String,
+    usage: Schema.String
+  }),
+  compatible_with: Schema.Array(Schema.String)
+}).annotations({ identifier: "Discovery" })

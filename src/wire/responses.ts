@@ -1,0 +1,18 @@
+/** Responses API (OpenAI style): the fields of a request the gateway reads; the rest travels as raw JSON. */
+import { Schema } from "effect"
+
+export const ResponsesRequest = Schema.Struct({
+  model: Schema.String.pipe(Schema.minLength(1)),
+  input: Schema.Union(Schema.String.pipe(Schema.minLength(1)), Schema.Array(Schema.Unknown).pipe(Schema.minItems(1))),
+  instructions: Schema.optional(Schema.NullOr(Schema.String)),
+  stream: Schema.optional(Schema.NullOr(Schema.Boolean)),
+  max_output_tokens: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.positive())))
+}).annotations({ identifier: "ResponsesRequest" })
+export type ResponsesRequest = typeof ResponsesRequest.Type
+
+export const ResponsesUsage = Schema.Struct({
+  input_tokens: Schema.Number,
+  output_tokens: Schema.Number,
+  input_tokens_details: Schema.optional(Schema.NullOr(Schema.Struct({ cached_tokens: Schema.optional(Schema.Number) }))),
+  output_tokens_details: Schema.optional(Schema.NullOr(Schema.Struct({ reasoning_tokens: Schema.optional(Schema.Number) })))
+})

@@ -1,0 +1,52 @@
+/** The vendor area's request and response bodies. */
+import { Schema } from "effect"
+
+export const UsdInput = Schema.Union(Schema.String, Schema.Number).annotations({
+  description: "USD as a decimal string (\"25.00\") or number, at most 9 decimals"
+})
+
+export const CreateKeyRequest = Schema.Struct({
+  quota_usd: UsdInput,
+  name: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))),
+  server_option: Schema.optional(Schema.String),
+  models: Schema.optional(Schema.Array(Schema.String)),
+  expires_at: Schema.optional(Schema.NullOr(Schema.String)),
+  metadata: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
+}).annotations({ identifier: "CreateKeyRequest" })
+
+export const CreatedKey = Schema.Struct({
+  object: Schema.Literal("api_key"),
+  id: Schema.String,
+  key: Schema.String,
+  name: Schema.String,
+  hint: Schema.String,
+  server_option: Schema.String,
+  models: Schema.NullOr(Schema.Array(Schema.String)),
+  quota_usd: Schema.String,
+  created_at: Schema.String,
+  expires_at: Schema.NullOr(Schema.String),
+  metadata: Schema.Record({ key: Schema.String, value: Schema.String })
+}).annotations({ identifier: "CreatedKey" })
+
+export const ServerOptionModel = Schema.Struct({
+  id: Schema.String,
+  kind: Schema.String,
+  input_per_mtok_usd: Schema.String,
+  output_per_mtok_usd: Schema.String,
+  cached_input_per_mtok_usd: Schema.String,
+  per_image_usd: Schema.String
+})
+
+export const ServerOptionList = Schema.Struct({
+  object: Schema.Literal("list"),
+  data: Schema.Array(Schema.Struct({
+    name: Schema.String,
+    description: Schema.String,
+    price_percent: Schema.Number,
+    models: Schema.Array(ServerOptionModel),
+    rate_limits: Schema.Struct({
+      requests_per_minute: Schema.NullOr(Schema.Number),
+      tokens_per_minute: Schema.NullOr(Schema.Number)
+    })
+  }))
+}).annotations({ identifier: "ServerOptionList" })
