@@ -2,7 +2,7 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { InvalidRequest } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
-import { ANTHROPIC_VERSION, MessagesRequest } from "../wire/messages.ts"
+import { ACCEPTED_ANTHROPIC_VERSIONS, ANTHROPIC_VERSION, MessagesRequest } from "../wire/messages.ts"
 import { makeGenerationHandler } from "./generation.ts"
 
 export const AnthropicHandlers = HttpApiBuilder.group(GatewayApi, "anthropic", (handlers) =>
@@ -25,7 +25,7 @@ export const AnthropicHandlers = HttpApiBuilder.group(GatewayApi, "anthropic", (
           })
         )
       }
-      if (version.trim() !== ANTHROPIC_VERSION) {
+      if (!ACCEPTED_ANTHROPIC_VERSIONS.includes(version.trim())) {
         return Effect.fail(
           new InvalidRequest({
             message: `Unsupported anthropic-version "${version}"; this gateway speaks ${ANTHROPIC_VERSION}.`,

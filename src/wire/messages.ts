@@ -3,6 +3,12 @@ import { Schema } from "effect"
 
 export const ANTHROPIC_VERSION = "2023-06-01"
 
+/**
+ * The `anthropic-version` values accepted: the spec's 2023-06-01, and 2026-10-21, which the official
+ * TypeScript SDK sends from its 1.0 release on. Both are answered in the same message shapes.
+ */
+export const ACCEPTED_ANTHROPIC_VERSIONS: ReadonlyArray<string> = [ANTHROPIC_VERSION, "2026-10-21"]
+
 export const AnthropicMessage = Schema.Struct({
   role: Schema.Literal("user", "assistant"),
   content: Schema.Union(Schema.String, Schema.Array(Schema.Unknown))

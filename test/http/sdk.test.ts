@@ -1,0 +1,62 @@
+import Anthropic from "@anthropic-ai/sdk"
+import Anthropic0 from "anthropic-sdk-0"
+import { describe, expect, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import OpenAI from "openai"
+import { baseUrl, issueKey, TestGateway } from "../support/TestGateway.ts"
+
+describe("official SDKs against the embedded default", () => {
+  layer(TestGateway, { timeout: 60_000 })((it) => {
+    it.effect("openai: models.list, chat, responses, images; anthropic: messages", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        const openai = new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 })
+        const anthropic = new Anthropic({ apiKey: secret, baseURL: base, maxRetries: 0 })
+
+        const models = yield* Effect.promise(() => openai.models.list())
+        expect(models.data.map((m) => m.id)).toEqual(["mock-gpt", "mock-claude", "mock-image"])
+        const aModels = yield* Effect.promise(() => anthropic.models.list())
+        expect(aModels.data.map((m) => m.id)).toContain("mock-claude")
+
+        const chat = yield* Effect.promise(() =>
+          openai.chat.completions.create({ model: "mock-gpt", messages: [{ role: "user", content: "Hello" }] })
+        )
+        expect(chat.model).toBe("mock-gpt")
+        expect(chat.choices[0]!.message.content).toContain("Hello")
+        expect(chat.usage!.prompt_tokens).toBeGreaterThan(0)
+
+        const response = yield* Effect.promise(() => openai.responses.create({ model: "mock-gpt", input: "Say hi" }))
+        expect(response.output_text).toContain("Say hi")
+
+        const image = yield* Effect.promise(() => openai.images.generate({ model: "mock-image", prompt: "a cat", n: 2 }))
+        expect(image.data).toHaveLength(2)
+        expect(Buffer.from(image.data![0]!.b64_json!, "base64").subarray(1, 4).toString()).toBe("PNG")
+
+        const message = yield* Effect.promise(() =>
+          anthropic.messages.create({
+            model: "mock-claude",
+            max_tokens: 64,
+            messages: [{ role: "user", content: "Bonjour" }]
+          })
+        )
+        expect(message.type).toBe("message")
+        expect(message.content[0]!.type).toBe("text")
+        expect(message.stop_reason).toBe("end_turn")
+
+        // The 0.x line of the SDK (anthropic-version 2023-06-01, the spec's) works the same.
+        const legacy = new Anthropic0({ apiKey: secret, baseURL: base, maxRetries: 0 })
+        const old = yield* Effect.promise(() =>
+          legacy.messages.create({ model: "mock-claude", max_tokens: 64, messages: [{ role: "user", content: "Hallo" }] })
+        )
+        expect(old.content[0]!.type).toBe("text")
+
+        const usage = yield* Effect.promise(() =>
+          fetch(`${base}/v1/usage`, { headers: { authorization: `Bearer ${secret}` } }).then((r) => r.json() as Promise<any>)
+        )
+        expect(usage.totals.requests).toBe(5)
+        expect(usage.totals.images).toBe(2)
+        expect(usage.by_model.map((m: { model: string }) => m.model).sort()).toEqual(["mock-claude", "mock-gpt", "mock-image"])
+      }))
+  })
+})

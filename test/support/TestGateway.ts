@@ -1,0 +1,50 @@
+/**
+ * The whole gateway on a real port for one test file: config (the built-in default unless a test
+ * gives its own), a fresh database (PGlite in memory, or a fresh Postgres database in the `postgres`
+ * project), every service, and node:http on 127.0.0.1 with a random port.
+ */
+import { HttpServer } from "@effect/platform"
+import { NodeContext, NodeHttpServer } from "@effect/platform-node"
+import { Effect, Layer } from "effect"
+import { createServer } from "node:http"
+import { Keys } from "../../src/accounts/Keys.ts"
+import { Vendors } from "../../src/accounts/Vendors.ts"
+import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
+import { GatewayConfig } from "../../src/config/GatewayConfig.ts"
+import { HttpAppLive } from "../../src/http/Server.ts"
+import { GatewayLive } from "../../src/main.ts"
+import { TestDatabase } from "./TestDatabase.ts"
+
+export const makeTestGateway = (file?: ConfigFileEncoded) =>
+  HttpAppLive.pipe(
+    Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: 0, host: "127.0.0.1" })),
+    Layer.provideMerge(GatewayLive),
+    Layer.provideMerge(TestDatabase),
+    Layer.provideMerge(GatewayConfig.forTest(file ? { file } : {})),
+    Layer.provideMerge(NodeContext.layer)
+  )
+
+export const TestGateway = makeTestGateway()
+
+/** http://127.0.0.1:<port> of the test server. */
+export const baseUrl = Effect.map(HttpServer.HttpServer, (server) => {
+  const a = server.address
+  if (a._tag !== "TcpAddress") throw new Error("expected a TCP address")
+  return `http://127.0.0.1:${a.port}`
+})
+
+/** Issues a key through the accounts service, as the operator would; returns the clear key. */
+export const issueKey = (options: { quotaUsd?: number; models?: Array<string>; name?: string } = {}) =>
+  Effect.flatMap(Keys, (keys) =>
+    keys.issue({
+      quotaNanos: BigInt(Math.round((options.quotaUsd ?? 10) * 1e6)) * 1000n,
+      models: options.models,
+      name: options.name,
+      issuedBy: "test"
+    })).pipe(Effect.orDie)
+
+/** Registers a vendor with the given scopes; returns its token and id. */
+export const registerVendor = (scopes: Array<string>, serverOptions?: Array<string>) =>
+  Effect.flatMap(Vendors, (vendors) => vendors.register({ name: "test vendor", scopes, serverOptions })).pipe(
+    Effect.orDie
+  )
