@@ -143,11 +143,16 @@ const logLevel = LogLevel.fromLiteral(
   ) ?? "Info"
 )
 
+const exitWith = (message: string) =>
+  Console.error(`tollgate: ${message}`).pipe(Effect.zipRight(Effect.sync(() => (process.exitCode = 1))))
+
 cli(process.argv).pipe(
   Effect.catchTags({
-    OperationFailed: (e) => Console.error(`tollgate: ${e.message}`).pipe(Effect.zipRight(Effect.sync(() => process.exitCode = 1))),
-    ConfigFileError: (e) => Console.error(`tollgate: ${e.message}`).pipe(Effect.zipRight(Effect.sync(() => process.exitCode = 1))),
-    DataDirBusy: (e) => Console.error(`tollgate: ${e.message}`).pipe(Effect.zipRight(Effect.sync(() => process.exitCode = 1)))
+    OperationFailed: (e) => exitWith(e.message),
+    ConfigFileError: (e) => exitWith(e.message),
+    DataDirBusy: (e) => exitWith(e.message),
+    ServeError: (e) => exitWith(`cannot serve: ${(e.cause as Error | undefined)?.message ?? "the HTTP server failed"}`),
+    SqlError: (e) => exitWith(`database: ${e.message}${e.cause instanceof Error ? ` (${e.cause.message})` : ""}`)
   }),
   Effect.provide(NodeContext.layer),
   Logger.withMinimumLogLevel(logLevel),
