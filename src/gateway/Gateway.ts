@@ -126,13 +126,14 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
         const deployment = model.deployments[0]
         const percent = catalog.serverOptions.get(g.key.serverOption)?.price_percent ?? 100
         const prices = priceSheet(model.config.pricing, percent)
-        const reservation = yield* admission.admit(g.key, worstCase(g, model, percent))
         const streamId = streamOf.request(g.requestId)
         const meta = { request_id: g.requestId }
 
         return yield* supervisor.run((cancelled) =>
           Effect.uninterruptibleMask((restore) =>
             Effect.gen(function*() {
+              // Inside the supervised, uninterruptible region: a reservation is always released.
+              const reservation = yield* admission.admit(g.key, worstCase(g, model, percent))
               yield* log.append({
                 streamId,
                 expectedVersion: 0,
@@ -202,6 +203,14 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                 Effect.ensuring(reservation.release)
               )
 
+              yield* Effect.logDebug(
+                `${g.requestId} ${g.endpoint} ${g.model} key=${g.key.keyId} ${outcome} ` +
+                  `in=${usage.input_tokens} out=${usage.output_tokens} images=${usage.images} cost=${cost.total_nanos}n` +
+                  (estimated ? " (estimated)" : "")
+              )
+              if (Exit.isFailure(exit) && !Exit.isInterrupted(exit)) {
+                yield* Effect.logWarning(`${g.requestId} upstream ${deployment.providerName} failed`, exit.cause)
+              }
               if (Exit.isSuccess(exit)) {
                 return { status: exit.value.status, body: withPublicModel(exit.value.body, g.model) }
               }
