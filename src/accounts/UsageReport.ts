@@ -76,7 +76,12 @@ const render = (a: Acc): Counters => ({
   estimated_cost_usd: formatUsd(a.estimated_cost_nanos)
 })
 
-export const isDay = (s: string) => /^\d{4}-\d{2}-\d{2}$/.test(s) && !Number.isNaN(Date.parse(s + "T00:00:00Z"))
+/** A real calendar day written YYYY-MM-DD (Date.parse alone would roll 2024-02-30 over to March). */
+export const isDay = (s: string) => {
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(s)) return false
+  const t = Date.parse(s + "T00:00:00Z")
+  return !Number.isNaN(t) && new Date(t).toISOString().slice(0, 10) === s
+}
 
 export class UsageReport extends Effect.Service<UsageReport>()("Accounts/UsageReport", {
   effect: Effect.gen(function*() {

@@ -95,11 +95,22 @@ export const toEnvelope = (e: Tagged): EnvelopeError => {
     case "RouteNotFound":
       return make(404, "Unknown endpoint.", "unknown_url")
     case "LedgerUnavailable":
-    case "SqlError":
       return make(503, "The gateway's event log is unavailable; nothing was sent upstream. Retry shortly.", "ledger_unavailable")
+    case "SqlError":
+      return isConnectionFailure(e.cause)
+        ? make(503, "The gateway's database is unavailable. Retry shortly.", "ledger_unavailable")
+        : make(500, "Internal server error.", null)
     default:
       return make(500, "Internal server error.", null)
   }
+}
+
+/** A database error that means "cannot reach the database" rather than "this query is wrong". */
+const isConnectionFailure = (cause: unknown): boolean => {
+  const c = cause as { code?: unknown; message?: unknown } | undefined
+  const code = typeof c?.code === "string" ? c.code : ""
+  return code.startsWith("08") || code === "57P01" || code === "57P03" || /^E(CONN|TIMEDOUT|HOSTUNREACH|PIPE)/.test(code) ||
+    /connect|terminat|Connection|closed/i.test(String(c?.message ?? ""))
 }
 
 /** Renders any cause as the envelope; interruption (the client left) is passed on untouched. */
