@@ -19,6 +19,24 @@ export const ProviderConfig = Schema.Struct({
   base_url: Schema.optional(Schema.String.pipe(Schema.pattern(/^https?:\/\//))),
   /** Upstream credential. Write `${ENV_VAR}` to take it from the environment; it is never logged. */
   api_key: Schema.optional(Schema.Redacted(Schema.String)),
+  /**
+   * The header that carries `api_key`: `authorization` (Bearer, the openai default), `x-api-key` (the
+   * anthropic default) or `api-key` (Azure OpenAI).
+   */
+  auth_header: Schema.optional(Schema.Literal("authorization", "x-api-key", "api-key")),
+  /** Azure OpenAI: sent as the `api-version` query parameter. */
+  api_version: Schema.optional(Schema.String),
+  /** Azure OpenAI: put the upstream model in the path, `{base_url}/deployments/{model}/chat/completions`. */
+  deployment_paths: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  /**
+   * openai style: whether the upstream has the Responses API (OpenAI does; many compatible servers
+   * do not, and then /v1/responses is translated to chat completions).
+   */
+  responses_api: Schema.optionalWith(Schema.Boolean, { default: () => true }),
+  /** openai style: the field that carries the output limit when the gateway writes one. */
+  max_tokens_field: Schema.optionalWith(Schema.Literal("max_tokens", "max_completion_tokens"), {
+    default: () => "max_tokens" as const
+  }),
   /** Extra headers sent upstream (e.g. an organisation id). Values may use `${ENV_VAR}`. */
   headers: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.String }), { default: () => ({}) }),
   timeouts: Schema.optionalWith(

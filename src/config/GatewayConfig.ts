@@ -133,8 +133,11 @@ export const decodeFile = (raw: unknown, source: string): Effect.Effect<ConfigFi
   }
   for (const [id, m] of Object.entries(file.models)) {
     m.deployments.forEach((d, i) => {
-      if (!file.providers[d.provider]) {
+      const provider = file.providers[d.provider]
+      if (!provider) {
         problems.push(`models.${id}.deployments.${i}.provider: unknown provider "${d.provider}"`)
+      } else if (m.kind === "image" && provider.style !== "openai") {
+        problems.push(`models.${id}.deployments.${i}.provider: image models need an openai-style provider`)
       }
     })
   }

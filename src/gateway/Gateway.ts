@@ -5,13 +5,15 @@
  */
 import { Deferred, Effect, Exit, Schedule } from "effect"
 import { Admission } from "../accounts/Admission.ts"
-import { Catalog, type CatalogModel } from "../accounts/Catalog.ts"
+import { Catalog, type CatalogModel, type ResolvedDeployment } from "../accounts/Catalog.ts"
 import type { KeyRecord } from "../accounts/KeyRecord.ts"
 import { costOf, priceSheet, zeroUsage } from "../accounts/Pricing.ts"
 import { EventLog, replicaId } from "../ledger/EventLog.ts"
 import { type Endpoint, streamOf, type Usage } from "../ledger/events.ts"
 import { type UpstreamError, type UpstreamReply } from "../providers/Upstream.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
+import { type Route, routeFor } from "../translate/Route.ts"
+import { attempt, type Json } from "../translate/Untranslatable.ts"
 import { usageOfReply } from "../translate/usage.ts"
 import { textOf } from "../wire/text.ts"
 import { BadRequest, LedgerDown, ModelNotFound, UpstreamFailure } from "./errors.ts"
@@ -39,20 +41,30 @@ export interface GenerationResult {
   readonly body: unknown
 }
 
-/** The wire style a client endpoint speaks. */
-const styleOf = (endpoint: Endpoint) => (endpoint === "messages" ? "anthropic" : "openai")
+interface Routed {
+  readonly model: CatalogModel
+  readonly deployment: ResolvedDeployment
+  readonly path: Route
+  readonly upstreamBody: Record<string, unknown>
+}
 
 const toFailure = (e: UpstreamError): UpstreamFailure => {
+  if (e.kind === "status" && (e.status === 401 || e.status === 403)) {
+    // The upstream refused *our* credential: not the client's problem, and not to be echoed.
+    return new UpstreamFailure({
+      status: 502,
+      type: "api_error",
+      code: "upstream_auth_failed",
+      message: "The upstream refused the gateway's credentials; the operator must fix the provider's api_key."
+    })
+  }
   if (e.kind === "status" && e.status !== undefined && e.status >= 400 && e.status < 500 && e.status !== 408) {
     const upstreamMessage = extractMessage(e.body)
     return new UpstreamFailure({
       status: e.status,
-      type: e.status === 429 ? "rate_limit_error" : e.status === 401 || e.status === 403 ? "api_error" : "invalid_request_error",
+      type: e.status === 429 ? "rate_limit_error" : e.status === 404 ? "not_found_error" : "invalid_request_error",
       code: e.status === 429 ? "upstream_rate_limited" : "upstream_error",
-      // 401/403 from upstream mean *our* credential is wrong: not the client's problem, and not to be echoed.
-      message: e.status === 401 || e.status === 403
-        ? "The upstream refused the gateway's credentials; the operator has been told."
-        : upstreamMessage ?? `The upstream refused the request (${e.status}).`,
+      message: upstreamMessage ?? `The upstream refused the request (${e.status}).`,
       ...(e.retryAfterMs !== undefined ? { retryAfterMs: e.retryAfterMs } : {})
     })
   }
@@ -79,7 +91,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
     const upstreams = yield* Upstreams
     const supervisor = yield* RequestSupervisor
 
-    const route = (g: Generation): Effect.Effect<CatalogModel, ModelNotFound | BadRequest> => {
+    const route = (g: Generation): Effect.Effect<Routed, ModelNotFound | BadRequest> => {
       const model = catalog.find(g.key, g.model)
       if (!model) return Effect.fail(new ModelNotFound({ model: g.model }))
       const wantsImage = g.endpoint === "images.generations"
@@ -95,17 +107,30 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
         )
       }
       const deployment = model.deployments[0]
-      if (!wantsImage && deployment.provider.style !== styleOf(g.endpoint)) {
+      const p = deployment.provider
+      const path = routeFor(g.endpoint, {
+        style: p.style,
+        responsesApi: p.responses_api,
+        maxTokensField: p.max_tokens_field,
+        defaultMaxTokens: model.config.max_output_tokens
+      })
+      if (!path) {
         return Effect.fail(
-          new BadRequest({
-            param: "model",
-            code: "translation_unavailable",
-            message: `The model \`${g.model}\` is served by a ${deployment.provider.style}-style upstream; ` +
-              `calling it through this endpoint needs cross-style translation, which this version does not do yet.`
-          })
+          new BadRequest({ param: "model", code: "model_not_supported", message: `The model \`${g.model}\` cannot serve this endpoint.` })
         )
       }
-      return Effect.succeed(model)
+      const translated = attempt(() => path.request(g.body))
+      if (!translated.ok) {
+        return Effect.fail(
+          new BadRequest({ param: translated.error.param, code: "untranslatable_field", message: translated.error.message })
+        )
+      }
+      return Effect.succeed({
+        model,
+        deployment,
+        path,
+        upstreamBody: { ...translated.value, model: deployment.upstreamModel }
+      })
     }
 
     /** The most this call can cost: every byte of the body an input token, every allowed output token used. */
@@ -122,8 +147,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
 
     const generate = (g: Generation): Effect.Effect<GenerationResult, ModelNotFound | BadRequest | QuotaExceeded | UpstreamFailure | LedgerDown> =>
       Effect.gen(function*() {
-        const model = yield* route(g)
-        const deployment = model.deployments[0]
+        const { deployment, model, path, upstreamBody } = yield* route(g)
         const percent = catalog.serverOptions.get(g.key.serverOption)?.price_percent ?? 100
         const prices = priceSheet(model.config.pricing, percent)
         const streamId = streamOf.request(g.requestId)
@@ -158,8 +182,8 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
               const call = upstreams.send({
                 providerName: deployment.providerName,
                 provider: deployment.provider,
-                endpoint: g.endpoint,
-                body: { ...g.body, model: deployment.upstreamModel },
+                endpoint: path.upstreamEndpoint,
+                body: upstreamBody,
                 requestId: g.requestId
               })
               const exit = yield* restore(
@@ -169,7 +193,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                 )
               ).pipe(Effect.exit)
 
-              const { estimated, outcome, usage } = settleUsage(g, exit)
+              const { estimated, outcome, usage } = settleUsage(g, path.upstreamEndpoint, exit)
               const cost = costOf(usage, prices)
               yield* log.append({
                 streamId,
@@ -212,7 +236,25 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                 yield* Effect.logWarning(`${g.requestId} upstream ${deployment.providerName} failed`, exit.cause)
               }
               if (Exit.isSuccess(exit)) {
-                return { status: exit.value.status, body: withPublicModel(exit.value.body, g.model) }
+                const answer = exit.value.body
+                if (answer === null || typeof answer !== "object" || Array.isArray(answer)) {
+                  return yield* new UpstreamFailure({
+                    status: 502,
+                    type: "api_error",
+                    code: "upstream_error",
+                    message: `The upstream ${deployment.providerName} answered something that is not a JSON object.`
+                  })
+                }
+                const translated = attempt(() => path.response(answer as Json, g.body, g.model))
+                if (!translated.ok) {
+                  return yield* new UpstreamFailure({
+                    status: 502,
+                    type: "api_error",
+                    code: "upstream_error",
+                    message: `The upstream's answer could not be translated: ${translated.error.message}`
+                  })
+                }
+                return { status: exit.value.status, body: translated.value }
               }
               return yield* Exit.match(exit, {
                 onFailure: (cause) => Effect.failCause(cause),
@@ -227,13 +269,13 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
   })
 }) {}
 
-const settleUsage = (g: Generation, exit: Exit.Exit<UpstreamReply, UpstreamError>): {
+const settleUsage = (g: Generation, upstreamEndpoint: Endpoint, exit: Exit.Exit<UpstreamReply, UpstreamError>): {
   outcome: "completed" | "failed" | "cancelled"
   usage: Usage
   estimated: boolean
 } => {
   if (Exit.isSuccess(exit)) {
-    return { outcome: "completed", usage: usageOfReply(g.endpoint, exit.value.body), estimated: false }
+    return { outcome: "completed", usage: usageOfReply(upstreamEndpoint, exit.value.body), estimated: false }
   }
   if (Exit.isInterrupted(exit)) {
     // The client left while the upstream worked: the upstream will charge for the prompt it read, so
@@ -247,6 +289,3 @@ const settleUsage = (g: Generation, exit: Exit.Exit<UpstreamReply, UpstreamError
   // The upstream refused or failed: it produced nothing billable.
   return { outcome: "failed", usage: zeroUsage, estimated: false }
 }
-
-const withPublicModel = (body: unknown, model: string) =>
-  body !== null && typeof body === "object" && "model" in body ? { ...(body as object), model } : body

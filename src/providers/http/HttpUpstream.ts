@@ -1,25 +1,45 @@
 /**
- * A real upstream over HTTP (undici). Headers are rebuilt, never copied from the client: only the
- * provider's own credential and configured headers go upstream. Non-2xx answers, timeouts and
- * connection failures become typed `UpstreamError`s.
+ * A real upstream over HTTP, through undici (one connection pool per provider, with its connect
+ * timeout). Headers are rebuilt, never copied from the client: only the provider's own credential and
+ * configured headers go upstream. Non-2xx answers, timeouts and connection failures become typed
+ * `UpstreamError`s whose messages name the provider, never its URL or credential.
  */
 import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
 import { Duration, Effect, Redacted } from "effect"
+import { Agent } from "undici"
+import type { ProviderConfig } from "../../config/ConfigFile.ts"
 import { type UpstreamEndpoint, UpstreamError, type UpstreamRequest } from "../Upstream.ts"
 
-const pathOf = (style: "openai" | "anthropic", endpoint: UpstreamEndpoint) => {
-  if (style === "anthropic") return "/v1/messages"
-  switch (endpoint) {
-    case "chat.completions":
-      return "/chat/completions"
-    case "responses":
-      return "/responses"
-    case "images.generations":
-      return "/images/generations"
-    case "messages":
-      return "/messages"
+const pathOf = (p: ProviderConfig, endpoint: UpstreamEndpoint, model: string) => {
+  if (p.style === "anthropic") return "/v1/messages"
+  const tail = endpoint === "chat.completions"
+    ? "/chat/completions"
+    : endpoint === "responses"
+    ? "/responses"
+    : endpoint === "images.generations"
+    ? "/images/generations"
+    : "/messages"
+  return p.deployment_paths ? `/deployments/${encodeURIComponent(model)}${tail}` : tail
+}
+
+/** The URL of an endpoint of a provider (exported for tests). */
+export const urlOf = (p: ProviderConfig, endpoint: UpstreamEndpoint, model: string) => {
+  const base = (p.base_url ?? "").replace(/\/+$/, "")
+  const query = p.api_version ? `?api-version=${encodeURIComponent(p.api_version)}` : ""
+  return base + pathOf(p, endpoint, model) + query
+}
+
+/** The headers sent upstream: content type, the provider's credential, its configured extras. */
+export const headersOf = (p: ProviderConfig): Record<string, string> => {
+  const headers: Record<string, string> = { ...p.headers, "content-type": "application/json" }
+  if (p.style === "anthropic") headers["anthropic-version"] ??= "2023-06-01"
+  if (p.api_key) {
+    const key = Redacted.value(p.api_key)
+    const header = p.auth_header ?? (p.style === "anthropic" ? "x-api-key" : "authorization")
+    headers[header] = header === "authorization" ? `Bearer ${key}` : key
   }
+  return headers
 }
 
 const retryAfterMs = (value: string | undefined): number | undefined => {
@@ -31,24 +51,28 @@ const retryAfterMs = (value: string | undefined): number | undefined => {
 }
 
 export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/HttpUpstream", {
-  effect: Effect.gen(function*() {
-    const client = yield* HttpClient.HttpClient
+  scoped: Effect.gen(function*() {
+    const clients = new Map<string, HttpClient.HttpClient>()
+    const agents: Array<Agent> = []
+    yield* Effect.addFinalizer(() => Effect.promise(() => Promise.all(agents.map((a) => a.close()))).pipe(Effect.ignore))
+
+    const clientFor = (name: string, p: ProviderConfig) => {
+      let client = clients.get(name)
+      if (!client) {
+        const agent = new Agent({ connect: { timeout: p.timeouts.connect_ms }, keepAliveTimeout: 30_000 })
+        agents.push(agent)
+        client = NodeHttpClient.makeUndici(agent)
+        clients.set(name, client)
+      }
+      return client
+    }
+
     const send = (request: UpstreamRequest) => {
       const p = request.provider
-      const base = (p.base_url ?? "").replace(/\/+$/, "")
-      const headers: Record<string, string> = { ...p.headers, "content-type": "application/json" }
-      if (p.api_key) {
-        if (p.style === "anthropic") {
-          headers["x-api-key"] = Redacted.value(p.api_key)
-          headers["anthropic-version"] ??= "2023-06-01"
-        } else {
-          headers["authorization"] = `Bearer ${Redacted.value(p.api_key)}`
-        }
-      }
-      const url = base + pathOf(p.style, request.endpoint)
-      return client.execute(
-        HttpClientRequest.post(url).pipe(
-          HttpClientRequest.setHeaders(headers),
+      const model = String(request.body.model ?? "")
+      return clientFor(request.providerName, p).execute(
+        HttpClientRequest.post(urlOf(p, request.endpoint, model)).pipe(
+          HttpClientRequest.setHeaders(headersOf(p)),
           HttpClientRequest.bodyUnsafeJson(request.body)
         )
       ).pipe(
@@ -58,7 +82,7 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
             try {
               body = text === "" ? null : JSON.parse(text)
             } catch {
-              // keep the text
+              // not JSON: keep the text
             }
             return { status: res.status, body, retryAfter: res.headers["retry-after"] }
           }))
@@ -69,14 +93,14 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
           onTimeout: () =>
             new UpstreamError({
               kind: "timeout",
-              message: `upstream ${request.providerName} did not answer within ${p.timeouts.total_ms} ms`
+              message: `The upstream ${request.providerName} did not answer within ${p.timeouts.total_ms} ms.`
             })
         }),
         Effect.catchTag("RequestError", "ResponseError", (e) =>
           Effect.fail(
             new UpstreamError({
-              kind: "connection",
-              message: `cannot reach upstream ${request.providerName} (${e.reason})`
+              kind: /timeout/i.test(String((e.cause as Error | undefined)?.name ?? "") + String(e.cause)) ? "timeout" : "connection",
+              message: `The upstream ${request.providerName} could not be reached (${e.reason}).`
             })
           )),
         Effect.flatMap(({ body, retryAfter, status }) => {
@@ -87,7 +111,7 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
               kind: "status",
               status,
               body,
-              message: `upstream ${request.providerName} answered ${status}`,
+              message: `The upstream ${request.providerName} answered ${status}.`,
               ...(ra !== undefined ? { retryAfterMs: ra } : {})
             })
           )
@@ -95,6 +119,5 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
       )
     }
     return { send } as const
-  }),
-  dependencies: [NodeHttpClient.layerUndici]
+  })
 }) {}

@@ -1,0 +1,149 @@
+/**
+ * A fake upstream for tests: one node:http server that answers both styles (OpenAI-style under
+ * `<url>/v1/...`, Anthropic-style `<url>/v1/messages`), scripted per test and recording every request
+ * it receives (path, headers, body) so tests can assert what the gateway forwarded.
+ *
+ * Without a script it answers like a real provider, with usage counted from the request. A script is a
+ * queue of replies per path: status, body (or a function of the request body), delay, headers, or a
+ * dropped connection.
+ */
+import { Context, Effect, Layer } from "effect"
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http"
+
+export interface Received {
+  readonly method: string
+  readonly path: string
+  readonly url: string
+  readonly headers: IncomingHttpHeaders
+  readonly body: any
+}
+
+export interface Reply {
+  readonly status?: number
+  readonly body?: unknown | ((request: any) => unknown)
+  readonly delayMs?: number
+  readonly headers?: Record<string, string>
+  /** Destroy the socket instead of answering. */
+  readonly drop?: boolean
+}
+
+export interface FakeUpstream {
+  readonly url: string
+  readonly received: Array<Received>
+  /** Queue replies for a path ("/v1/chat/completions", "/v1/messages", ...); each is used once. */
+  readonly script: (path: string, ...replies: Array<Reply>) => void
+  readonly reset: () => void
+}
+
+const usageFor = (body: any) => Math.max(1, Math.ceil(JSON.stringify(body?.messages ?? body?.input ?? "").length / 4))
+
+/** What a well-behaved provider answers when nothing is scripted. */
+export const defaultAnswer = (path: string, body: any): unknown => {
+  const model = body?.model ?? "unknown"
+  const input = usageFor(body)
+  if (path.endsWith("/messages")) {
+    return {
+      id: "msg_fake",
+      type: "message",
+      role: "assistant",
+      model,
+      content: [{ type: "text", text: "fake anthropic answer" }],
+      stop_reason: "end_turn",
+      stop_sequence: null,
+      usage: { input_tokens: input, output_tokens: 5, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 }
+    }
+  }
+  if (path.endsWith("/chat/completions")) {
+    return {
+      id: "chatcmpl-fake",
+      object: "chat.completion",
+      created: 1_700_000_000,
+      model,
+      choices: [{ index: 0, message: { role: "assistant", content: "fake openai answer" }, finish_reason: "stop", logprobs: null }],
+      usage: { prompt_tokens: input, completion_tokens: 5, total_tokens: input + 5 }
+    }
+  }
+  if (path.endsWith("/responses")) {
+    return {
+      id: "resp_fake",
+      object: "response",
+      created_at: 1_700_000_000,
+      status: "completed",
+      model,
+      output: [{
+        type: "message",
+        id: "msg_fake",
+        status: "completed",
+        role: "assistant",
+        content: [{ type: "output_text", text: "fake responses answer", annotations: [] }]
+      }],
+      usage: { input_tokens: input, output_tokens: 5, total_tokens: input + 5 }
+    }
+  }
+  if (path.endsWith("/images/generations")) {
+    const n = body?.n ?? 1
+    return { created: 1_700_000_000, data: Array.from({ length: n }, () => ({ url: "https://img.example/1.png" })) }
+  }
+  return { error: { message: `fake upstream: unknown path ${path}` } }
+}
+
+/** Starts a fake upstream on 127.0.0.1 for the scope. */
+export const FakeUpstream = Effect.acquireRelease(
+  Effect.async<{ server: Server; fake: FakeUpstream }>((resume) => {
+    const received: Array<Received> = []
+    const scripts = new Map<string, Array<Reply>>()
+    const server = createServer((req, res) => {
+      const chunks: Array<Buffer> = []
+      req.on("data", (c: Buffer) => chunks.push(c))
+      req.on("end", () => {
+        const url = req.url ?? "/"
+        const path = url.split("?")[0]!
+        const text = Buffer.concat(chunks).toString("utf8")
+        let body: any = text
+        try {
+          body = text === "" ? undefined : JSON.parse(text)
+        } catch {
+          // keep text
+        }
+        received.push({ method: req.method ?? "", path, url, headers: req.headers, body })
+        const reply = scripts.get(path)?.shift() ?? {}
+        const answer = () => {
+          if (reply.drop) return req.socket.destroy()
+          const payload = typeof reply.body === "function"
+            ? (reply.body as (b: any) => unknown)(body)
+            : reply.body ?? defaultAnswer(path, body)
+          res.writeHead(reply.status ?? 200, { "content-type": "application/json", ...reply.headers })
+          res.end(typeof payload === "string" ? payload : JSON.stringify(payload))
+        }
+        if (reply.delayMs) setTimeout(answer, reply.delayMs)
+        else answer()
+      })
+    })
+    server.listen(0, "127.0.0.1", () => {
+      const port = (server.address() as { port: number }).port
+      resume(Effect.succeed({
+        server,
+        fake: {
+          url: `http://127.0.0.1:${port}`,
+          received,
+          script: (path, ...replies) => scripts.set(path, [...(scripts.get(path) ?? []), ...replies]),
+          reset: () => {
+            received.length = 0
+            scripts.clear()
+          }
+        }
+      }))
+    })
+  }),
+  ({ server }) => Effect.async<void>((resume) => {
+    server.closeAllConnections()
+    server.close(() => resume(Effect.void))
+  })
+).pipe(Effect.map(({ fake }) => fake))
+
+/** The fake upstream of a test file, as a service. */
+export class Fake extends Context.Tag("test/Fake")<Fake, FakeUpstream>() {}
+
+/** A fake upstream plus whatever layer is built from its URL (typically the gateway configured to call it). */
+export const withFakeUpstream = <A, E, R>(build: (url: string) => Layer.Layer<A, E, R>) =>
+  Layer.unwrapScoped(Effect.map(FakeUpstream, (fake) => Layer.merge(build(fake.url), Layer.succeed(Fake, fake))))
