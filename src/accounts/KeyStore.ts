@@ -6,13 +6,30 @@
  */
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Option, Schedule, Stream } from "effect"
+import { Effect, Layer, Option, Schedule, Stream } from "effect"
 import { EventLog } from "../ledger/EventLog.ts"
 import { KEY_COLUMNS, type KeyRecord, fromRow, type KeyRow } from "./KeyRecord.ts"
 import { hashSecret } from "./secrets.ts"
 
 const NEGATIVE_TTL_MS = 2_000
 const NEGATIVE_MAX = 10_000
+
+/**
+ * Servers follow key changes made by other processes (replicas, the CLI): every key change commits a
+ * `NOTIFY tollgate_keys`, and a server reloads its keys on each. Only long-running servers listen;
+ * one-shot CLI commands do not.
+ */
+export const KeyChangeListener = Layer.scopedDiscard(Effect.gen(function*() {
+  const store = yield* KeyStore
+  const pg = yield* Effect.serviceOption(PgClient.PgClient)
+  if (Option.isNone(pg)) return
+  yield* pg.value.listen("tollgate_keys").pipe(
+    Stream.debounce("50 millis"),
+    Stream.runForEach(() => store.reload),
+    Effect.retry(Schedule.spaced("1 second")),
+    Effect.forkScoped
+  )
+}))
 
 export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
   scoped: Effect.gen(function*() {
@@ -75,16 +92,7 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
       }
     })
 
-    // Other processes (replicas, the CLI) announce key changes; reload on each, and every minute anyway.
-    const pg = yield* Effect.serviceOption(PgClient.PgClient)
-    if (Option.isSome(pg)) {
-      yield* pg.value.listen("tollgate_keys").pipe(
-        Stream.debounce("50 millis"),
-        Stream.runForEach(() => reload),
-        Effect.retry(Schedule.spaced("1 second")),
-        Effect.forkScoped
-      )
-    }
+    // Every minute anyway, in case a change notification was missed.
     yield* reload.pipe(Effect.ignore, Effect.repeat(Schedule.spaced("60 seconds")), Effect.delay("60 seconds"), Effect.forkScoped)
 
     /** The key for a clear secret, if it exists (revoked and expired keys included). */

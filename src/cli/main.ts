@@ -52,7 +52,7 @@ const serveCommand = Command.make("serve", {}, () => serve).pipe(
 
 const migrateCommand = Command.make("migrate", { json }, ({ json }) =>
   Effect.gen(function*() {
-    const ran = yield* runMigrations().pipe(Effect.provide(Database.layer), Effect.provide(GatewayConfig.layer))
+    const ran = yield* runMigrations().pipe(Effect.provide(Database.unmigrated), Effect.provide(GatewayConfig.layer))
     yield* Console.log(
       json ? JSON.stringify(ran.map(([id, name]) => ({ id, name }))) : ran.length === 0
         ? "The database is up to date."
@@ -156,6 +156,7 @@ cli(process.argv).pipe(
   }),
   Effect.provide(NodeContext.layer),
   Logger.withMinimumLogLevel(logLevel),
-  Effect.provide(Logger.pretty),
-  NodeRuntime.runMain({ disableErrorReporting: false })
+  // Logs go to stderr, so `--json` output on stdout stays parseable.
+  Effect.provide(Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ stderr: true }))),
+  NodeRuntime.runMain({ disableErrorReporting: false, disablePrettyLogger: true })
 )

@@ -6,6 +6,7 @@ import { HttpServer } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { Console, Effect, Layer } from "effect"
 import { Keys } from "../accounts/Keys.ts"
+import { KeyChangeListener } from "../accounts/KeyStore.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as Database from "../db/Database.ts"
 import { HttpLive } from "../http/Server.ts"
@@ -51,7 +52,7 @@ const OperatorLive = Layer.unwrapEffect(Effect.gen(function*() {
   return db.backend === "pglite" ? OperatorEndpoint.layer(config.dataDir) : Layer.empty
 }))
 
-export const ServeLive = Layer.mergeAll(BannerLive, DevKeyLive, OperatorLive).pipe(
+export const ServeLive = Layer.mergeAll(BannerLive, DevKeyLive, OperatorLive, KeyChangeListener).pipe(
   Layer.provideMerge(HttpLive),
   Layer.provideMerge(GatewayLive),
   Layer.provideMerge(Database.layer),

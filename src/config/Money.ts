@@ -16,11 +16,16 @@ export const parseUsd = (input: string | number): bigint | undefined => {
   return whole * NANOS_PER_USD + frac
 }
 
+/** The exact decimal of a number as written (its shortest round-trip form), exponents expanded, never rounded. */
 const numberToPlain = (n: number): string | undefined => {
   if (!Number.isFinite(n) || n < 0) return undefined
-  // toFixed(9) would round; the shortest round-trip representation is what the user wrote in YAML.
   const s = String(n)
-  return /e/i.test(s) ? n.toFixed(9).replace(/0+$/, "").replace(/\.$/, "") : s
+  const m = /^(\d)(?:\.(\d+))?e([+-]\d+)$/i.exec(s)
+  if (!m) return s
+  const digits = m[1]! + (m[2] ?? "")
+  const point = 1 + Number(m[3])
+  if (point <= 0) return `0.${"0".repeat(-point)}${digits}`
+  return point >= digits.length ? digits + "0".repeat(point - digits.length) : `${digits.slice(0, point)}.${digits.slice(point)}`
 }
 
 /** Renders nanos as a USD decimal string with all 9 places trimmed of trailing zeros ("0.000150", "12"). */

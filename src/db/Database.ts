@@ -50,13 +50,16 @@ const migrated = <E, R>(layer: Layer.Layer<SqlClient.SqlClient | Database, E, R>
       Effect.tap((ran) => ran.length > 0 ? Effect.logInfo(`applied migrations: ${ran.map(([id, n]) => `${id}_${n}`).join(", ")}`) : Effect.void)
     ))
 
-/** The configured database, migrated. */
-export const layer = Layer.unwrapEffect(
+/** The configured database, as it is (for `tollgate migrate`). */
+export const unmigrated = Layer.unwrapEffect(
   Effect.map(GatewayConfig, (config) =>
-    migrated(Option.match(config.databaseUrl, {
+    Option.match(config.databaseUrl, {
       onNone: () => pglite(config.dataDir),
       onSome: postgres
-    })))
+    }))
 )
+
+/** The configured database, migrated. */
+export const layer = migrated(unmigrated)
 
 export { migrated }

@@ -103,7 +103,8 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         const plans = jobs.map((job) => {
           const { events, expectedVersion, metadata, streamId } = job.request
           const first = (expectedVersion === "any" ? heads.get(streamId) ?? 0 : expectedVersion) + 1
-          if (expectedVersion === "any") heads.set(streamId, first + events.length - 1)
+          // Later appends to the same stream in this batch go after this one.
+          heads.set(streamId, Math.max(heads.get(streamId) ?? 0, first + events.length - 1))
           const ids = events.map((event, i) => {
             const version = first + i
             const id = eventIdOf(streamId, version)
@@ -134,11 +135,15 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           params
         )
         const positions = new Map(inserted.map((r) => [r.event_id, r.position]))
+        // Two appends of one batch may aim at the same stream version (so the same event ids); the row
+        // went in once, and only the first of them may claim it.
+        const claimed = new Set<string>()
         const outcomes: Array<Exit.Exit<Appended, StreamConflict>> = []
         const deltas = []
         const committed = []
         for (const { first, ids, job } of plans) {
-          const hits = ids.filter((id) => positions.has(id)).length
+          const hits = ids.filter((id) => positions.has(id) && !claimed.has(id)).length
+          for (const id of ids) claimed.add(id)
           if (hits === 0) {
             outcomes.push(Exit.fail(
               new StreamConflict({
@@ -259,7 +264,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           `SELECT position::text, transaction_id::text, event_id::text, stream_id, stream_version, event_type,
                   schema_version, data, metadata, occurred_at
              FROM event_log ${conds.length ? "WHERE " + conds.join(" AND ") : ""}
-            ORDER BY transaction_id, position LIMIT $${params.length}`,
+            ORDER BY event_log.transaction_id, event_log.position LIMIT $${params.length}`,
           params
         )
         return rows.map(decodeRow)

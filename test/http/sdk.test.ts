@@ -6,7 +6,7 @@ import OpenAI from "openai"
 import { baseUrl, issueKey, TestGateway } from "../support/TestGateway.ts"
 
 describe("official SDKs against the embedded default", () => {
-  layer(TestGateway, { timeout: 60_000 })((it) => {
+  layer(TestGateway, { timeout: 60_000, excludeTestServices: true })((it) => {
     it.effect("openai: models.list, chat, responses, images; anthropic: messages", () =>
       Effect.gen(function*() {
         const base = yield* baseUrl

@@ -8,6 +8,7 @@ import { NodeContext, NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { createServer } from "node:http"
 import { Keys } from "../../src/accounts/Keys.ts"
+import { KeyChangeListener } from "../../src/accounts/KeyStore.ts"
 import { Vendors } from "../../src/accounts/Vendors.ts"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { GatewayConfig } from "../../src/config/GatewayConfig.ts"
@@ -16,7 +17,7 @@ import { GatewayLive } from "../../src/main.ts"
 import { TestDatabase } from "./TestDatabase.ts"
 
 export const makeTestGateway = (file?: ConfigFileEncoded) =>
-  HttpAppLive.pipe(
+  Layer.merge(HttpAppLive, KeyChangeListener).pipe(
     Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: 0, host: "127.0.0.1" })),
     Layer.provideMerge(GatewayLive),
     Layer.provideMerge(TestDatabase),

@@ -1,0 +1,586 @@
+/**
+ * The `tollgate` command line as an operator uses it: real processes (`node bin/tollgate.mjs ...`) on
+ * a temporary embedded data folder, with and without a running `serve` (commands are then forwarded
+ * to the server over its loopback operator endpoint), and, in the `postgres` project, against a fresh
+ * Postgres database shared with a running server.
+ */
+import { PGlite } from "@electric-sql/pglite"
+import { Effect, Exit, Scope } from "effect"
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
+
+const root = fileURLToPath(new URL("../..", import.meta.url))
+const bin = path.join(root, "bin", "tollgate.mjs")
+const T = 60_000
+
+// ---- processes ----------------------------------------------------------------------------------
+
+/** Every process this file starts, by PID, until it has exited. */
+const running = new Map<number, ChildProcess>()
+const tempDirs: Array<string> = []
+
+afterAll(async () => {
+  for (const [pid, child] of running) {
+    try {
+      process.kill(pid, "SIGKILL")
+    } catch {
+      // already gone
+    }
+    await new Promise<void>((resolve) => child.exitCode !== null || child.signalCode !== null ? resolve() : child.once("exit", () => resolve()))
+  }
+  for (const dir of tempDirs) fs.rmSync(dir, { recursive: true, force: true })
+}, T)
+
+const tempDir = (label: string) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `tollgate-cli-${label}-`))
+  tempDirs.push(dir)
+  return dir
+}
+
+/** The environment of a child: ours without any Tollgate setting, plus the given ones. */
+const envWith = (extra: Record<string, string>) => {
+  const env: Record<string, string | undefined> = { ...process.env }
+  for (const name of ["DATABASE_URL", "TOLLGATE_CONFIG", "TOLLGATE_PORT", "TOLLGATE_HOST", "TOLLGATE_DATA_DIR", "TOLLGATE_LOG_LEVEL"]) {
+    delete env[name]
+  }
+  return { ...env, ...extra }
+}
+
+interface Proc {
+  readonly child: ChildProcess
+  readonly pid: number
+  readonly output: () => { stdout: string; stderr: string }
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+}
+
+const start = (args: ReadonlyArray<string>, env: Record<string, string>): Proc => {
+  const child = spawn(process.execPath, [bin, ...args], { cwd: root, env: envWith(env), stdio: ["ignore", "pipe", "pipe"] })
+  if (child.pid === undefined) throw new Error(`could not start tollgate ${args.join(" ")}`)
+  const pid = child.pid
+  running.set(pid, child)
+  let stdout = ""
+  let stderr = ""
+  child.stdout!.on("data", (c: Buffer) => (stdout += c.toString("utf8")))
+  child.stderr!.on("data", (c: Buffer) => (stderr += c.toString("utf8")))
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once("close", (code, signal) => {
+      running.delete(pid)
+      resolve({ code, signal })
+    })
+  )
+  return { child, pid, output: () => ({ stdout, stderr }), exited }
+}
+
+interface Ran {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** Runs one CLI command to its end (killed after the timeout). */
+const tollgate = async (args: ReadonlyArray<string>, env: Record<string, string>, timeoutMs = 30_000): Promise<Ran> => {
+  const p = start(args, env)
+  const timer = setTimeout(() => {
+    try {
+      process.kill(p.pid, "SIGKILL")
+    } catch {
+      // gone
+    }
+  }, timeoutMs)
+  const { code } = await p.exited
+  clearTimeout(timer)
+  return { code, ...p.output() }
+}
+
+/** Runs a command with --json; it must succeed and print nothing but JSON on stdout. */
+const tollgateJson = async (args: ReadonlyArray<string>, env: Record<string, string>): Promise<any> => {
+  const r = await tollgate([...args, "--json"], env)
+  expect(r.code, `tollgate ${args.join(" ")} --json failed: ${r.stderr}${r.stdout}`).toBe(0)
+  try {
+    return JSON.parse(r.stdout)
+  } catch {
+    throw new Error(`tollgate ${args.join(" ")} --json printed more than JSON on stdout:\n${r.stdout}`)
+  }
+}
+
+/** Resolves with the first match of `pattern` in the process's stdout, or fails after the timeout. */
+const waitForOutput = async (p: Proc, pattern: RegExp, timeoutMs = 30_000) => {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const m = pattern.exec(p.output().stdout)
+    if (m) return m
+    if (p.child.exitCode !== null || Date.now() > deadline) {
+      const { stderr, stdout } = p.output()
+      throw new Error(`no ${pattern} in the output of process ${p.pid} (exit ${p.child.exitCode}):\n${stdout}\n${stderr}`)
+    }
+    await sleep(50)
+  }
+}
+
+/** Resolves once GET /v1 answers 200. */
+const waitForHttp = async (base: string, p: Proc, timeoutMs = 30_000) => {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const ok = await fetch(`${base}/v1`).then((r) => r.ok, () => false)
+    if (ok) return
+    if (p.child.exitCode !== null || Date.now() > deadline) {
+      const { stderr, stdout } = p.output()
+      throw new Error(`the server (pid ${p.pid}) did not come up at ${base}:\n${stdout}\n${stderr}`)
+    }
+    await sleep(100)
+  }
+}
+
+/** Resolves with the exit of `p`, or undefined if it has not exited after `ms`. */
+const exitWithin = (p: Proc, ms: number) =>
+  Promise.race([p.exited, sleep(ms).then(() => undefined)])
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = net.createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const port = (server.address() as net.AddressInfo).port
+      server.close(() => resolve(port))
+    })
+  })
+
+// ---- HTTP against a running server ----------------------------------------------------------------
+
+const chat = (base: string, key: string, model = "mock-gpt") =>
+  fetch(`${base}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model, messages: [{ role: "user", content: "Hello from the CLI test" }] })
+  }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
+
+const models = (base: string, key: string) =>
+  fetch(`${base}/v1/models`, { headers: { authorization: `Bearer ${key}` } }).then(async (r) => ({
+    status: r.status,
+    body: (await r.json()) as any
+  }))
+
+const KEY = /^sk-tg-[A-Za-z0-9]{32,}$/
+
+// ---- (a) embedded, no server ----------------------------------------------------------------------
+
+describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no server running", () => {
+  let dir: string
+  let env: Record<string, string>
+  let created: any
+  let vendor: any
+
+  beforeAll(async () => {
+    dir = path.join(tempDir("embedded"), "data")
+    env = { TOLLGATE_DATA_DIR: dir }
+    const r = await tollgate(["migrate"], env) // the folder is created and migrated; later output is only the result
+    expect(r.code, r.stderr).toBe(0)
+  }, T)
+
+  it("--json prints only JSON on stdout, even when the command migrates a fresh folder", async () => {
+    const fresh = { TOLLGATE_DATA_DIR: path.join(tempDir("fresh"), "data") }
+    const r = await tollgate(["keys", "list", "--json"], fresh)
+    expect(r.code, r.stderr).toBe(0)
+    expect(() => JSON.parse(r.stdout), `stdout was:\n${r.stdout}`).not.toThrow()
+    expect(JSON.parse(r.stdout)).toEqual([])
+  }, T)
+
+  it("migrate --json lists the migrations it applied to a fresh folder, and none the second time", async () => {
+    const fresh = { TOLLGATE_DATA_DIR: path.join(tempDir("migrate"), "data") }
+    // Log lines ("[12:00:00.000] INFO ...") on stdout are the previous test's concern; here only the result counts.
+    const jsonOf = (out: string) => JSON.parse(out.split("\n").filter((l) => !/^\[\d\d:\d\d:\d\d\.\d+\] [A-Z]+/.test(l)).join("\n"))
+    const first = await tollgate(["migrate", "--json"], fresh)
+    expect(first.code, first.stderr).toBe(0)
+    expect(jsonOf(first.stdout)).toEqual([{ id: 1, name: "event_log" }])
+    const second = await tollgate(["migrate", "--json"], fresh)
+    expect(second.code, second.stderr).toBe(0)
+    expect(jsonOf(second.stdout)).toEqual([])
+  }, T)
+
+  it("keys create prints the key once, with its record; a command right after opens the folder again", async () => {
+    created = await tollgateJson(
+      ["keys", "create", "--quota-usd", "12.50", "--name", "ops key", "--server-option", "default", "--models", "mock-gpt, mock-claude"],
+      env
+    )
+    expect(created.key).toMatch(KEY)
+    expect(created.id).toMatch(/^key_/)
+    expect(created).toMatchObject({
+      name: "ops key",
+      hint: `sk-tg-…${created.key.slice(-4)}`,
+      vendor_id: null,
+      server_option: "default",
+      quota_usd: "12.5",
+      used_usd: "0",
+      requests: 0,
+      expires_at: null,
+      revoked_at: null,
+      status: "active"
+    })
+    expect([...created.models].sort()).toEqual(["mock-claude", "mock-gpt"])
+    expect(fs.existsSync(path.join(dir, "tollgate.lock")), "the lock is released when the command ends").toBe(false)
+
+    const listed = await tollgateJson(["keys", "list"], env)
+    expect(listed).toHaveLength(1)
+    const { key: _secret, ...record } = created
+    expect(listed[0]).toEqual(record)
+    expect(JSON.stringify(listed)).not.toContain(created.key) // shown once, never listed
+
+    const human = await tollgate(["keys", "list"], env)
+    expect(human.code).toBe(0)
+    expect(human.stdout).toMatch(new RegExp(`${created.id}\\s+ops key\\s+active\\s+default\\s+12\\.5`))
+  }, T)
+
+  it("keys create refuses a bad quota and a model outside the Server Option, exiting 1 with the flag named", async () => {
+    const quota = await tollgate(["keys", "create", "--quota-usd", "ten", "--json"], env)
+    expect(quota.code).toBe(1)
+    expect(quota.stdout).toBe("")
+    expect(quota.stderr).toContain("--quota-usd")
+    const model = await tollgate(["keys", "create", "--quota-usd", "1", "--models", "gpt-17", "--json"], env)
+    expect(model.code).toBe(1)
+    expect(model.stderr).toContain("--models")
+    expect(model.stderr).toContain("gpt-17")
+    // Nothing was issued: the events test below finds exactly the events of the commands that succeeded.
+  }, T)
+
+  it("keys revoke marks the key revoked; an unknown id exits 1", async () => {
+    const revoked = await tollgateJson(["keys", "revoke", created.id], env)
+    expect(revoked.id).toBe(created.id)
+    expect(revoked.status).toBe("revoked")
+    expect(Date.parse(revoked.revoked_at)).toBeGreaterThan(Date.parse(created.created_at) - 1)
+    const unknown = await tollgate(["keys", "revoke", "key_doesnotexist", "--json"], env)
+    expect(unknown.code).toBe(1)
+    expect(unknown.stderr).toContain("key_doesnotexist")
+  }, T)
+
+  it("vendors create registers a vendor and prints its token once; unknown scopes exit 1", async () => {
+    vendor = await tollgateJson(
+      ["vendors", "create", "--name", "Acme resale", "--scopes", "keys:create,server-options:read", "--server-options", "default"],
+      env
+    )
+    expect(vendor.vendor_id).toMatch(/^vnd_/)
+    expect(vendor.token_id).toMatch(/^vtk_/)
+    expect(vendor.token).toMatch(/^vt_[A-Za-z0-9]{20,}$/)
+    expect(vendor.token.startsWith("sk-")).toBe(false)
+    expect(vendor).toMatchObject({ name: "Acme resale", server_options: ["default"], scopes: ["keys:create", "server-options:read"] })
+    const bad = await tollgate(["vendors", "create", "--name", "x", "--scopes", "keys:create,keys:everything", "--json"], env)
+    expect(bad.code).toBe(1)
+    expect(bad.stderr).toContain("keys:everything")
+  }, T)
+
+  it("events prints the log in order, filtered by stream, position and limit, without secrets", async () => {
+    const all = await tollgateJson(["events"], env)
+    expect(all.map((e: { type: string }) => e.type)).toEqual(["KeyIssued", "KeyRevoked", "VendorRegistered", "VendorTokenIssued"])
+    const positions = all.map((e: { position: string }) => Number(e.position))
+    expect([...positions].sort((a, b) => a - b)).toEqual(positions)
+    expect(all[0]).toMatchObject({
+      stream_id: `key-${created.id}`,
+      stream_version: 1,
+      data: { key_id: created.id, quota_nanos: "12500000000", server_option: "default", issued_by: "operator" }
+    })
+    expect(all[2].data).toMatchObject({ vendor_id: vendor.vendor_id, name: "Acme resale", server_options: ["default"] })
+    const text = JSON.stringify(all)
+    expect(text).not.toContain(created.key)
+    expect(text).not.toContain(vendor.token)
+
+    const stream = await tollgateJson(["events", "--stream", `key-${created.id}`], env)
+    expect(stream.map((e: { type: string; stream_version: number }) => [e.type, e.stream_version])).toEqual([["KeyIssued", 1], ["KeyRevoked", 2]])
+    const page = await tollgateJson(["events", "--from", all[1].position, "--limit", "2"], env)
+    expect(page.map((e: { position: string }) => e.position)).toEqual([all[1].position, all[2].position])
+  }, T)
+
+  it("usage shows every key, or one key with its quota and window; a bad day exits 1", async () => {
+    const summary = await tollgateJson(["usage"], env)
+    expect(summary.map((k: { id: string; requests: number }) => [k.id, k.requests])).toEqual([[created.id, 0]])
+    const one = await tollgateJson(["usage", created.id, "--from", "2020-01-01", "--to", "2020-01-31"], env)
+    expect(one.object).toBe("usage")
+    expect(one.key).toMatchObject({ id: created.id, name: "ops key", server_option: "default" })
+    expect(one.quota).toMatchObject({ limit_usd: "12.5", used_usd: "0", remaining_usd: "12.5" })
+    expect(one.window).toEqual({ from: "2020-01-01", to: "2020-01-31" })
+    expect(one.totals.requests).toBe(0)
+    const bad = await tollgate(["usage", created.id, "--from", "01/02/2020", "--json"], env)
+    expect(bad.code).toBe(1)
+    expect(bad.stderr).toContain("--from")
+  }, T)
+
+  it("replay --verify rebuilds every projection and finds them equal", async () => {
+    const report = await tollgateJson(["replay", "--verify"], env)
+    expect(report).toEqual({
+      events: 4,
+      rows: { api_keys: 1, vendors: 1, vendor_tokens: 1, usage_daily: 0, open_requests: 0 },
+      differences: [],
+      ok: true
+    })
+  }, T)
+
+  it("replay --verify exits 1 and names the difference when a projection was tampered with", async () => {
+    const db = await PGlite.create(dir)
+    try {
+      await db.query("UPDATE api_keys SET quota_nanos = quota_nanos + 1 WHERE key_id = $1", [created.id])
+    } finally {
+      await db.close()
+    }
+    const r = await tollgate(["replay", "--verify", "--json"], env)
+    expect(r.code).toBe(1)
+    const report = JSON.parse(r.stdout)
+    expect(report.ok).toBe(false)
+    expect(report.differences).toEqual([
+      { table: "api_keys", key: created.id, column: "quota_nanos", live: "12500000001", rebuilt: "12500000000" }
+    ])
+    expect(r.stderr).toContain("differ")
+  }, T)
+})
+
+// ---- (b) embedded, with `serve` running -----------------------------------------------------------
+
+describe.skipIf(backend() === "postgres")("CLI on an embedded data folder while `serve` holds it", () => {
+  let dir: string
+  let env: Record<string, string>
+  let base: string
+  let server: Proc
+  let devKey: string
+  let devKeyId: string
+  let cliKey: any
+
+  beforeAll(async () => {
+    dir = path.join(tempDir("serve"), "data")
+    const port = await freePort()
+    env = { TOLLGATE_DATA_DIR: dir }
+    base = `http://127.0.0.1:${port}`
+    server = start(["serve"], { ...env, TOLLGATE_PORT: String(port), TOLLGATE_HOST: "127.0.0.1" })
+    devKey = (await waitForOutput(server, /export TOLLGATE_KEY=(\S+)/))[1]!
+    devKeyId = (await waitForOutput(server, /\((key_[A-Za-z0-9]+), quota \$10/))[1]!
+    await waitForHttp(base, server)
+  }, T)
+
+  it("prints a development key once on the first start, holds the folder and publishes its operator endpoint", async () => {
+    expect(devKey).toMatch(KEY)
+    expect(server.output().stdout.match(/export TOLLGATE_KEY=/g)).toHaveLength(1)
+    expect(fs.readFileSync(path.join(dir, "tollgate.lock"), "utf8").trim()).toBe(String(server.pid))
+    const operator = path.join(dir, "operator.json")
+    for (let i = 0; i < 100 && !fs.existsSync(operator); i++) await sleep(100)
+    expect(JSON.parse(fs.readFileSync(operator, "utf8")).pid).toBe(server.pid)
+    expect(fs.statSync(operator).mode & 0o777).toBe(0o600)
+  }, T)
+
+  it("the development key works, and the CLI reports its usage through the server", async () => {
+    const answer = await chat(base, devKey)
+    expect(answer.status).toBe(200)
+    expect(answer.body.choices[0].message.content).toContain("Hello from the CLI test")
+
+    const usage = await tollgateJson(["usage", devKeyId], env)
+    expect(usage.key.id).toBe(devKeyId)
+    expect(usage.key.name).toBe("development key")
+    expect(usage.quota.limit_usd).toBe("10")
+    expect(usage.totals.requests).toBe(1)
+    expect(usage.by_model.map((m: { model: string }) => m.model)).toEqual(["mock-gpt"])
+    expect(usage.totals.input_tokens).toBe(answer.body.usage.prompt_tokens)
+    expect(usage.totals.output_tokens).toBe(answer.body.usage.completion_tokens)
+    expect(server.child.exitCode).toBeNull()
+  }, T)
+
+  it("a key created with the CLI while the server runs works on the server at once", async () => {
+    cliKey = await tollgateJson(["keys", "create", "--quota-usd", "3", "--name", "made while serving", "--models", "mock-claude"], env)
+    expect(cliKey.key).toMatch(KEY)
+    const listed = await models(base, cliKey.key)
+    expect(listed.status).toBe(200)
+    expect(listed.body.data.map((m: { id: string }) => m.id)).toEqual(["mock-claude"])
+    const refused = await chat(base, cliKey.key, "mock-gpt")
+    expect(refused.status).toBe(404)
+    expect(refused.body.error.code).toBe("model_not_found")
+    const answer = await chat(base, cliKey.key, "mock-claude")
+    expect(answer.status).toBe(200)
+  }, T)
+
+  it("events and replay --verify run through the server", async () => {
+    const [events, stream, report] = await Promise.all([
+      tollgateJson(["events", "--limit", "1000"], env),
+      tollgateJson(["events", "--stream", `key-${cliKey.id}`], env),
+      tollgateJson(["replay", "--verify"], env)
+    ])
+    const types = events.map((e: { type: string }) => e.type)
+    expect(types.filter((t: string) => t === "KeyIssued")).toHaveLength(2)
+    expect(types.filter((t: string) => t === "Billed")).toHaveLength(2) // the dev key's chat and the CLI key's
+    expect(events.find((e: { type: string; data: { key_id?: string } }) => e.type === "Billed" && e.data.key_id === devKeyId))
+      .toBeDefined()
+    expect(stream.map((e: { type: string }) => e.type)).toEqual(["KeyIssued"])
+    expect(report.ok).toBe(true)
+    expect(report.differences).toEqual([])
+    expect(report.events).toBe(events.length)
+    expect(report.rows.api_keys).toBe(2)
+    expect(report.rows.open_requests).toBe(0)
+  }, T)
+
+  it("a key revoked with the CLI is refused by the server at once", async () => {
+    const revoked = await tollgateJson(["keys", "revoke", cliKey.id], env)
+    expect(revoked.status).toBe("revoked")
+    const refused = await models(base, cliKey.key)
+    expect(refused.status).toBe(401)
+    expect(refused.body.error.code).toBe("key_revoked")
+  }, T)
+
+  it("a second serve on the held folder exits non-zero naming the holder; the first keeps serving", async () => {
+    const port = await freePort()
+    const second = await tollgate(["serve"], { ...env, TOLLGATE_PORT: String(port), TOLLGATE_HOST: "127.0.0.1" }, 30_000)
+    expect(second.code).not.toBe(0)
+    expect(second.code).not.toBeNull()
+    expect(second.stderr + second.stdout).toContain(`process ${server.pid}`)
+    expect(second.stderr + second.stdout).toContain(dir)
+    expect(fs.readFileSync(path.join(dir, "tollgate.lock"), "utf8").trim()).toBe(String(server.pid))
+    expect((await chat(base, devKey)).status).toBe(200)
+  }, T)
+
+  it("SIGTERM stops the server with exit 0, releasing the folder for the CLI", async () => {
+    process.kill(server.pid, "SIGTERM")
+    const exit = await exitWithin(server, 5_000)
+    expect(exit, "the server did not exit within 5 s of SIGTERM").toBeDefined()
+    expect(exit).toEqual({ code: 0, signal: null })
+    expect(fs.existsSync(path.join(dir, "tollgate.lock"))).toBe(false)
+    expect(fs.existsSync(path.join(dir, "operator.json"))).toBe(false)
+
+    const keys = await tollgateJson(["keys", "list"], env)
+    expect(keys.map((k: { id: string; status: string }) => [k.id, k.status])).toEqual([[devKeyId, "active"], [cliKey.id, "revoked"]])
+    const usage = await tollgateJson(["usage", devKeyId], env)
+    expect(usage.totals.requests).toBe(2)
+    expect(fs.existsSync(path.join(dir, "tollgate.lock"))).toBe(false)
+  }, T)
+})
+
+// ---- (c) Postgres, with `serve` running -----------------------------------------------------------
+
+describe.runIf(backend() === "postgres")("CLI and a running server sharing a Postgres database", () => {
+  const scope = Effect.runSync(Scope.make())
+  let env: Record<string, string>
+  let base: string
+  let server: Proc
+  let key: any
+
+  beforeAll(async () => {
+    const url = await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope))
+    const port = await freePort()
+    env = { DATABASE_URL: url, TOLLGATE_DATA_DIR: path.join(tempDir("pg"), "data") }
+    base = `http://127.0.0.1:${port}`
+    server = start(["serve"], { ...env, TOLLGATE_PORT: String(port), TOLLGATE_HOST: "127.0.0.1" })
+    await waitForHttp(base, server)
+  }, T)
+
+  afterAll(async () => {
+    if (server && server.child.exitCode === null) {
+      process.kill(server.pid, "SIGKILL")
+      await server.exited
+    }
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+  }, T)
+
+  it("a key created with the CLI works on the server at once and its usage is visible to the CLI", async () => {
+    key = await tollgateJson(["keys", "create", "--quota-usd", "5", "--name", "pg key"], env)
+    expect(key.key).toMatch(KEY)
+    const answer = await chat(base, key.key)
+    expect(answer.status).toBe(200)
+    const usage = await tollgateJson(["usage", key.id], env)
+    expect(usage.key.id).toBe(key.id)
+    expect(usage.totals.requests).toBe(1)
+    expect(usage.quota.used_usd).not.toBe("0")
+    const events = await tollgateJson(["events", "--stream", `key-${key.id}`], env)
+    expect(events.map((e: { type: string }) => e.type)).toEqual(["KeyIssued"])
+  }, T)
+
+  it("a key revoked with the CLI stops working on the running server within a second", async () => {
+    expect((await models(base, key.key)).status).toBe(200) // cached by the server
+    const revoked = await tollgateJson(["keys", "revoke", key.id], env)
+    expect(revoked.status).toBe("revoked")
+    const since = Date.now()
+    let last: { status: number; body: any } = { status: 0, body: undefined }
+    while (Date.now() - since < 1_000) {
+      last = await models(base, key.key)
+      if (last.status === 401) break
+      await sleep(50)
+    }
+    expect(last.status, `still ${last.status} ${Date.now() - since} ms after the revoke`).toBe(401)
+    expect(last.body.error.code).toBe("key_revoked")
+  }, T)
+
+  it("replay --verify matches while the server runs; SIGTERM exits 0", async () => {
+    const report = await tollgateJson(["replay", "--verify"], env)
+    expect(report.ok).toBe(true)
+    expect(report.differences).toEqual([])
+    expect(report.rows.api_keys).toBe(1)
+    expect(report.rows.usage_daily).toBe(1)
+    process.kill(server.pid, "SIGTERM")
+    const exit = await exitWithin(server, 5_000)
+    expect(exit).toEqual({ code: 0, signal: null })
+  }, T)
+})
+
+// ---- configuration errors -------------------------------------------------------------------------
+
+describe.skipIf(backend() === "postgres")("serve with a wrong configuration file", () => {
+  it("exits non-zero naming the file and the field path of an unknown provider", async () => {
+    const dir = tempDir("config")
+    const file = path.join(dir, "tollgate.yaml")
+    fs.writeFileSync(
+      file,
+      [
+        "providers:",
+        "  mock-openai: { type: mock, style: openai }",
+        "models:",
+        "  mock-gpt:",
+        "    deployments:",
+        "      - provider: mock-openai",
+        "      - provider: nowhere-ai",
+        "server_options:",
+        "  default:",
+        "    models: [mock-gpt]",
+        ""
+      ].join("\n")
+    )
+    const port = await freePort()
+    const r = await tollgate(["serve"], {
+      TOLLGATE_CONFIG: file,
+      TOLLGATE_DATA_DIR: path.join(dir, "data"),
+      TOLLGATE_PORT: String(port)
+    }, 30_000)
+    expect(r.code).not.toBe(0)
+    expect(r.code).not.toBeNull()
+    const out = r.stderr + r.stdout
+    expect(out).toContain(file)
+    expect(out).toContain("models.mock-gpt.deployments.1.provider")
+    expect(out).toContain("nowhere-ai")
+    expect(out).not.toContain("listening")
+  }, T)
+
+  it("exits non-zero naming the file and the field path of a value of the wrong type", async () => {
+    const dir = tempDir("config")
+    const file = path.join(dir, "tollgate.yaml")
+    fs.writeFileSync(
+      file,
+      [
+        "providers:",
+        "  mock-openai: { type: mock, style: openai }",
+        "models:",
+        "  mock-gpt:",
+        "    deployments: [{ provider: mock-openai }]",
+        "    pricing: { input_per_mtok: cheap }",
+        "server_options:",
+        "  default: { models: [mock-gpt] }",
+        ""
+      ].join("\n")
+    )
+    const r = await tollgate(["serve"], {
+      TOLLGATE_CONFIG: file,
+      TOLLGATE_DATA_DIR: path.join(dir, "data"),
+      TOLLGATE_PORT: String(await freePort())
+    }, 30_000)
+    expect(r.code).not.toBe(0)
+    expect(r.code).not.toBeNull()
+    expect(r.stderr + r.stdout).toContain(file)
+    expect(r.stderr + r.stdout).toContain("models.mock-gpt.pricing.input_per_mtok")
+  }, T)
+})
