@@ -41,10 +41,16 @@ export const ProviderConfig = Schema.Struct({
   headers: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.String }), { default: () => ({}) }),
   timeouts: Schema.optionalWith(
     Schema.Struct({
+      /** Establishing the TCP/TLS connection. */
       connect_ms: Schema.optionalWith(PositiveInt, { default: () => 10_000 }),
+      /** From sending the request to the first event (streams) or the whole answer (non-streamed). */
+      first_byte_ms: Schema.optionalWith(PositiveInt, { default: () => 120_000 }),
+      /** Between two events of a stream. */
+      idle_ms: Schema.optionalWith(PositiveInt, { default: () => 60_000 }),
+      /** The whole call. */
       total_ms: Schema.optionalWith(PositiveInt, { default: () => 600_000 })
     }),
-    { default: () => ({ connect_ms: 10_000, total_ms: 600_000 }) }
+    { default: () => ({ connect_ms: 10_000, first_byte_ms: 120_000, idle_ms: 60_000, total_ms: 600_000 }) }
   )
 })
 export type ProviderConfig = typeof ProviderConfig.Type
@@ -99,18 +105,38 @@ export const ServerOptionConfig = Schema.Struct({
 })
 export type ServerOptionConfig = typeof ServerOptionConfig.Type
 
+export const Retries = Schema.Struct({
+  /** Attempts on one deployment before failing over to the next. */
+  attempts_per_deployment: Schema.optionalWith(PositiveInt, { default: () => 2 }),
+  /** Attempts in all, across deployments. */
+  max_attempts: Schema.optionalWith(PositiveInt, { default: () => 4 }),
+  /** First backoff; doubled each time, with jitter. */
+  base_delay_ms: Schema.optionalWith(PositiveInt, { default: () => 100 }),
+  /** Longest wait; a Retry-After beyond it fails over instead of waiting. */
+  max_delay_ms: Schema.optionalWith(PositiveInt, { default: () => 2_000 })
+})
+const defaultRetries = { attempts_per_deployment: 2, max_attempts: 4, base_delay_ms: 100, max_delay_ms: 2_000 }
+
 export const ServerSection = Schema.Struct({
   host: Schema.optionalWith(Schema.String, { default: () => "127.0.0.1" }),
   port: Schema.optionalWith(Schema.Int.pipe(Schema.between(0, 65535)), { default: () => 8787 }),
   /** Request bodies above this many bytes are refused with 413. */
   max_body_bytes: Schema.optionalWith(PositiveInt, { default: () => 10 * 1024 * 1024 }),
   /** How long shutdown waits for in-flight requests to finish and bill. */
-  shutdown_grace_ms: Schema.optionalWith(PositiveInt, { default: () => 10_000 })
+  shutdown_grace_ms: Schema.optionalWith(PositiveInt, { default: () => 10_000 }),
+  /** Retries and failover, only ever before the first byte of an answer reaches the client. */
+  retries: Schema.optionalWith(Retries, { default: () => defaultRetries })
 })
 
 export const ConfigFile = Schema.Struct({
   server: Schema.optionalWith(ServerSection, {
-    default: () => ({ host: "127.0.0.1", port: 8787, max_body_bytes: 10 * 1024 * 1024, shutdown_grace_ms: 10_000 })
+    default: () => ({
+      host: "127.0.0.1",
+      port: 8787,
+      max_body_bytes: 10 * 1024 * 1024,
+      shutdown_grace_ms: 10_000,
+      retries: defaultRetries
+    })
   }),
   providers: Schema.Record({ key: Name, value: ProviderConfig }),
   models: Schema.Record({ key: Name, value: ModelConfig }),

@@ -1,24 +1,29 @@
 /**
  * The life of one generation request (architecture §2): route, admit, StreamStarted (durable before
- * anything goes upstream), call the upstream, then UsageReported and Billed, exactly once per request.
+ * anything goes upstream), call the upstream with retries and failover while nothing has reached the
+ * client, answer (JSON, or SSE in the client's style), then UsageReported and Billed, exactly once.
  * The request runs in the server-owned supervisor; its billing step is uninterruptible.
  */
-import { Deferred, Effect, Exit, Schedule } from "effect"
-import { Admission } from "../accounts/Admission.ts"
+import { Cause, Deferred, Duration, Effect, Exit, Option, Queue, Schedule, Scope, Stream, Take } from "effect"
+import { Admission, type Reservation } from "../accounts/Admission.ts"
 import { Catalog, type CatalogModel, type ResolvedDeployment } from "../accounts/Catalog.ts"
+import { QuotaExceeded } from "../accounts/errors.ts"
 import type { KeyRecord } from "../accounts/KeyRecord.ts"
-import { costOf, priceSheet, zeroUsage } from "../accounts/Pricing.ts"
+import { costOf, type PriceSheet, priceSheet, zeroUsage } from "../accounts/Pricing.ts"
+import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { EventLog, replicaId } from "../ledger/EventLog.ts"
-import { type Endpoint, streamOf, type Usage } from "../ledger/events.ts"
-import { type UpstreamError, type UpstreamReply } from "../providers/Upstream.ts"
+import { type Endpoint, streamOf } from "../ledger/events.ts"
+import { UpstreamError } from "../providers/Upstream.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
+import { relayFor, UpstreamStreamError } from "../stream/Relay.ts"
+import { encode, feed, initialParser, named, type SseEvent } from "../stream/sse.ts"
 import { type Route, routeFor } from "../translate/Route.ts"
 import { attempt, type Json } from "../translate/Untranslatable.ts"
-import { usageOfReply } from "../translate/usage.ts"
 import { textOf } from "../wire/text.ts"
+import { type Usage, usageOfReply } from "../wire/usage.ts"
 import { BadRequest, LedgerDown, ModelNotFound, UpstreamFailure } from "./errors.ts"
+import { Exhausted, withFailover } from "./Failover.ts"
 import { RequestSupervisor } from "./RequestSupervisor.ts"
-import { QuotaExceeded } from "../accounts/errors.ts"
 
 export interface Generation {
   readonly requestId: string
@@ -34,6 +39,8 @@ export interface Generation {
   readonly maxOutputTokens: number | undefined
   /** Images asked for (images endpoint). */
   readonly images: number
+  /** `stream: true`: answer as SSE. */
+  readonly stream: boolean
 }
 
 export interface GenerationResult {
@@ -41,11 +48,18 @@ export interface GenerationResult {
   readonly body: unknown
 }
 
-interface Routed {
-  readonly model: CatalogModel
+export type Refusal = ModelNotFound | BadRequest | QuotaExceeded | UpstreamFailure | LedgerDown
+
+/** One way to serve the request: a deployment, the route to it, the body in its style. */
+interface Candidate {
   readonly deployment: ResolvedDeployment
   readonly path: Route
   readonly upstreamBody: Record<string, unknown>
+}
+
+interface Routed {
+  readonly model: CatalogModel
+  readonly candidates: ReadonlyArray<Candidate>
 }
 
 const toFailure = (e: UpstreamError): UpstreamFailure => {
@@ -59,12 +73,12 @@ const toFailure = (e: UpstreamError): UpstreamFailure => {
     })
   }
   if (e.kind === "status" && e.status !== undefined && e.status >= 400 && e.status < 500 && e.status !== 408) {
-    const upstreamMessage = extractMessage(e.body)
+    const err = (e.body as { error?: { message?: unknown } } | null)?.error
     return new UpstreamFailure({
       status: e.status,
       type: e.status === 429 ? "rate_limit_error" : e.status === 404 ? "not_found_error" : "invalid_request_error",
       code: e.status === 429 ? "upstream_rate_limited" : "upstream_error",
-      message: upstreamMessage ?? `The upstream refused the request (${e.status}).`,
+      message: typeof err?.message === "string" ? err.message : `The upstream refused the request (${e.status}).`,
       ...(e.retryAfterMs !== undefined ? { retryAfterMs: e.retryAfterMs } : {})
     })
   }
@@ -78,10 +92,36 @@ const toFailure = (e: UpstreamError): UpstreamFailure => {
     })
 }
 
-const extractMessage = (body: unknown): string | undefined => {
-  const err = (body as { error?: { message?: unknown } } | null)?.error
-  return typeof err?.message === "string" ? err.message : undefined
-}
+const notAnObject = (provider: string) =>
+  new UpstreamFailure({
+    status: 502,
+    type: "api_error",
+    code: "upstream_error",
+    message: `The upstream ${provider} answered something that is not a JSON object.`
+  })
+
+const encoder = new TextEncoder()
+const bytesOf = (events: ReadonlyArray<SseEvent>) => encoder.encode(events.map(encode).join(""))
+
+/** The SSE error event that ends a stream that failed after it started (both styles). */
+const errorEvent = (requestId: string, type: string, code: string, message: string) =>
+  named("error", { type: "error", error: { type, code, message, param: null }, request_id: requestId })
+
+/** Parses upstream bytes into SSE events. */
+const sseEvents = <E>(bytes: Stream.Stream<Uint8Array, E>) =>
+  Stream.suspend(() => {
+    let state = initialParser
+    return bytes.pipe(
+      Stream.decodeText(),
+      Stream.mapConcat((text) => {
+        const [next, events] = feed(state, text)
+        state = next
+        return events
+      })
+    )
+  })
+
+const estimateInput = (g: Generation) => Math.ceil(textOf(g.body).length / 4)
 
 export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
   effect: Effect.gen(function*() {
@@ -90,6 +130,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
     const log = yield* EventLog
     const upstreams = yield* Upstreams
     const supervisor = yield* RequestSupervisor
+    const policy = (yield* GatewayConfig).file.server.retries
 
     const route = (g: Generation): Effect.Effect<Routed, ModelNotFound | BadRequest> => {
       const model = catalog.find(g.key, g.model)
@@ -106,146 +147,159 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
           })
         )
       }
-      const deployment = model.deployments[0]
-      const p = deployment.provider
-      const path = routeFor(g.endpoint, {
-        style: p.style,
-        responsesApi: p.responses_api,
-        maxTokensField: p.max_tokens_field,
-        defaultMaxTokens: model.config.max_output_tokens
-      })
-      if (!path) {
-        return Effect.fail(
-          new BadRequest({ param: "model", code: "model_not_supported", message: `The model \`${g.model}\` cannot serve this endpoint.` })
-        )
+      const candidates: Array<Candidate> = []
+      for (const [i, deployment] of model.deployments.entries()) {
+        const p = deployment.provider
+        const path = routeFor(g.endpoint, {
+          style: p.style,
+          responsesApi: p.responses_api,
+          maxTokensField: p.max_tokens_field,
+          defaultMaxTokens: model.config.max_output_tokens
+        })
+        const translated = path ? attempt(() => path.request(g.body)) : undefined
+        if (path && translated?.ok) {
+          const upstreamBody: Record<string, unknown> = { ...translated.value, model: deployment.upstreamModel }
+          if (g.stream && path.upstreamEndpoint === "chat.completions") {
+            // Usage arrives at the end of a chat stream only when asked for; the relay strips it again.
+            upstreamBody.stream_options = { ...(upstreamBody.stream_options as object | undefined), include_usage: true }
+          }
+          candidates.push({ deployment, path, upstreamBody })
+        } else if (i === 0) {
+          // The primary deployment decides what the request may contain; a fallback that cannot take it is skipped.
+          return Effect.fail(
+            translated && !translated.ok
+              ? new BadRequest({ param: translated.error.param, code: "untranslatable_field", message: translated.error.message })
+              : new BadRequest({ param: "model", code: "model_not_supported", message: `The model \`${g.model}\` cannot serve this endpoint.` })
+          )
+        }
       }
-      const translated = attempt(() => path.request(g.body))
-      if (!translated.ok) {
-        return Effect.fail(
-          new BadRequest({ param: translated.error.param, code: "untranslatable_field", message: translated.error.message })
-        )
-      }
-      return Effect.succeed({
-        model,
-        deployment,
-        path,
-        upstreamBody: { ...translated.value, model: deployment.upstreamModel }
-      })
+      return Effect.succeed({ model, candidates })
     }
 
     /** The most this call can cost: every byte of the body an input token, every allowed output token used. */
-    const worstCase = (g: Generation, model: CatalogModel, percent: number) => {
-      const prices = priceSheet(model.config.pricing, percent)
-      return costOf({
+    const worstCase = (g: Generation, model: CatalogModel, prices: PriceSheet) =>
+      costOf({
         input_tokens: Math.ceil(g.bodyBytes / 2),
         cached_input_tokens: 0,
         output_tokens: g.maxOutputTokens ?? model.config.max_output_tokens,
         reasoning_tokens: 0,
         images: g.images
       }, prices).total_nanos
+
+    const started = (g: Generation, first: Candidate, reservation: Reservation) =>
+      log.append({
+        streamId: streamOf.request(g.requestId),
+        expectedVersion: 0,
+        metadata: { request_id: g.requestId },
+        events: [{
+          _tag: "StreamStarted",
+          request_id: g.requestId,
+          key_id: g.key.keyId,
+          model: g.model,
+          endpoint: g.endpoint,
+          stream: g.stream,
+          provider: first.deployment.providerName,
+          upstream_model: first.deployment.upstreamModel,
+          reserved_nanos: reservation.amount,
+          replica: replicaId
+        }]
+      }).pipe(
+        Effect.tapError(() => reservation.release),
+        Effect.mapError((e) => new LedgerDown({ message: e.message }))
+      )
+
+    /** UsageReported + Billed, once; retried while the log is unreachable; releases the reservation. */
+    const bill = (
+      g: Generation,
+      prices: PriceSheet,
+      reservation: Reservation,
+      settled: { readonly usage: Usage; readonly estimated: boolean; readonly outcome: "completed" | "failed" | "cancelled" }
+    ) => {
+      const cost = costOf(settled.usage, prices)
+      return log.append({
+        streamId: streamOf.request(g.requestId),
+        expectedVersion: 1,
+        metadata: { request_id: g.requestId },
+        events: [
+          {
+            _tag: "UsageReported",
+            request_id: g.requestId,
+            usage: settled.usage,
+            source: settled.estimated ? "estimated" : "upstream"
+          },
+          {
+            _tag: "Billed",
+            request_id: g.requestId,
+            key_id: g.key.keyId,
+            model: g.model,
+            usage: settled.usage,
+            cost,
+            estimated: settled.estimated,
+            outcome: settled.outcome,
+            prices
+          }
+        ]
+      }).pipe(
+        Effect.retry({
+          schedule: Schedule.exponential("100 millis"),
+          times: 8,
+          while: (e) => e._tag === "LedgerUnavailable"
+        }),
+        Effect.tap(() =>
+          Effect.logDebug(
+            `${g.requestId} ${g.endpoint} ${g.model} key=${g.key.keyId} ${settled.outcome} in=${settled.usage.input_tokens} ` +
+              `out=${settled.usage.output_tokens} images=${settled.usage.images} cost=${cost.total_nanos}n` +
+              (settled.estimated ? " (estimated)" : "")
+          )
+        ),
+        // If the log stays unreachable the request stays open in it; the reconciler bills it from StreamStarted.
+        Effect.catchAll((e) => Effect.logError(`could not bill request ${g.requestId}: ${e.message}`)),
+        Effect.ensuring(reservation.release)
+      )
     }
 
-    const generate = (g: Generation): Effect.Effect<GenerationResult, ModelNotFound | BadRequest | QuotaExceeded | UpstreamFailure | LedgerDown> =>
-      Effect.gen(function*() {
-        const { deployment, model, path, upstreamBody } = yield* route(g)
+    /** Everything before the supervised part: routing, prices. */
+    const prepare = (g: Generation) =>
+      Effect.map(route(g), (routed) => {
         const percent = catalog.serverOptions.get(g.key.serverOption)?.price_percent ?? 100
-        const prices = priceSheet(model.config.pricing, percent)
-        const streamId = streamOf.request(g.requestId)
-        const meta = { request_id: g.requestId }
+        return { ...routed, prices: priceSheet(routed.model.config.pricing, percent) }
+      })
 
+    const generate = (g: Generation): Effect.Effect<GenerationResult, Refusal> =>
+      Effect.gen(function*() {
+        const { candidates, model, prices } = yield* prepare(g)
         return yield* supervisor.run((cancelled) =>
           Effect.uninterruptibleMask((restore) =>
             Effect.gen(function*() {
-              // Inside the supervised, uninterruptible region: a reservation is always released.
-              const reservation = yield* admission.admit(g.key, worstCase(g, model, percent))
-              yield* log.append({
-                streamId,
-                expectedVersion: 0,
-                metadata: meta,
-                events: [{
-                  _tag: "StreamStarted",
-                  request_id: g.requestId,
-                  key_id: g.key.keyId,
-                  model: g.model,
-                  endpoint: g.endpoint,
-                  stream: false,
-                  provider: deployment.providerName,
-                  upstream_model: deployment.upstreamModel,
-                  reserved_nanos: reservation.amount,
-                  replica: replicaId
-                }]
-              }).pipe(
-                Effect.tapError(() => reservation.release),
-                Effect.mapError((e) => new LedgerDown({ message: e.message }))
-              )
+              const reservation = yield* admission.admit(g.key, worstCase(g, model, prices))
+              yield* started(g, candidates[0]!, reservation)
 
-              const call = upstreams.send({
-                providerName: deployment.providerName,
-                provider: deployment.provider,
-                endpoint: path.upstreamEndpoint,
-                body: upstreamBody,
-                requestId: g.requestId
-              })
+              const call = withFailover(candidates, policy, (c) =>
+                upstreams.send({
+                  providerName: c.deployment.providerName,
+                  provider: c.deployment.provider,
+                  endpoint: c.path.upstreamEndpoint,
+                  body: c.upstreamBody,
+                  requestId: g.requestId
+                }).pipe(
+                  Effect.timeoutFail({
+                    duration: Duration.millis(c.deployment.provider.timeouts.first_byte_ms),
+                    onTimeout: () =>
+                      new UpstreamError({ kind: "timeout", message: `The upstream ${c.deployment.providerName} did not answer in time.` })
+                  })
+                ))
               const exit = yield* restore(
-                Effect.raceFirst(
-                  call,
-                  Deferred.await(cancelled).pipe(Effect.zipRight(Effect.interrupt))
-                )
+                Effect.raceFirst(call, Deferred.await(cancelled).pipe(Effect.zipRight(Effect.interrupt)))
               ).pipe(Effect.exit)
 
-              const { estimated, outcome, usage } = settleUsage(g, path.upstreamEndpoint, exit)
-              const cost = costOf(usage, prices)
-              yield* log.append({
-                streamId,
-                expectedVersion: 1,
-                metadata: meta,
-                events: [
-                  {
-                    _tag: "UsageReported",
-                    request_id: g.requestId,
-                    usage,
-                    source: estimated ? "estimated" : "upstream"
-                  },
-                  {
-                    _tag: "Billed",
-                    request_id: g.requestId,
-                    key_id: g.key.keyId,
-                    model: g.model,
-                    usage,
-                    cost,
-                    estimated,
-                    outcome,
-                    prices
-                  }
-                ]
-              }).pipe(
-                Effect.retry({ schedule: Schedule.exponential("100 millis"), times: 8, while: (e) => e._tag === "LedgerUnavailable" }),
-                Effect.catchAll((e) =>
-                  // The request stays open in the log; the reconciler bills it from StreamStarted.
-                  Effect.logError(`could not bill request ${g.requestId}: ${e.message}`)
-                ),
-                Effect.ensuring(reservation.release)
-              )
-
-              yield* Effect.logDebug(
-                `${g.requestId} ${g.endpoint} ${g.model} key=${g.key.keyId} ${outcome} ` +
-                  `in=${usage.input_tokens} out=${usage.output_tokens} images=${usage.images} cost=${cost.total_nanos}n` +
-                  (estimated ? " (estimated)" : "")
-              )
-              if (Exit.isFailure(exit) && !Exit.isInterrupted(exit)) {
-                yield* Effect.logWarning(`${g.requestId} upstream ${deployment.providerName} failed`, exit.cause)
-              }
               if (Exit.isSuccess(exit)) {
-                const answer = exit.value.body
-                if (answer === null || typeof answer !== "object" || Array.isArray(answer)) {
-                  return yield* new UpstreamFailure({
-                    status: 502,
-                    type: "api_error",
-                    code: "upstream_error",
-                    message: `The upstream ${deployment.providerName} answered something that is not a JSON object.`
-                  })
+                const { candidate, value } = exit.value
+                const usage = usageOfReply(candidate.path.upstreamEndpoint, value.body)
+                yield* bill(g, prices, reservation, { usage, estimated: false, outcome: "completed" })
+                if (value.body === null || typeof value.body !== "object" || Array.isArray(value.body)) {
+                  return yield* notAnObject(candidate.deployment.providerName)
                 }
-                const translated = attempt(() => path.response(answer as Json, g.body, g.model))
+                const translated = attempt(() => candidate.path.response(value.body as Json, g.body, g.model))
                 if (!translated.ok) {
                   return yield* new UpstreamFailure({
                     status: 502,
@@ -254,38 +308,196 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                     message: `The upstream's answer could not be translated: ${translated.error.message}`
                   })
                 }
-                return { status: exit.value.status, body: translated.value }
+                return { status: value.status, body: translated.value }
               }
-              return yield* Exit.match(exit, {
-                onFailure: (cause) => Effect.failCause(cause),
-                onSuccess: () => Effect.die("unreachable")
-              }).pipe(Effect.mapError(toFailure))
+              if (Exit.isInterrupted(exit)) {
+                // The client left while the upstream worked: bill the prompt it read, from an estimate.
+                yield* bill(g, prices, reservation, {
+                  usage: { ...zeroUsage, input_tokens: estimateInput(g) },
+                  estimated: true,
+                  outcome: "cancelled"
+                })
+                return yield* Effect.interrupt
+              }
+              yield* bill(g, prices, reservation, { usage: zeroUsage, estimated: false, outcome: "failed" })
+              const failure = Cause.failureOption(exit.cause)
+              if (Option.isSome(failure)) {
+                yield* Effect.logWarning(`${g.requestId}: upstream failed after ${failure.value.attempts} attempt(s): ${failure.value.last.message}`)
+                return yield* toFailure(failure.value.last)
+              }
+              return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
             })
           )
         )
       })
 
-    return { generate } as const
+    /**
+     * A streamed generation: resolves once the first upstream event is in hand (until then failures
+     * are retried, and a final failure is a plain JSON error), with the stream the client receives.
+     */
+    const generateStream = (
+      g: Generation & { readonly includeUsage: boolean }
+    ): Effect.Effect<Stream.Stream<Uint8Array>, Refusal> =>
+      Effect.gen(function*() {
+        const { candidates, model, prices } = yield* prepare(g)
+        return yield* supervisor.run((cancelled) =>
+          Effect.uninterruptibleMask((restore) =>
+            Effect.gen(function*() {
+              const reservation = yield* admission.admit(g.key, worstCase(g, model, prices))
+              yield* started(g, candidates[0]!, reservation)
+              const began = Date.now()
+
+              // Each attempt opens the upstream in its own scope; a failed attempt's connection closes at once.
+              const open = (c: Candidate) =>
+                Effect.gen(function*() {
+                  const scope = yield* Scope.make()
+                  const t = c.deployment.provider.timeouts
+                  const opened = yield* Effect.gen(function*() {
+                    const bytes = yield* upstreams.open({
+                      providerName: c.deployment.providerName,
+                      provider: c.deployment.provider,
+                      endpoint: c.path.upstreamEndpoint,
+                      body: c.upstreamBody,
+                      requestId: g.requestId
+                    })
+                    const pull = yield* Stream.toPull(sseEvents(bytes))
+                    let first: ReadonlyArray<SseEvent> = []
+                    while (first.length === 0) {
+                      const chunk = yield* pull.pipe(
+                        Effect.mapError(Option.getOrElse(() =>
+                          new UpstreamError({ kind: "protocol", message: `The upstream ${c.deployment.providerName} ended before its first event.` })
+                        ))
+                      )
+                      first = [...chunk]
+                    }
+                    return { pull, first }
+                  }).pipe(
+                    Scope.extend(scope),
+                    Effect.timeoutFail({
+                      duration: Duration.millis(t.first_byte_ms),
+                      onTimeout: () =>
+                        new UpstreamError({ kind: "timeout", message: `The upstream ${c.deployment.providerName} sent no first event in time.` })
+                    }),
+                    Effect.onError(() => Scope.close(scope, Exit.void))
+                  )
+                  return { ...opened, scope, candidate: c }
+                })
+
+              const exit = yield* restore(
+                Effect.raceFirst(
+                  withFailover(candidates, policy, open),
+                  Deferred.await(cancelled).pipe(Effect.zipRight(Effect.interrupt))
+                )
+              ).pipe(Effect.exit)
+
+              if (Exit.isFailure(exit)) {
+                const cancelledEarly = Exit.isInterrupted(exit)
+                yield* bill(g, prices, reservation, {
+                  usage: cancelledEarly ? { ...zeroUsage, input_tokens: estimateInput(g) } : zeroUsage,
+                  estimated: cancelledEarly,
+                  outcome: cancelledEarly ? "cancelled" : "failed"
+                })
+                if (cancelledEarly) return yield* Effect.interrupt
+                const failure = Cause.failureOption(exit.cause)
+                if (Option.isSome(failure) && failure.value instanceof Exhausted) {
+                  yield* Effect.logWarning(`${g.requestId}: upstream failed after ${failure.value.attempts} attempt(s): ${failure.value.last.message}`)
+                  return yield* toFailure(failure.value.last)
+                }
+                return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
+              }
+
+              // The first event is in hand: from here on nothing is retried.
+              const { candidate, first, pull, scope } = exit.value.value
+              const t = candidate.deployment.provider.timeouts
+              const relay = relayFor({
+                client: g.endpoint as "chat.completions" | "responses" | "messages",
+                upstream: candidate.path.upstreamEndpoint as "chat.completions" | "responses" | "messages",
+                model: g.model,
+                includeUsage: g.includeUsage,
+                request: g.body
+              })
+              // A small bounded buffer: a slow client slows the upstream reads instead of growing memory.
+              const out = yield* Queue.bounded<Take.Take<Uint8Array>>(16)
+              const clientGone = yield* Deferred.make<void>()
+              const offerEvents = (events: ReadonlyArray<SseEvent>) =>
+                events.length === 0 ? Effect.void : Queue.offer(out, Take.of(bytesOf(events)))
+
+              const pump = Effect.gen(function*() {
+                yield* offerEvents(first.flatMap(relay.push))
+                const idle = Duration.millis(t.idle_ms)
+                for (;;) {
+                  const next = yield* pull.pipe(
+                    Effect.timeoutFail({
+                      duration: idle,
+                      onTimeout: () => Option.some(new UpstreamError({ kind: "timeout", message: "The upstream went quiet mid-stream." }))
+                    }),
+                    Effect.map(Option.some),
+                    Effect.catchAll((e) => (Option.isNone(e) ? Effect.succeed(Option.none()) : Effect.fail(e.value)))
+                  )
+                  if (Option.isNone(next)) break
+                  yield* offerEvents([...next.value].flatMap(relay.push))
+                  if (relay.finished()) break
+                }
+                if (!relay.finished()) {
+                  return yield* Effect.fail(new UpstreamError({ kind: "protocol", message: "The upstream stream ended before its final event." }))
+                }
+                yield* offerEvents(relay.end())
+              }).pipe(
+                Effect.catchAllDefect((d) =>
+                  d instanceof UpstreamStreamError
+                    ? Effect.fail(new UpstreamError({ kind: "status", status: 502, message: d.message, body: { error: { type: d.type } } }))
+                    : Effect.die(d)
+                ),
+                Effect.timeoutFail({
+                  duration: Duration.millis(Math.max(1, t.total_ms - (Date.now() - began))),
+                  onTimeout: () => new UpstreamError({ kind: "timeout", message: "The upstream stream took longer than its total timeout." })
+                })
+              )
+
+              const finish = Effect.gen(function*() {
+                const result = yield* restore(
+                  Effect.raceFirst(pump, Deferred.await(clientGone).pipe(Effect.zipRight(Effect.interrupt)))
+                ).pipe(Effect.exit)
+                yield* Scope.close(scope, Exit.void) // closes the upstream connection if it is still open
+                if (Exit.isFailure(result) && !Exit.isInterrupted(result)) {
+                  // After the first chunk an error is the stream's last event; for chat no [DONE] follows.
+                  const failure = Cause.failureOption(result.cause)
+                  const e = Option.isSome(failure) ? failure.value : undefined
+                  const upstreamType = (e?.body as { error?: { type?: string } } | undefined)?.error?.type
+                  yield* offerEvents([
+                    errorEvent(
+                      g.requestId,
+                      upstreamType ?? "api_error",
+                      e?.kind === "timeout" ? "upstream_timeout" : "upstream_error",
+                      e?.message ?? "The upstream failed mid-stream."
+                    )
+                  ]).pipe(Effect.timeout("1 second"), Effect.ignore)
+                }
+                yield* Queue.offer(out, Take.end).pipe(Effect.timeout("1 second"), Effect.ignore)
+                const reported = relay.usage()
+                const complete = Exit.isSuccess(result) && reported !== undefined
+                yield* bill(g, prices, reservation, {
+                  usage: complete ? reported! : {
+                    ...zeroUsage,
+                    ...reported,
+                    input_tokens: reported?.input_tokens || relay.inputTokens() || estimateInput(g),
+                    output_tokens: Math.max(reported?.output_tokens ?? 0, Math.ceil(relay.outputChars() / 4))
+                  },
+                  estimated: !complete,
+                  outcome: Exit.isSuccess(result) ? "completed" : Exit.isInterrupted(result) ? "cancelled" : "failed"
+                })
+              })
+              yield* supervisor.fork(finish)
+
+              return Stream.fromQueue(out).pipe(
+                Stream.flattenTake,
+                Stream.ensuring(Deferred.succeed(clientGone, undefined))
+              )
+            })
+          )
+        )
+      })
+
+    return { generate, generateStream } as const
   })
 }) {}
-
-const settleUsage = (g: Generation, upstreamEndpoint: Endpoint, exit: Exit.Exit<UpstreamReply, UpstreamError>): {
-  outcome: "completed" | "failed" | "cancelled"
-  usage: Usage
-  estimated: boolean
-} => {
-  if (Exit.isSuccess(exit)) {
-    return { outcome: "completed", usage: usageOfReply(upstreamEndpoint, exit.value.body), estimated: false }
-  }
-  if (Exit.isInterrupted(exit)) {
-    // The client left while the upstream worked: the upstream will charge for the prompt it read, so
-    // the request is billed from an estimate of its input (about four characters a token), marked so.
-    return {
-      outcome: "cancelled",
-      usage: { ...zeroUsage, input_tokens: Math.ceil(textOf(g.body).length / 4) },
-      estimated: true
-    }
-  }
-  // The upstream refused or failed: it produced nothing billable.
-  return { outcome: "failed", usage: zeroUsage, estimated: false }
-}

@@ -36,6 +36,10 @@ export class RequestSupervisor extends Effect.Service<RequestSupervisor>()("Gate
         return yield* Fiber.join(fiber).pipe(Effect.onInterrupt(() => Deferred.succeed(cancelled, undefined)))
       })
 
-    return { run, inFlight: FiberSet.size(fibers) } as const
+    /** Runs `work` in the supervisor without waiting for it (the rest of a stream after its first chunk). */
+    const fork = <A, E>(work: Effect.Effect<A, E>): Effect.Effect<void> =>
+      Effect.asVoid(FiberSet.run(fibers, work))
+
+    return { run, fork, inFlight: FiberSet.size(fibers) } as const
   })
 }) {}

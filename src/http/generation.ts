@@ -41,15 +41,11 @@ export const makeGenerationHandler = Effect.gen(function*() {
             param: "model"
           })
         }
-        if (fields.stream) {
-          return yield* new InvalidRequest({
-            message: "Streaming (`stream: true`) is not available in this version of the gateway yet; omit it.",
-            param: "stream",
-            code: "streaming_unavailable"
-          })
+        if (fields.stream && endpoint === "images.generations") {
+          return yield* new InvalidRequest({ message: "Image generation cannot be streamed.", param: "stream" })
         }
         const requestId = yield* FiberRef.get(currentRequestId)
-        const result = yield* mapGatewayErrors(gateway.generate({
+        const generation = {
           requestId,
           endpoint,
           key,
@@ -57,8 +53,20 @@ export const makeGenerationHandler = Effect.gen(function*() {
           body: body.json,
           bodyBytes: body.bytes,
           maxOutputTokens: fields.maxOutputTokens,
-          images: fields.images
-        }))
+          images: fields.images,
+          stream: fields.stream
+        }
+        if (fields.stream) {
+          const options = body.json.stream_options as { include_usage?: unknown } | null | undefined
+          const stream = yield* mapGatewayErrors(
+            gateway.generateStream({ ...generation, includeUsage: options?.include_usage === true })
+          )
+          return HttpServerResponse.stream(stream, {
+            contentType: "text/event-stream",
+            headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+          })
+        }
+        const result = yield* mapGatewayErrors(gateway.generate(generation))
         return HttpServerResponse.unsafeJson(result.body, { status: result.status })
       })
   }

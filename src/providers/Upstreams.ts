@@ -8,7 +8,8 @@ export class Upstreams extends Effect.Service<Upstreams>()("Providers/Upstreams"
   effect: Effect.gen(function*() {
     const http = yield* HttpUpstream
     return {
-      send: (request: UpstreamRequest) => request.provider.type === "mock" ? Mock.send(request) : http.send(request)
+      send: (request: UpstreamRequest) => request.provider.type === "mock" ? Mock.send(request) : http.send(request),
+      open: (request: UpstreamRequest) => request.provider.type === "mock" ? Mock.open(request) : http.open(request)
     } as const
   }),
   dependencies: [HttpUpstream.Default]

@@ -2,7 +2,14 @@
  * The one canonical model the gateway has: usage. Each style reports it differently; these read it
  * from an upstream's final answer. Input tokens include cached ones; output tokens include reasoning.
  */
-import type { Usage } from "../ledger/events.ts"
+/** The canonical usage of one call: the only model the gateway translates through. */
+export interface Usage {
+  readonly input_tokens: number
+  readonly output_tokens: number
+  readonly cached_input_tokens: number
+  readonly reasoning_tokens: number
+  readonly images: number
+}
 
 const n = (v: unknown): number => (typeof v === "number" && Number.isFinite(v) && v > 0 ? Math.round(v) : 0)
 const obj = (v: unknown): Record<string, unknown> =>

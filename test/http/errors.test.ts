@@ -241,7 +241,7 @@ const expectNothingBilled = (base: string, secret: string) =>
 // =============================================================================================
 
 describe("error envelope over HTTP (default config)", () => {
-  layer(TestGateway, { timeout: 60_000 })((it) => {
+  layer(TestGateway, { timeout: 60_000, excludeTestServices: true })((it) => {
     // ---- routing ---------------------------------------------------------------------------
 
     it.effect("an unknown route is 404 not_found_error/unknown_url, with or without credentials", () =>
@@ -698,17 +698,23 @@ describe("error envelope over HTTP (default config)", () => {
 
     // ---- streaming (temporary) ------------------------------------------------------------------
 
-    it.effect("TEMPORARY until SSE streaming lands: stream: true is 400 streaming_unavailable", () =>
+    it.effect("with stream: true, errors before the stream starts are JSON envelopes; a good request is SSE", () =>
       Effect.gen(function*() {
         const base = yield* baseUrl
         const { secret } = yield* issueKey()
         const [chat, responses, messages] = GENERATION_ENDPOINTS as [Endpoint, Endpoint, Endpoint]
         for (const endpoint of [chat, responses, messages]) {
-          const reply = yield* call(base, endpoint, bearer(secret), { ...endpoint.body, stream: true })
-          expectEnvelope(reply, { status: 400, code: "streaming_unavailable", param: "stream", message: /stream/ }, label(endpoint, "stream"))
+          const bad = yield* call(base, endpoint, bearer(secret), { ...endpoint.body, stream: true, model: "no-such-model" })
+          expectEnvelope(bad, { status: 404, code: "model_not_found", param: "model" }, label(endpoint, "stream 404"))
+          expect(bad.header("content-type"), label(endpoint, "stream 404")).toContain("application/json")
+          const good = yield* send(base, "POST", endpoint.path, {
+            headers: { ...bearer(secret), ...(endpoint.path === "/v1/messages" ? ANTHROPIC_VERSION : {}) },
+            body: { ...endpoint.body, stream: true }
+          })
+          expect(good.status, label(endpoint, "stream")).toBe(200)
+          expect(good.header("content-type"), label(endpoint, "stream")).toContain("text/event-stream")
+          expect(good.header("x-request-id"), label(endpoint, "stream")).toMatch(/^req_/)
         }
-        // stream: false is an ordinary request.
-        expectSuccess(yield* call(base, chat, bearer(secret), { ...chatBody, stream: false }), 200, "stream: false")
       }))
 
     // ---- the event log down ---------------------------------------------------------------------
@@ -848,7 +854,7 @@ const chatBodyOfSize = (bytes: number) => {
 const pieces = (text: string, size: number) => Array.from({ length: Math.ceil(text.length / size) }, (_, i) => text.slice(i * size, (i + 1) * size))
 
 describe("error envelope over HTTP (max_body_bytes 1024, an unreachable upstream)", () => {
-  layer(makeTestGateway(smallBodyConfig), { timeout: 60_000 })((it) => {
+  layer(makeTestGateway(smallBodyConfig), { timeout: 60_000, excludeTestServices: true })((it) => {
     it.effect("a body over max_body_bytes with Content-Length is 413 request_too_large; one at the limit passes", () =>
       Effect.gen(function*() {
         const base = yield* baseUrl

@@ -54,7 +54,7 @@ const weather = {
 const TestLayer = withFakeUpstream((url) => makeTestGateway(configFor(url)))
 
 describe("upstreams over HTTP", () => {
-  layer(TestLayer, { timeout: 60_000 })((it) => {
+  layer(TestLayer, { timeout: 60_000, excludeTestServices: true })((it) => {
     const clients = Effect.gen(function*() {
       const base = yield* baseUrl
       const { key, secret } = yield* issueKey()
@@ -357,7 +357,9 @@ describe("upstreams over HTTP", () => {
         expect(e400).toBeInstanceOf(OpenAI.BadRequestError)
         expect(e400.message).toContain("max_tokens is too large for this model")
 
-        fake.script("/v1/messages", { status: 500, body: { type: "error", error: { type: "api_error", message: "boom at 10.0.0.7" } } })
+        // A 5xx is retried (twice on one deployment by default); when every attempt fails, 502.
+        const boom = { status: 500, body: { type: "error", error: { type: "api_error", message: "boom at 10.0.0.7" } } }
+        fake.script("/v1/messages", boom, boom)
         const e500 = yield* Effect.promise(() =>
           anthropic.messages.create({ model: "claude-up", max_tokens: 5, messages: [{ role: "user", content: "x" }] }).then(
             () => undefined,
@@ -365,6 +367,7 @@ describe("upstreams over HTTP", () => {
           )
         )
         expect(e500.status).toBe(502)
+        expect(fake.received.filter((r) => r.path === "/v1/messages")).toHaveLength(2)
         expect(JSON.stringify(e500.error)).not.toContain("10.0.0.7")
 
         fake.script("/v1/chat/completions", { status: 401, body: { error: { message: "Incorrect API key provided: upstream-openai-secret" } } })
@@ -377,7 +380,7 @@ describe("upstreams over HTTP", () => {
         expect(e401.status).toBe(502) // our credential is wrong, not the client's
         expect(JSON.stringify(e401.error)).not.toContain("upstream-openai-secret")
 
-        fake.script("/v1/chat/completions", { drop: true })
+        fake.script("/v1/chat/completions", { drop: true }, { drop: true })
         const dropped = yield* Effect.promise(() =>
           openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content: "x" }] }).then(
             () => undefined,

@@ -25,11 +25,24 @@ export interface Reply {
   readonly headers?: Record<string, string>
   /** Destroy the socket instead of answering. */
   readonly drop?: boolean
+  /** Answer as SSE with these events (raw `event:`/`data:` blocks without the blank line, or objects). */
+  readonly events?: ReadonlyArray<string | { readonly event?: string; readonly data: unknown }>
+  /** With `events`: wait this long between events. */
+  readonly eventDelayMs?: number
+  /** With `events`: destroy the socket after this many events. */
+  readonly dropAfter?: number
 }
+
+const block = (e: string | { readonly event?: string; readonly data: unknown }) =>
+  typeof e === "string"
+    ? `${e}\n\n`
+    : `${e.event ? `event: ${e.event}\n` : ""}data: ${typeof e.data === "string" ? e.data : JSON.stringify(e.data)}\n\n`
 
 export interface FakeUpstream {
   readonly url: string
   readonly received: Array<Received>
+  /** How many streamed answers were cut short because the gateway closed the connection. */
+  readonly closedEarly: () => number
   /** Queue replies for a path ("/v1/chat/completions", "/v1/messages", ...); each is used once. */
   readonly script: (path: string, ...replies: Array<Reply>) => void
   readonly reset: () => void
@@ -87,11 +100,50 @@ export const defaultAnswer = (path: string, body: any): unknown => {
   return { error: { message: `fake upstream: unknown path ${path}` } }
 }
 
+/** What a provider streams when nothing is scripted: a short text answer with usage, in the path's style. */
+export const defaultStream = (path: string, body: any): Array<{ event?: string; data: unknown }> => {
+  const model = body?.model ?? "unknown"
+  const input = usageFor(body)
+  if (path.endsWith("/messages")) {
+    return [
+      { event: "message_start", data: { type: "message_start", message: { id: "msg_s", type: "message", role: "assistant", model, content: [], stop_reason: null, usage: { input_tokens: input, output_tokens: 1 } } } },
+      { event: "content_block_start", data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } } },
+      { event: "content_block_delta", data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "fake " } } },
+      { event: "content_block_delta", data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "stream" } } },
+      { event: "content_block_stop", data: { type: "content_block_stop", index: 0 } },
+      { event: "message_delta", data: { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 2 } } },
+      { event: "message_stop", data: { type: "message_stop" } }
+    ]
+  }
+  if (path.endsWith("/responses")) {
+    return [
+      { event: "response.created", data: { type: "response.created", sequence_number: 0, response: { id: "resp_s", object: "response", status: "in_progress", model, output: [] } } },
+      { event: "response.output_text.delta", data: { type: "response.output_text.delta", sequence_number: 1, item_id: "m", output_index: 0, content_index: 0, delta: "fake stream" } },
+      { event: "response.completed", data: { type: "response.completed", sequence_number: 2, response: { id: "resp_s", object: "response", status: "completed", model, output: [{ type: "message", id: "m", status: "completed", role: "assistant", content: [{ type: "output_text", text: "fake stream", annotations: [] }] }], usage: { input_tokens: input, output_tokens: 2, total_tokens: input + 2 } } } }
+    ]
+  }
+  const chunk = (delta: unknown, finish: string | null = null) => ({
+    data: { id: "chatcmpl-s", object: "chat.completion.chunk", created: 1, model, choices: [{ index: 0, delta, finish_reason: finish }] }
+  })
+  const events: Array<{ event?: string; data: unknown }> = [
+    chunk({ role: "assistant", content: "" }),
+    chunk({ content: "fake " }),
+    chunk({ content: "stream" }),
+    chunk({}, "stop")
+  ]
+  if (body?.stream_options?.include_usage) {
+    events.push({ data: { id: "chatcmpl-s", object: "chat.completion.chunk", created: 1, model, choices: [], usage: { prompt_tokens: input, completion_tokens: 2, total_tokens: input + 2 } } })
+  }
+  events.push({ data: "[DONE]" })
+  return events
+}
+
 /** Starts a fake upstream on 127.0.0.1 for the scope. */
 export const FakeUpstream = Effect.acquireRelease(
   Effect.async<{ server: Server; fake: FakeUpstream }>((resume) => {
     const received: Array<Received> = []
     const scripts = new Map<string, Array<Reply>>()
+    let closedEarly = 0
     const server = createServer((req, res) => {
       const chunks: Array<Buffer> = []
       req.on("data", (c: Buffer) => chunks.push(c))
@@ -106,9 +158,31 @@ export const FakeUpstream = Effect.acquireRelease(
           // keep text
         }
         received.push({ method: req.method ?? "", path, url, headers: req.headers, body })
-        const reply = scripts.get(path)?.shift() ?? {}
+        const reply = scripts.get(path)?.shift() ?? (body?.stream === true ? { events: defaultStream(path, body) } : {})
         const answer = () => {
           if (reply.drop) return req.socket.destroy()
+          if (reply.events && (reply.status ?? 200) < 300) {
+            res.writeHead(200, { "content-type": "text/event-stream", ...reply.headers })
+            const events = reply.events
+            let i = 0
+            let finished = false
+            res.on("close", () => {
+              if (!finished) closedEarly++
+            })
+            const next = () => {
+              if (res.destroyed) return
+              // Let what was written reach the gateway first, then break the connection.
+              if (reply.dropAfter !== undefined && i >= reply.dropAfter) return void setTimeout(() => req.socket.destroy(), 30)
+              if (i >= events.length) {
+                finished = true
+                return res.end()
+              }
+              res.write(block(events[i++]!))
+              if (reply.eventDelayMs) setTimeout(next, reply.eventDelayMs)
+              else next()
+            }
+            return next()
+          }
           const payload = typeof reply.body === "function"
             ? (reply.body as (b: any) => unknown)(body)
             : reply.body ?? defaultAnswer(path, body)
@@ -126,6 +200,7 @@ export const FakeUpstream = Effect.acquireRelease(
         fake: {
           url: `http://127.0.0.1:${port}`,
           received,
+          closedEarly: () => closedEarly,
           script: (path, ...replies) => scripts.set(path, [...(scripts.get(path) ?? []), ...replies]),
           reset: () => {
             received.length = 0

@@ -6,7 +6,7 @@
  */
 import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
-import { Duration, Effect, Redacted } from "effect"
+import { Duration, Effect, Redacted, Stream } from "effect"
 import { Agent } from "undici"
 import type { ProviderConfig } from "../../config/ConfigFile.ts"
 import { type UpstreamEndpoint, UpstreamError, type UpstreamRequest } from "../Upstream.ts"
@@ -41,6 +41,12 @@ export const headersOf = (p: ProviderConfig): Record<string, string> => {
   }
   return headers
 }
+
+const connectionError = (providerName: string, e: { readonly reason: string; readonly cause?: unknown }) =>
+  new UpstreamError({
+    kind: /timeout/i.test(String((e.cause as Error | undefined)?.name ?? "") + String(e.cause)) ? "timeout" : "connection",
+    message: `The upstream ${providerName} could not be reached or broke off (${e.reason}).`
+  })
 
 const retryAfterMs = (value: string | undefined): number | undefined => {
   if (!value) return undefined
@@ -96,13 +102,7 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
               message: `The upstream ${request.providerName} did not answer within ${p.timeouts.total_ms} ms.`
             })
         }),
-        Effect.catchTag("RequestError", "ResponseError", (e) =>
-          Effect.fail(
-            new UpstreamError({
-              kind: /timeout/i.test(String((e.cause as Error | undefined)?.name ?? "") + String(e.cause)) ? "timeout" : "connection",
-              message: `The upstream ${request.providerName} could not be reached (${e.reason}).`
-            })
-          )),
+        Effect.catchTag("RequestError", "ResponseError", (e) => Effect.fail(connectionError(request.providerName, e))),
         Effect.flatMap(({ body, retryAfter, status }) => {
           if (status >= 200 && status < 300) return Effect.succeed({ status, body })
           const ra = retryAfterMs(retryAfter)
@@ -118,6 +118,47 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
         })
       )
     }
-    return { send } as const
+    const open = (request: UpstreamRequest) => {
+      const p = request.provider
+      const model = String(request.body.model ?? "")
+      return clientFor(request.providerName, p).execute(
+        HttpClientRequest.post(urlOf(p, request.endpoint, model)).pipe(
+          HttpClientRequest.setHeaders({ ...headersOf(p), accept: "text/event-stream" }),
+          HttpClientRequest.bodyUnsafeJson(request.body)
+        )
+      ).pipe(
+        Effect.catchTag("RequestError", "ResponseError", (e) => Effect.fail(connectionError(request.providerName, e))),
+        Effect.flatMap((res) => {
+          if (res.status >= 200 && res.status < 300) {
+            return Effect.succeed(
+              res.stream.pipe(Stream.mapError((e) => connectionError(request.providerName, e)))
+            )
+          }
+          return res.text.pipe(
+            Effect.orElseSucceed(() => ""),
+            Effect.flatMap((text) => {
+              let body: unknown = text
+              try {
+                body = JSON.parse(text)
+              } catch {
+                // keep the text
+              }
+              const ra = retryAfterMs(res.headers["retry-after"])
+              return Effect.fail(
+                new UpstreamError({
+                  kind: "status",
+                  status: res.status,
+                  body,
+                  message: `The upstream ${request.providerName} answered ${res.status}.`,
+                  ...(ra !== undefined ? { retryAfterMs: ra } : {})
+                })
+              )
+            })
+          )
+        })
+      )
+    }
+
+    return { send, open } as const
   })
 }) {}

@@ -3,7 +3,11 @@
  * style its provider is configured with. The same request always gets the same answer, ids included.
  * Usage is realistic: about four characters per token, counted from the request's text.
  */
-import { Effect } from "effect"
+import { Effect, Stream } from "effect"
+import { chatEmitter, messagesEmitter, responsesEmitter } from "../../stream/emit.ts"
+import { type FinishReason, fromChatFinish, fromMessagesStop, type Op } from "../../stream/ops.ts"
+import { encode } from "../../stream/sse.ts"
+import { fromChatUsage, fromMessagesUsage, fromResponsesUsage, type Usage } from "../../wire/usage.ts"
 import { createHash } from "node:crypto"
 import { textOf } from "../../wire/text.ts"
 import type { UpstreamReply, UpstreamRequest } from "../Upstream.ts"
@@ -171,3 +175,42 @@ const reply = (request: UpstreamRequest): UpstreamReply => {
 }
 
 export const send = (request: UpstreamRequest) => Effect.sync(() => reply(request))
+
+const encoder = new TextEncoder()
+
+/** The same answer as `send`, streamed in the provider's style, a few words per event. */
+export const open = (request: UpstreamRequest) =>
+  Effect.sync(() => {
+    const answer = reply(request).body as any
+    const model = String(request.body.model ?? "mock")
+    let text = ""
+    let usage: Usage
+    let finish: FinishReason
+    let id: string
+    if (request.endpoint === "messages") {
+      text = answer.content[0].text
+      usage = fromMessagesUsage(answer.usage)
+      finish = fromMessagesStop(answer.stop_reason)
+      id = answer.id
+    } else if (request.endpoint === "responses") {
+      text = answer.output[0].content[0].text
+      usage = fromResponsesUsage(answer.usage)
+      finish = answer.status === "incomplete" ? "length" : "stop"
+      id = answer.id
+    } else {
+      text = answer.choices[0].message.content
+      usage = fromChatUsage(answer.usage)
+      finish = fromChatFinish(answer.choices[0].finish_reason)
+      id = answer.id
+    }
+    const emitter = request.endpoint === "messages"
+      ? messagesEmitter(model)
+      : request.endpoint === "responses"
+      ? responsesEmitter(model, request.body)
+      : chatEmitter(model, (request.body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true)
+    const ops: Array<Op> = [{ _tag: "Start", id, inputTokens: usage.input_tokens }]
+    for (const piece of text.match(/\S+\s*/g) ?? []) ops.push({ _tag: "Text", text: piece })
+    ops.push({ _tag: "Finish", reason: finish }, { _tag: "Usage", usage })
+    const events = [...ops.flatMap(emitter.push), ...emitter.end()]
+    return Stream.fromIterable(events.map((e) => encoder.encode(encode(e))))
+  })

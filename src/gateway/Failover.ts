@@ -1,0 +1,59 @@
+/**
+ * Retries and failover, used only before anything has reached the client: connection failures,
+ * timeouts, 408/409/429 and 5xx are retried with exponential backoff and jitter (a Retry-After is
+ * honoured, or the next deployment is tried when it asks for longer than `max_delay_ms`); other
+ * answers are final. Each deployment gets `attempts_per_deployment` tries, all of them `max_attempts`.
+ */
+import { Duration, Effect } from "effect"
+import type { UpstreamError } from "../providers/Upstream.ts"
+
+export interface RetryPolicy {
+  readonly attempts_per_deployment: number
+  readonly max_attempts: number
+  readonly base_delay_ms: number
+  readonly max_delay_ms: number
+}
+
+export const isRetryable = (e: UpstreamError) =>
+  e.kind !== "status" || e.status === 408 || e.status === 409 || e.status === 429 || (e.status ?? 0) >= 500
+
+export interface Attempted<A, C> {
+  readonly value: A
+  readonly candidate: C
+  readonly attempts: number
+}
+
+export class Exhausted<C> {
+  readonly _tag = "Exhausted"
+  constructor(readonly last: UpstreamError, readonly candidate: C, readonly attempts: number) {}
+}
+
+export const withFailover = <C, A, R>(
+  candidates: ReadonlyArray<C>,
+  policy: RetryPolicy,
+  attempt: (candidate: C, n: number) => Effect.Effect<A, UpstreamError, R>
+): Effect.Effect<Attempted<A, C>, Exhausted<C>, R> =>
+  Effect.gen(function*() {
+    let attempts = 0
+    let last: { error: UpstreamError; candidate: C } | undefined
+    for (let c = 0; c < candidates.length; c++) {
+      const candidate = candidates[c]!
+      for (let i = 0; i < policy.attempts_per_deployment && attempts < policy.max_attempts; i++) {
+        if (last) {
+          const asked = last.error.retryAfterMs
+          if (asked !== undefined && asked > policy.max_delay_ms && i > 0) break // fail over rather than wait
+          const backoff = Math.min(policy.max_delay_ms, policy.base_delay_ms * 2 ** Math.max(0, i - 1))
+          const wait = i === 0 ? 0 : asked !== undefined ? asked : backoff / 2 + Math.random() * (backoff / 2)
+          if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
+        }
+        attempts++
+        const result = yield* Effect.either(attempt(candidate, attempts))
+        if (result._tag === "Right") return { value: result.right, candidate, attempts }
+        last = { error: result.left, candidate }
+        if (!isRetryable(result.left)) return yield* Effect.fail(new Exhausted(result.left, candidate, attempts))
+        yield* Effect.logDebug(`upstream attempt ${attempts} failed: ${result.left.message}`)
+      }
+      if (attempts >= policy.max_attempts) break
+    }
+    return yield* Effect.fail(new Exhausted(last!.error, last!.candidate, attempts))
+  })

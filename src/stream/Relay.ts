@@ -1,0 +1,171 @@
+/**
+ * A relay carries one upstream stream to one client: event by event, in the client's style, while
+ * observing usage (for billing) and output (for an estimate if usage never arrives).
+ *
+ * - Same style: passthrough. Events are forwarded as they are, with the public model name; for chat
+ *   the usage chunk the gateway asked for is stripped again if the client did not ask for it.
+ * - Other style: the upstream's events are decoded into canonical ops and emitted in the client's style.
+ */
+import { fromResponsesUsage, type Usage } from "../wire/usage.ts"
+import { chatDecoder, type Decoder, messagesDecoder } from "./decode.ts"
+import { chatEmitter, type Emitter, messagesEmitter, responsesEmitter } from "./emit.ts"
+import type { Op } from "./ops.ts"
+import { DONE, type SseEvent } from "./sse.ts"
+
+export type StreamEndpoint = "chat.completions" | "responses" | "messages"
+
+export interface Relay {
+  /** One upstream event in, the client's events out. Throws `UpstreamStreamError` for an error event. */
+  readonly push: (event: SseEvent) => Array<SseEvent>
+  /** The closing events once the upstream ended normally. */
+  readonly end: () => Array<SseEvent>
+  /** True once the upstream sent its terminal event. */
+  readonly finished: () => boolean
+  /** The usage the upstream reported, if it did. */
+  readonly usage: () => Usage | undefined
+  /** Input tokens the upstream announced at the start (messages style), if any. */
+  readonly inputTokens: () => number | undefined
+  /** Characters of output (text and tool arguments) relayed so far. */
+  readonly outputChars: () => number
+}
+
+/** The upstream sent an error event in the middle of its stream. */
+export class UpstreamStreamError extends Error {
+  constructor(readonly type: string, message: string) {
+    super(message)
+  }
+}
+
+interface Options {
+  readonly client: StreamEndpoint
+  readonly upstream: StreamEndpoint
+  /** The public model name the client sees. */
+  readonly model: string
+  /** chat clients: whether they asked for the usage chunk (`stream_options.include_usage`). */
+  readonly includeUsage: boolean
+  readonly request: Record<string, unknown>
+}
+
+const parse = (event: SseEvent): any => {
+  if (event.data === "[DONE]") return null
+  try {
+    return JSON.parse(event.data)
+  } catch {
+    return null
+  }
+}
+
+const errorOf = (event: SseEvent, json: any): UpstreamStreamError | undefined => {
+  if (event.event === "error" || json?.type === "error" || (json?.error && !json?.choices && !json?.type)) {
+    const e = json?.error ?? {}
+    return new UpstreamStreamError(String(e.type ?? "api_error"), String(e.message ?? "the upstream failed mid-stream"))
+  }
+  return undefined
+}
+
+class Observer {
+  chars = 0
+  reported: Usage | undefined
+  announcedInput: number | undefined
+  done = false
+  see(ops: ReadonlyArray<Op>) {
+    for (const op of ops) {
+      if (op._tag === "Text") this.chars += op.text.length
+      else if (op._tag === "ToolArgs") this.chars += op.delta.length
+      else if (op._tag === "ToolStart") this.chars += op.name.length
+      else if (op._tag === "Usage") this.reported = op.usage
+      else if (op._tag === "Start" && op.inputTokens !== undefined) this.announcedInput = op.inputTokens
+    }
+  }
+}
+
+const decoderFor = (upstream: StreamEndpoint): Decoder => (upstream === "messages" ? messagesDecoder() : chatDecoder())
+
+const emitterFor = (o: Options): Emitter =>
+  o.client === "chat.completions"
+    ? chatEmitter(o.model, o.includeUsage)
+    : o.client === "messages"
+    ? messagesEmitter(o.model)
+    : responsesEmitter(o.model, o.request)
+
+const isTerminal = (upstream: StreamEndpoint, event: SseEvent, json: any) =>
+  upstream === "messages"
+    ? (json?.type ?? event.event) === "message_stop"
+    : upstream === "chat.completions"
+    ? event.data === "[DONE]"
+    : ["response.completed", "response.incomplete", "response.failed"].includes(json?.type ?? event.event)
+
+export const relayFor = (o: Options): Relay => {
+  const seen = new Observer()
+  const base = {
+    finished: () => seen.done,
+    usage: () => seen.reported,
+    inputTokens: () => seen.announcedInput,
+    outputChars: () => seen.chars
+  }
+
+  if (o.client !== o.upstream) {
+    const decoder = decoderFor(o.upstream)
+    const emitter = emitterFor(o)
+    return {
+      ...base,
+      push: (event) => {
+        const json = parse(event)
+        const error = errorOf(event, json)
+        if (error) throw error
+        if (isTerminal(o.upstream, event, json)) seen.done = true
+        const ops = decoder.push(event, json)
+        seen.see(ops)
+        return ops.flatMap(emitter.push)
+      },
+      end: () => emitter.end()
+    }
+  }
+
+  if (o.client === "responses") {
+    return {
+      ...base,
+      push: (event) => {
+        const json = parse(event)
+        const error = errorOf(event, json)
+        if (error) throw error
+        if (json === null) return [event]
+        if (json.type === "response.output_text.delta" || json.type === "response.function_call_arguments.delta") {
+          seen.chars += String(json.delta ?? "").length
+        }
+        if (json.response && typeof json.response === "object") {
+          json.response.model = o.model
+          if (json.response.usage) seen.reported = fromResponsesUsage(json.response.usage)
+        }
+        if (isTerminal("responses", event, json)) seen.done = true
+        return [{ event: event.event, data: JSON.stringify(json) }]
+      },
+      end: () => []
+    }
+  }
+
+  // chat -> chat and messages -> messages: forward, observe through the decoder.
+  const decoder = decoderFor(o.upstream)
+  return {
+    ...base,
+    push: (event) => {
+      const json = parse(event)
+      const error = errorOf(event, json)
+      if (error) throw error
+      if (isTerminal(o.upstream, event, json)) seen.done = true
+      seen.see(decoder.push(event, json))
+      if (json === null) return o.client === "chat.completions" ? [] : [event] // [DONE] is re-sent by end()
+      if (o.client === "chat.completions") {
+        json.model = o.model
+        if (!o.includeUsage) {
+          if (Array.isArray(json.choices) && json.choices.length === 0 && json.usage) return []
+          delete json.usage
+        }
+        return [{ data: JSON.stringify(json) }]
+      }
+      if (json.type === "message_start" && json.message) json.message.model = o.model
+      return [{ event: event.event, data: JSON.stringify(json) }]
+    },
+    end: () => (o.client === "chat.completions" ? [DONE] : [])
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * Upstream stream events -> canonical ops, one decoder per upstream style. Each decoder is a small
+ * state machine whose state is its fields; `push` takes one parsed SSE event.
+ */
+import { fromChatUsage, fromMessagesUsage, type Usage } from "../wire/usage.ts"
+import { fromChatFinish, fromMessagesStop, type Op } from "./ops.ts"
+import type { SseEvent } from "./sse.ts"
+
+export interface Decoder {
+  readonly push: (event: SseEvent, json: any) => Array<Op>
+}
+
+/** Chat-completions chunks. */
+export const chatDecoder = (): Decoder => {
+  let started = false
+  return {
+    push: (event, chunk) => {
+      if (event.data === "[DONE]" || chunk === null || typeof chunk !== "object") return []
+      const ops: Array<Op> = []
+      if (!started) {
+        started = true
+        ops.push({ _tag: "Start", id: String(chunk.id ?? "") })
+      }
+      const choice = Array.isArray(chunk.choices) ? chunk.choices[0] : undefined
+      const delta = choice?.delta
+      if (delta) {
+        if (typeof delta.content === "string" && delta.content !== "") ops.push({ _tag: "Text", text: delta.content })
+        if (Array.isArray(delta.tool_calls)) {
+          for (const call of delta.tool_calls) {
+            const index = Number(call.index ?? 0)
+            if (call.id) ops.push({ _tag: "ToolStart", index, id: String(call.id), name: String(call.function?.name ?? "") })
+            const args = call.function?.arguments
+            if (typeof args === "string" && args !== "") ops.push({ _tag: "ToolArgs", index, delta: args })
+          }
+        }
+      }
+      if (choice?.finish_reason) ops.push({ _tag: "Finish", reason: fromChatFinish(choice.finish_reason) })
+      if (chunk.usage) ops.push({ _tag: "Usage", usage: fromChatUsage(chunk.usage) })
+      return ops
+    }
+  }
+}
+
+/** Messages events (message_start ... message_stop). */
+export const messagesDecoder = (): Decoder => {
+  let start: Record<string, unknown> = {}
+  let output = 0
+  let extra: Record<string, unknown> = {}
+  const usage = (): Usage => fromMessagesUsage({ ...start, ...extra, output_tokens: output })
+  return {
+    push: (event, e) => {
+      if (e === null || typeof e !== "object") return []
+      switch (e.type ?? event.event) {
+        case "message_start": {
+          start = e.message?.usage ?? {}
+          output = Number(start.output_tokens ?? 0)
+          return [{ _tag: "Start", id: String(e.message?.id ?? ""), inputTokens: usage().input_tokens }]
+        }
+        case "content_block_start": {
+          const block = e.content_block ?? {}
+          if (block.type === "tool_use") {
+            return [{ _tag: "ToolStart", index: Number(e.index), id: String(block.id), name: String(block.name) }]
+          }
+          if (block.type === "text" && typeof block.text === "string" && block.text !== "") {
+            return [{ _tag: "Text", text: block.text }]
+          }
+          return []
+        }
+        case "content_block_delta": {
+          const d = e.delta ?? {}
+          if (d.type === "text_delta") return [{ _tag: "Text", text: String(d.text ?? "") }]
+          if (d.type === "input_json_delta") return [{ _tag: "ToolArgs", index: Number(e.index), delta: String(d.partial_json ?? "") }]
+          return []
+        }
+        case "message_delta": {
+          const ops: Array<Op> = []
+          if (e.usage) {
+            if (typeof e.usage.output_tokens === "number") output = e.usage.output_tokens
+            for (const k of ["input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"]) {
+              if (typeof e.usage[k] === "number") extra = { ...extra, [k]: e.usage[k] }
+            }
+          }
+          if (e.delta?.stop_reason) {
+            ops.push({ _tag: "Finish", reason: fromMessagesStop(e.delta.stop_reason), stopSequence: e.delta.stop_sequence ?? null })
+          }
+          ops.push({ _tag: "Usage", usage: usage() })
+          return ops
+        }
+        default:
+          return []
+      }
+    }
+  }
+}

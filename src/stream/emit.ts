@@ -1,0 +1,327 @@
+/**
+ * Canonical ops -> the client's stream events, one emitter per client style. Each emitter is a small
+ * state machine (open blocks, tool-call indices, accumulated output) whose state is its fields.
+ */
+import type { Usage } from "../wire/usage.ts"
+import { type FinishReason, type Op, toChatFinish, toMessagesStop } from "./ops.ts"
+import { DONE, named, type SseEvent, unnamed } from "./sse.ts"
+
+export interface Emitter {
+  readonly push: (op: Op) => Array<SseEvent>
+  /** The events that close a stream that ended normally. */
+  readonly end: () => Array<SseEvent>
+}
+
+const now = () => Math.floor(Date.now() / 1000)
+
+/** Chat-completions chunks; the usage chunk only when the client asked for it. */
+export const chatEmitter = (model: string, includeUsage: boolean): Emitter => {
+  let id = "chatcmpl-tollgate"
+  const created = now()
+  let started = false
+  const toolIndex = new Map<number, number>()
+  let usage: Usage | undefined
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null): SseEvent =>
+    unnamed({
+      id,
+      object: "chat.completion.chunk",
+      created,
+      model,
+      system_fingerprint: null,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }]
+    })
+  const ensureStart = (out: Array<SseEvent>) => {
+    if (!started) {
+      started = true
+      out.push(chunk({ role: "assistant", content: "" }))
+    }
+  }
+  return {
+    push: (op) => {
+      const out: Array<SseEvent> = []
+      switch (op._tag) {
+        case "Start":
+          if (op.id) id = op.id
+          ensureStart(out)
+          break
+        case "Text":
+          ensureStart(out)
+          out.push(chunk({ content: op.text }))
+          break
+        case "ToolStart": {
+          ensureStart(out)
+          const index = toolIndex.size
+          toolIndex.set(op.index, index)
+          out.push(chunk({ tool_calls: [{ index, id: op.id, type: "function", function: { name: op.name, arguments: "" } }] }))
+          break
+        }
+        case "ToolArgs":
+          ensureStart(out)
+          out.push(chunk({ tool_calls: [{ index: toolIndex.get(op.index) ?? 0, function: { arguments: op.delta } }] }))
+          break
+        case "Finish":
+          ensureStart(out)
+          out.push(chunk({}, toChatFinish(op.reason)))
+          break
+        case "Usage":
+          usage = op.usage
+          break
+      }
+      return out
+    },
+    end: () => {
+      const out: Array<SseEvent> = []
+      if (includeUsage && usage) {
+        out.push(unnamed({
+          id,
+          object: "chat.completion.chunk",
+          created,
+          model,
+          system_fingerprint: null,
+          choices: [],
+          usage: {
+            prompt_tokens: usage.input_tokens,
+            completion_tokens: usage.output_tokens,
+            total_tokens: usage.input_tokens + usage.output_tokens,
+            prompt_tokens_details: { cached_tokens: usage.cached_input_tokens },
+            completion_tokens_details: { reasoning_tokens: usage.reasoning_tokens }
+          }
+        }))
+      }
+      out.push(DONE)
+      return out
+    }
+  }
+}
+
+/** Messages events: message_start, content blocks, message_delta, message_stop. */
+export const messagesEmitter = (model: string): Emitter => {
+  let started = false
+  let open: { index: number; kind: "text" | "tool" } | undefined
+  let nextIndex = 0
+  const toolBlock = new Map<number, number>()
+  let finish: { reason: FinishReason; stopSequence: string | null } = { reason: "stop", stopSequence: null }
+  let usage: Usage | undefined
+  const start = (out: Array<SseEvent>, id = "msg_tollgate", inputTokens = 0) => {
+    if (started) return
+    started = true
+    out.push(named("message_start", {
+      type: "message_start",
+      message: {
+        id,
+        type: "message",
+        role: "assistant",
+        model,
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: { input_tokens: inputTokens, output_tokens: 0 }
+      }
+    }))
+  }
+  const close = (out: Array<SseEvent>) => {
+    if (open) out.push(named("content_block_stop", { type: "content_block_stop", index: open.index }))
+    open = undefined
+  }
+  return {
+    push: (op) => {
+      const out: Array<SseEvent> = []
+      switch (op._tag) {
+        case "Start":
+          start(out, op.id || undefined, op.inputTokens ?? 0)
+          break
+        case "Text":
+          start(out)
+          if (open?.kind !== "text") {
+            close(out)
+            open = { index: nextIndex++, kind: "text" }
+            out.push(named("content_block_start", {
+              type: "content_block_start",
+              index: open.index,
+              content_block: { type: "text", text: "" }
+            }))
+          }
+          out.push(named("content_block_delta", {
+            type: "content_block_delta",
+            index: open.index,
+            delta: { type: "text_delta", text: op.text }
+          }))
+          break
+        case "ToolStart":
+          start(out)
+          close(out)
+          open = { index: nextIndex++, kind: "tool" }
+          toolBlock.set(op.index, open.index)
+          out.push(named("content_block_start", {
+            type: "content_block_start",
+            index: open.index,
+            content_block: { type: "tool_use", id: op.id, name: op.name, input: {} }
+          }))
+          break
+        case "ToolArgs":
+          start(out)
+          out.push(named("content_block_delta", {
+            type: "content_block_delta",
+            index: toolBlock.get(op.index) ?? open?.index ?? 0,
+            delta: { type: "input_json_delta", partial_json: op.delta }
+          }))
+          break
+        case "Finish":
+          finish = { reason: op.reason, stopSequence: op.stopSequence ?? null }
+          break
+        case "Usage":
+          usage = op.usage
+          break
+      }
+      return out
+    },
+    end: () => {
+      const out: Array<SseEvent> = []
+      start(out)
+      close(out)
+      const u = usage
+      out.push(named("message_delta", {
+        type: "message_delta",
+        delta: { stop_reason: toMessagesStop(finish.reason), stop_sequence: finish.stopSequence },
+        usage: {
+          output_tokens: u?.output_tokens ?? 0,
+          ...(u ? { input_tokens: u.input_tokens - u.cached_input_tokens, cache_read_input_tokens: u.cached_input_tokens } : {})
+        }
+      }))
+      out.push(named("message_stop", { type: "message_stop" }))
+      return out
+    }
+  }
+}
+
+/** Responses API events, each with its `sequence_number`, ending with response.completed. */
+export const responsesEmitter = (model: string, request: Record<string, unknown>): Emitter => {
+  let seq = 0
+  let id = "resp_tollgate"
+  const created = now()
+  let started = false
+  const items: Array<Record<string, any>> = []
+  let openText: { item: Record<string, any>; outputIndex: number } | undefined
+  const tools = new Map<number, { item: Record<string, any>; outputIndex: number }>()
+  let finish: FinishReason = "stop"
+  let usage: Usage | undefined
+  const ev = (type: string, body: Record<string, unknown>) => named(type, { type, sequence_number: seq++, ...body })
+  const snapshot = (status: string) => ({
+    id,
+    object: "response",
+    created_at: created,
+    status,
+    error: null,
+    incomplete_details: status === "incomplete" ? { reason: "max_output_tokens" } : null,
+    instructions: request.instructions ?? null,
+    max_output_tokens: request.max_output_tokens ?? null,
+    model,
+    output: status === "in_progress" ? [] : items,
+    parallel_tool_calls: request.parallel_tool_calls ?? true,
+    temperature: request.temperature ?? 1,
+    top_p: request.top_p ?? 1,
+    tool_choice: request.tool_choice ?? "auto",
+    tools: request.tools ?? [],
+    text: { format: { type: "text" } },
+    usage: status === "in_progress" || !usage ? null : {
+      input_tokens: usage.input_tokens,
+      input_tokens_details: { cached_tokens: usage.cached_input_tokens },
+      output_tokens: usage.output_tokens,
+      output_tokens_details: { reasoning_tokens: usage.reasoning_tokens },
+      total_tokens: usage.input_tokens + usage.output_tokens
+    },
+    metadata: {}
+  })
+  const start = (out: Array<SseEvent>) => {
+    if (started) return
+    started = true
+    out.push(ev("response.created", { response: snapshot("in_progress") }))
+    out.push(ev("response.in_progress", { response: snapshot("in_progress") }))
+  }
+  const closeText = (out: Array<SseEvent>) => {
+    if (!openText) return
+    const { item, outputIndex } = openText
+    const part = item.content[0]
+    out.push(ev("response.output_text.done", { item_id: item.id, output_index: outputIndex, content_index: 0, text: part.text }))
+    out.push(ev("response.content_part.done", { item_id: item.id, output_index: outputIndex, content_index: 0, part }))
+    item.status = "completed"
+    out.push(ev("response.output_item.done", { output_index: outputIndex, item }))
+    openText = undefined
+  }
+  return {
+    push: (op) => {
+      const out: Array<SseEvent> = []
+      switch (op._tag) {
+        case "Start":
+          if (op.id) id = op.id.startsWith("resp_") ? op.id : `resp_${op.id.replace(/^(msg_|chatcmpl-)/, "")}`
+          start(out)
+          break
+        case "Text": {
+          start(out)
+          if (!openText) {
+            const item = {
+              type: "message",
+              id: `msg_${id.slice(5)}_${items.length}`,
+              status: "in_progress",
+              role: "assistant",
+              content: [{ type: "output_text", text: "", annotations: [] }]
+            }
+            items.push(item)
+            openText = { item, outputIndex: items.length - 1 }
+            out.push(ev("response.output_item.added", { output_index: openText.outputIndex, item: { ...item, content: [] } }))
+            out.push(ev("response.content_part.added", {
+              item_id: item.id,
+              output_index: openText.outputIndex,
+              content_index: 0,
+              part: { type: "output_text", text: "", annotations: [] }
+            }))
+          }
+          openText.item.content[0].text += op.text
+          out.push(ev("response.output_text.delta", {
+            item_id: openText.item.id,
+            output_index: openText.outputIndex,
+            content_index: 0,
+            delta: op.text
+          }))
+          break
+        }
+        case "ToolStart": {
+          start(out)
+          closeText(out)
+          const item = { type: "function_call", id: `fc_${op.id}`, call_id: op.id, name: op.name, arguments: "", status: "in_progress" }
+          items.push(item)
+          tools.set(op.index, { item, outputIndex: items.length - 1 })
+          out.push(ev("response.output_item.added", { output_index: items.length - 1, item: { ...item } }))
+          break
+        }
+        case "ToolArgs": {
+          const t = tools.get(op.index)
+          if (!t) break
+          t.item.arguments += op.delta
+          out.push(ev("response.function_call_arguments.delta", { item_id: t.item.id, output_index: t.outputIndex, delta: op.delta }))
+          break
+        }
+        case "Finish":
+          finish = op.reason
+          break
+        case "Usage":
+          usage = op.usage
+          break
+      }
+      return out
+    },
+    end: () => {
+      const out: Array<SseEvent> = []
+      start(out)
+      closeText(out)
+      for (const { item, outputIndex } of tools.values()) {
+        out.push(ev("response.function_call_arguments.done", { item_id: item.id, output_index: outputIndex, arguments: item.arguments }))
+        item.status = "completed"
+        out.push(ev("response.output_item.done", { output_index: outputIndex, item }))
+      }
+      const status = finish === "length" ? "incomplete" : "completed"
+      out.push(ev(status === "incomplete" ? "response.incomplete" : "response.completed", { response: snapshot(status) }))
+      return out
+    }
+  }
+}

@@ -1,0 +1,60 @@
+/**
+ * Server-sent events: a parser from text chunks (split anywhere) to events, and an encoder.
+ * The parser keeps its state explicit, so a stream of chunks is parsed with `Stream.mapAccum`.
+ */
+export interface SseEvent {
+  /** The `event:` field; absent for unnamed events (chat-completions chunks). */
+  readonly event?: string | undefined
+  readonly data: string
+}
+
+export interface ParserState {
+  readonly buffer: string
+}
+
+export const initialParser: ParserState = { buffer: "" }
+
+const parseBlock = (block: string): SseEvent | undefined => {
+  let event: string | undefined
+  const data: Array<string> = []
+  for (const raw of block.split("\n")) {
+    const line = raw.endsWith("\r") ? raw.slice(0, -1) : raw
+    if (line === "" || line.startsWith(":")) continue
+    const colon = line.indexOf(":")
+    const field = colon === -1 ? line : line.slice(0, colon)
+    let value = colon === -1 ? "" : line.slice(colon + 1)
+    if (value.startsWith(" ")) value = value.slice(1)
+    if (field === "event") event = value
+    else if (field === "data") data.push(value)
+  }
+  return data.length === 0 && event === undefined ? undefined : { event, data: data.join("\n") }
+}
+
+/** Feeds a chunk of text; returns the new state and the complete events it finished. */
+export const feed = (state: ParserState, chunk: string): readonly [ParserState, Array<SseEvent>] => {
+  let buffer = state.buffer + chunk
+  if (buffer.includes("\r\n")) buffer = buffer.replace(/\r\n/g, "\n")
+  const events: Array<SseEvent> = []
+  let start = 0
+  for (;;) {
+    const end = buffer.indexOf("\n\n", start)
+    if (end === -1) break
+    const e = parseBlock(buffer.slice(start, end))
+    if (e) events.push(e)
+    start = end + 2
+  }
+  return [{ buffer: buffer.slice(start) }, events]
+}
+
+/** The event left in the buffer when the stream ends without a final blank line. */
+export const flush = (state: ParserState): Array<SseEvent> => {
+  const e = state.buffer.trim() === "" ? undefined : parseBlock(state.buffer)
+  return e ? [e] : []
+}
+
+export const encode = (e: SseEvent): string =>
+  e.event === undefined ? `data: ${e.data}\n\n` : `event: ${e.event}\ndata: ${e.data}\n\n`
+
+export const named = (event: string, payload: unknown): SseEvent => ({ event, data: JSON.stringify(payload) })
+export const unnamed = (payload: unknown): SseEvent => ({ data: JSON.stringify(payload) })
+export const DONE: SseEvent = { data: "[DONE]" }

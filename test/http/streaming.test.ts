@@ -1,0 +1,458 @@
+/**
+ * Streaming over SSE through the official SDKs, same-style and cross-style, with tool calls; and the
+ * failure modes: retries only before the first chunk, a JSON error when every attempt fails,
+ * Retry-After, a drop mid-stream (the error is the last event), failover, a client that leaves.
+ * Every streamed request is billed exactly once and the log replays clean.
+ */
+import Anthropic from "@anthropic-ai/sdk"
+import { describe, expect, layer } from "@effect/vitest"
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import OpenAI from "openai"
+import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
+import * as Replay from "../../src/ledger/Replay.ts"
+import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
+import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
+
+const configFor = (url: string): ConfigFileEncoded => ({
+  server: { retries: { attempts_per_deployment: 2, max_attempts: 3, base_delay_ms: 10, max_delay_ms: 1_500 } },
+  providers: {
+    openai: { style: "openai", base_url: `${url}/v1`, api_key: "up-openai" },
+    anthropic: { style: "anthropic", base_url: url, api_key: "up-anthropic" },
+    backup: { style: "openai", base_url: `${url}/backup/v1`, api_key: "up-backup" }
+  },
+  models: {
+    gpt: { deployments: [{ provider: "openai", model: "gpt-up" }], pricing: { input_per_mtok: "1", output_per_mtok: "2" } },
+    claude: { deployments: [{ provider: "anthropic", model: "claude-up" }], pricing: { input_per_mtok: "3", output_per_mtok: "15" } },
+    "gpt-ha": { deployments: [{ provider: "openai", model: "gpt-up" }, { provider: "backup", model: "gpt-backup" }] }
+  },
+  server_options: { all: { models: ["gpt", "claude", "gpt-ha"] } }
+})
+
+const chunk = (delta: unknown, finish: string | null = null) => ({
+  data: { id: "chatcmpl-t", object: "chat.completion.chunk", created: 1, model: "gpt-up", choices: [{ index: 0, delta, finish_reason: finish }] }
+})
+const text = (s: string) => chunk({ content: s })
+
+/** A chat stream with two parallel tool calls whose arguments arrive in pieces. */
+const chatToolStream = [
+  chunk({ role: "assistant", content: "" }),
+  text("Checking "),
+  text("both."),
+  chunk({ tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "weather", arguments: "" } }] }),
+  chunk({ tool_calls: [{ index: 0, function: { arguments: "{\"city\":" } }] }),
+  chunk({ tool_calls: [{ index: 0, function: { arguments: "\"Paris\"}" } }] }),
+  chunk({ tool_calls: [{ index: 1, id: "call_2", type: "function", function: { name: "weather", arguments: "{\"city\":\"Oslo\"}" } }] }),
+  chunk({}, "tool_calls"),
+  { data: { id: "chatcmpl-t", object: "chat.completion.chunk", created: 1, model: "gpt-up", choices: [], usage: { prompt_tokens: 40, completion_tokens: 12, total_tokens: 52 } } },
+  { data: "[DONE]" }
+]
+
+const ev = (event: string, data: Record<string, unknown>) => ({ event, data: { type: event, ...data } })
+/** A messages stream with text and two tool_use blocks. */
+const messagesToolStream = [
+  ev("message_start", { message: { id: "msg_t", type: "message", role: "assistant", model: "claude-up", content: [], usage: { input_tokens: 30, cache_read_input_tokens: 10, output_tokens: 1 } } }),
+  ev("content_block_start", { index: 0, content_block: { type: "text", text: "" } }),
+  ev("content_block_delta", { index: 0, delta: { type: "text_delta", text: "Checking " } }),
+  ev("ping", {}),
+  ev("content_block_delta", { index: 0, delta: { type: "text_delta", text: "both." } }),
+  ev("content_block_stop", { index: 0 }),
+  ev("content_block_start", { index: 1, content_block: { type: "tool_use", id: "toolu_1", name: "weather", input: {} } }),
+  ev("content_block_delta", { index: 1, delta: { type: "input_json_delta", partial_json: "{\"city\":" } }),
+  ev("content_block_delta", { index: 1, delta: { type: "input_json_delta", partial_json: "\"Paris\"}" } }),
+  ev("content_block_stop", { index: 1 }),
+  ev("content_block_start", { index: 2, content_block: { type: "tool_use", id: "toolu_2", name: "weather", input: {} } }),
+  ev("content_block_delta", { index: 2, delta: { type: "input_json_delta", partial_json: "{\"city\":\"Oslo\"}" } }),
+  ev("content_block_stop", { index: 2 }),
+  ev("message_delta", { delta: { stop_reason: "tool_use", stop_sequence: null }, usage: { output_tokens: 25 } }),
+  ev("message_stop", {})
+]
+
+const weatherTool = {
+  type: "function" as const,
+  function: { name: "weather", parameters: { type: "object", properties: { city: { type: "string" } } } }
+}
+
+describe("streaming", () => {
+  layer(withFakeUpstream((url) => makeTestGateway(configFor(url))), { timeout: 60_000, excludeTestServices: true })((it) => {
+    const setup = Effect.gen(function*() {
+      const base = yield* baseUrl
+      const { key, secret } = yield* issueKey({ quotaUsd: 100 })
+      const fake = yield* Fake
+      fake.reset()
+      return {
+        base,
+        key,
+        secret,
+        fake,
+        openai: new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 }),
+        anthropic: new Anthropic({ apiKey: secret, baseURL: base, maxRetries: 0 })
+      }
+    })
+
+    /** The Billed events of a key, by request stream. */
+    const billedFor = (keyId: string) =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const rows = yield* sql<{ stream_id: string; data: any }>`
+          SELECT stream_id, data FROM event_log WHERE event_type = 'Billed' AND data->>'key_id' = ${keyId} ORDER BY position`
+        return rows.map((r) => ({ stream: r.stream_id, ...(typeof r.data === "string" ? JSON.parse(r.data) : r.data) }))
+      })
+
+    /** Waits until the key has `n` Billed events (billing of a stream completes right after it ends). */
+    const awaitBilled = (keyId: string, n: number) =>
+      Effect.gen(function*() {
+        for (let i = 0; i < 100; i++) {
+          const billed = yield* billedFor(keyId)
+          if (billed.length >= n) return billed
+          yield* Effect.sleep("20 millis")
+        }
+        return yield* billedFor(keyId)
+      })
+
+    it.effect("OpenAI SDK: chat stream same-style with parallel tool calls; usage chunk only when asked", () =>
+      Effect.gen(function*() {
+        const { fake, key, openai } = yield* setup
+        fake.script("/v1/chat/completions", { events: chatToolStream })
+        const stream = yield* Effect.promise(() =>
+          openai.chat.completions.create({ model: "gpt", stream: true, messages: [{ role: "user", content: "go" }], tools: [weatherTool] })
+        )
+        let content = ""
+        const args: Record<number, { id?: string; name?: string; arguments: string }> = {}
+        const finish: Array<string> = []
+        let usageSeen = false
+        yield* Effect.promise(async () => {
+          for await (const c of stream) {
+            expect(c.model).toBe("gpt")
+            if (c.usage) usageSeen = true
+            const d = c.choices[0]?.delta
+            if (d?.content) content += d.content
+            for (const t of d?.tool_calls ?? []) {
+              const slot = (args[t.index] ??= { arguments: "" })
+              if (t.id) slot.id = t.id
+              if (t.function?.name) slot.name = t.function.name
+              slot.arguments += t.function?.arguments ?? ""
+            }
+            if (c.choices[0]?.finish_reason) finish.push(c.choices[0].finish_reason)
+          }
+        })
+        expect(content).toBe("Checking both.")
+        expect(args).toEqual({
+          0: { id: "call_1", name: "weather", arguments: "{\"city\":\"Paris\"}" },
+          1: { id: "call_2", name: "weather", arguments: "{\"city\":\"Oslo\"}" }
+        })
+        expect(finish).toEqual(["tool_calls"])
+        expect(usageSeen).toBe(false) // the client did not ask for it
+        expect(fake.received.at(-1)!.body.stream_options).toEqual({ include_usage: true }) // the gateway did
+        const [billed] = yield* awaitBilled(key.keyId, 1)
+        expect(billed!.usage).toMatchObject({ input_tokens: 40, output_tokens: 12 })
+        expect(billed!.estimated).toBe(false)
+
+        // Asked for: the usage chunk comes through.
+        fake.script("/v1/chat/completions", { events: chatToolStream })
+        const withUsage = yield* Effect.promise(async () => {
+          const s = await openai.chat.completions.create({
+            model: "gpt",
+            stream: true,
+            stream_options: { include_usage: true },
+            messages: [{ role: "user", content: "go" }]
+          })
+          let u: unknown
+          for await (const c of s) if (c.usage) u = c.usage
+          return u
+        })
+        expect(withUsage).toMatchObject({ prompt_tokens: 40, completion_tokens: 12 })
+      }))
+
+    it.effect("OpenAI SDK: chat stream from an anthropic-style model, tool calls reassembled", () =>
+      Effect.gen(function*() {
+        const { fake, key, openai } = yield* setup
+        fake.script("/v1/messages", { events: messagesToolStream })
+        const stream = yield* Effect.promise(() =>
+          openai.chat.completions.create({
+            model: "claude",
+            stream: true,
+            stream_options: { include_usage: true },
+            messages: [{ role: "user", content: "go" }],
+            tools: [weatherTool]
+          })
+        )
+        let content = ""
+        const calls: Record<number, { id?: string; name?: string; arguments: string }> = {}
+        let finish: string | null = null
+        let usage: any
+        yield* Effect.promise(async () => {
+          for await (const c of stream) {
+            if (c.usage) usage = c.usage
+            const d = c.choices[0]?.delta
+            if (d?.content) content += d.content
+            for (const t of d?.tool_calls ?? []) {
+              const slot = (calls[t.index] ??= { arguments: "" })
+              if (t.id) slot.id = t.id
+              if (t.function?.name) slot.name = t.function.name
+              slot.arguments += t.function?.arguments ?? ""
+            }
+            finish = c.choices[0]?.finish_reason ?? finish
+          }
+        })
+        expect(content).toBe("Checking both.")
+        expect(calls).toEqual({
+          0: { id: "toolu_1", name: "weather", arguments: "{\"city\":\"Paris\"}" },
+          1: { id: "toolu_2", name: "weather", arguments: "{\"city\":\"Oslo\"}" }
+        })
+        expect(finish).toBe("tool_calls")
+        expect(usage).toMatchObject({ prompt_tokens: 40, completion_tokens: 25, prompt_tokens_details: { cached_tokens: 10 } })
+        const sent = fake.received.at(-1)!
+        expect(sent.path).toBe("/v1/messages")
+        expect(sent.body.stream).toBe(true)
+        const [billed] = yield* awaitBilled(key.keyId, 1)
+        expect(billed!.usage).toMatchObject({ input_tokens: 40, cached_input_tokens: 10, output_tokens: 25 })
+      }))
+
+    it.effect("Anthropic SDK: messages.stream().finalMessage() same-style and from an openai-style model", () =>
+      Effect.gen(function*() {
+        const { anthropic, fake, key } = yield* setup
+        fake.script("/v1/messages", { events: messagesToolStream })
+        const same = yield* Effect.promise(() =>
+          anthropic.messages.stream({ model: "claude", max_tokens: 100, messages: [{ role: "user", content: "go" }] }).finalMessage()
+        )
+        expect(same.model).toBe("claude")
+        expect(same.content).toEqual([
+          { type: "text", text: "Checking both.", citations: null },
+          { type: "tool_use", id: "toolu_1", name: "weather", input: { city: "Paris" } },
+          { type: "tool_use", id: "toolu_2", name: "weather", input: { city: "Oslo" } }
+        ].map((b) => (b.type === "text" ? expect.objectContaining({ type: "text", text: b.text }) : b)))
+        expect(same.stop_reason).toBe("tool_use")
+        expect(same.usage.output_tokens).toBe(25)
+
+        fake.script("/v1/chat/completions", { events: chatToolStream })
+        const cross = yield* Effect.promise(() =>
+          anthropic.messages.stream({
+            model: "gpt",
+            max_tokens: 100,
+            messages: [{ role: "user", content: "go" }],
+            tools: [{ name: "weather", input_schema: { type: "object", properties: { city: { type: "string" } } } }]
+          }).finalMessage()
+        )
+        expect(cross.content).toEqual([
+          expect.objectContaining({ type: "text", text: "Checking both." }),
+          { type: "tool_use", id: "call_1", name: "weather", input: { city: "Paris" } },
+          { type: "tool_use", id: "call_2", name: "weather", input: { city: "Oslo" } }
+        ])
+        expect(cross.stop_reason).toBe("tool_use")
+        expect(cross.usage.output_tokens).toBe(12)
+        expect(fake.received.at(-1)!.body).toMatchObject({ model: "gpt-up", stream: true, max_tokens: 100 })
+
+        // Raw `stream: true` yields the named events in order.
+        fake.script("/v1/messages", { events: messagesToolStream })
+        const types = yield* Effect.promise(async () => {
+          const raw = await anthropic.messages.create({ model: "claude", max_tokens: 10, stream: true, messages: [{ role: "user", content: "x" }] })
+          const seen: Array<string> = []
+          for await (const e of raw) seen.push(e.type)
+          return seen
+        })
+        expect(types[0]).toBe("message_start")
+        expect(types.at(-1)).toBe("message_stop")
+        expect(types).toContain("message_delta")
+        const billed = yield* awaitBilled(key.keyId, 3)
+        expect(billed).toHaveLength(3)
+      }))
+
+    it.effect("OpenAI SDK: responses stream, passthrough and from an anthropic-style model", () =>
+      Effect.gen(function*() {
+        const { fake, openai } = yield* setup
+        const passthrough = yield* Effect.promise(async () => {
+          const s = await openai.responses.create({ model: "gpt", input: "hi", stream: true })
+          let text = ""
+          let final: any
+          for await (const e of s) {
+            if (e.type === "response.output_text.delta") text += e.delta
+            if (e.type === "response.completed") final = e.response
+          }
+          return { text, final }
+        })
+        expect(passthrough.text).toBe("fake stream")
+        expect(passthrough.final.model).toBe("gpt")
+
+        fake.script("/v1/messages", { events: messagesToolStream })
+        const cross = yield* Effect.promise(async () => {
+          const s = await openai.responses.create({
+            model: "claude",
+            input: "go",
+            stream: true,
+            tools: [{ type: "function", name: "weather", parameters: { type: "object", properties: {} }, strict: false }]
+          })
+          let text = ""
+          const args: Record<string, string> = {}
+          let final: any
+          for await (const e of s) {
+            if (e.type === "response.output_text.delta") text += e.delta
+            if (e.type === "response.function_call_arguments.delta") args[e.item_id] = (args[e.item_id] ?? "") + e.delta
+            if (e.type === "response.completed") final = e.response
+          }
+          return { text, args, final }
+        })
+        expect(cross.text).toBe("Checking both.")
+        expect(Object.values(cross.args)).toEqual(["{\"city\":\"Paris\"}", "{\"city\":\"Oslo\"}"])
+        expect(cross.final.output.filter((o: any) => o.type === "function_call").map((o: any) => [o.call_id, o.arguments])).toEqual([
+          ["toolu_1", "{\"city\":\"Paris\"}"],
+          ["toolu_2", "{\"city\":\"Oslo\"}"]
+        ])
+        expect(cross.final.usage).toMatchObject({ input_tokens: 40, output_tokens: 25 })
+      }))
+
+    it.effect("500 then success: one retry, a normal stream", () =>
+      Effect.gen(function*() {
+        const { fake, key, openai } = yield* setup
+        fake.script("/v1/chat/completions", { status: 500, body: { error: { message: "boom" } } }, { events: chatToolStream })
+        const content = yield* Effect.promise(async () => {
+          let t = ""
+          for await (const c of await openai.chat.completions.create({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] })) {
+            t += c.choices[0]?.delta?.content ?? ""
+          }
+          return t
+        })
+        expect(content).toBe("Checking both.")
+        expect(fake.received.filter((r) => r.path === "/v1/chat/completions")).toHaveLength(2)
+        const billed = yield* awaitBilled(key.keyId, 1)
+        expect(billed).toHaveLength(1)
+        expect(billed[0]!.outcome).toBe("completed")
+      }))
+
+    it.effect("failure on every attempt: a plain JSON error, not a stream, billed once as failed", () =>
+      Effect.gen(function*() {
+        const { base, fake, key, secret } = yield* setup
+        const boom = { status: 503, body: { error: { message: "overloaded" } } }
+        fake.script("/v1/chat/completions", boom, boom, boom, boom)
+        const res = yield* Effect.promise(() =>
+          fetch(`${base}/v1/chat/completions`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+            body: JSON.stringify({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] })
+          })
+        )
+        expect(res.status).toBe(502)
+        expect(res.headers.get("content-type")).toContain("application/json")
+        const body = yield* Effect.promise(() => res.json() as Promise<any>)
+        expect(body).toMatchObject({ type: "error", error: { type: "api_error", code: "upstream_error" } })
+        expect(fake.received.filter((r) => r.path === "/v1/chat/completions")).toHaveLength(2) // attempts_per_deployment
+        const billed = yield* awaitBilled(key.keyId, 1)
+        expect(billed.map((b) => [b.outcome, b.cost.total_nanos])).toEqual([["failed", "0"]])
+      }))
+
+    it.effect("429 with Retry-After is honoured before the retry", () =>
+      Effect.gen(function*() {
+        const { fake, openai } = yield* setup
+        fake.script("/v1/chat/completions", { status: 429, headers: { "retry-after": "1" }, body: { error: { message: "slow down" } } })
+        const t0 = Date.now()
+        yield* Effect.promise(async () => {
+          for await (const _ of await openai.chat.completions.create({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] })) {
+            // drain
+          }
+        })
+        const calls = fake.received.filter((r) => r.path === "/v1/chat/completions")
+        expect(calls).toHaveLength(2)
+        expect(Date.now() - t0).toBeGreaterThanOrEqual(950)
+      }))
+
+    it.effect("a drop after 3 chunks: 3 chunks, then the error event, exactly one attempt, billed as estimated", () =>
+      Effect.gen(function*() {
+        const { base, fake, key, secret } = yield* setup
+        fake.script("/v1/chat/completions", { events: [chunk({ role: "assistant", content: "" }), text("one "), text("two ")], dropAfter: 3 })
+        const res = yield* Effect.promise(() =>
+          fetch(`${base}/v1/chat/completions`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+            body: JSON.stringify({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] })
+          })
+        )
+        expect(res.status).toBe(200)
+        expect(res.headers.get("content-type")).toContain("text/event-stream")
+        const raw = yield* Effect.promise(() => res.text())
+        const blocks = raw.trim().split("\n\n")
+        expect(blocks.filter((b) => b.startsWith("data: {") && b.includes("chat.completion.chunk"))).toHaveLength(3)
+        expect(blocks.at(-1)).toMatch(/^event: error\ndata: \{"type":"error","error":\{"type":"api_error"/)
+        expect(raw).not.toContain("[DONE]")
+        expect(fake.received.filter((r) => r.path === "/v1/chat/completions")).toHaveLength(1)
+
+        // The OpenAI SDK surfaces it as an error after the chunks.
+        fake.script("/v1/chat/completions", { events: [chunk({ role: "assistant", content: "" }), text("one ")], dropAfter: 2 })
+        const openai = new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 })
+        const outcome = yield* Effect.promise(async () => {
+          let got = ""
+          try {
+            for await (const c of await openai.chat.completions.create({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] })) {
+              got += c.choices[0]?.delta?.content ?? ""
+            }
+            return { got, error: undefined }
+          } catch (e) {
+            return { got, error: e as Error }
+          }
+        })
+        expect(outcome.got).toBe("one ")
+        expect(outcome.error).toBeDefined()
+        const billed = yield* awaitBilled(key.keyId, 2)
+        expect(billed.map((b) => [b.outcome, b.estimated])).toEqual([["failed", true], ["failed", true]])
+        expect(billed[0]!.usage.output_tokens).toBeGreaterThan(0)
+      }))
+
+    it.effect("failover to the second deployment when the first keeps failing", () =>
+      Effect.gen(function*() {
+        const { fake, openai } = yield* setup
+        const down = { status: 502, body: { error: { message: "bad gateway" } } }
+        fake.script("/v1/chat/completions", down, down)
+        const content = yield* Effect.promise(async () => {
+          let t = ""
+          for await (const c of await openai.chat.completions.create({ model: "gpt-ha", stream: true, messages: [{ role: "user", content: "x" }] })) {
+            t += c.choices[0]?.delta?.content ?? ""
+          }
+          return t
+        })
+        expect(content).toBe("fake stream")
+        expect(fake.received.map((r) => r.path)).toEqual(["/v1/chat/completions", "/v1/chat/completions", "/backup/v1/chat/completions"])
+        expect(fake.received.at(-1)!.body.model).toBe("gpt-backup")
+        expect(fake.received.at(-1)!.headers.authorization).toBe("Bearer up-backup")
+      }))
+
+    it.effect("a client that leaves mid-stream closes the upstream connection and is billed once, estimated", () =>
+      Effect.gen(function*() {
+        const { base, fake, key, secret } = yield* setup
+        const many = [chunk({ role: "assistant", content: "" }), ...Array.from({ length: 200 }, (_, i) => text(`w${i} `)), chunk({}, "stop"), { data: "[DONE]" }]
+        fake.script("/v1/chat/completions", { events: many, eventDelayMs: 20 })
+        const before = fake.closedEarly()
+        yield* Effect.promise(async () => {
+          const controller = new AbortController()
+          const res = await fetch(`${base}/v1/chat/completions`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+            body: JSON.stringify({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] }),
+            signal: controller.signal
+          })
+          const reader = res.body!.getReader()
+          let seen = ""
+          while (!seen.includes("w3 ")) seen += new TextDecoder().decode((await reader.read()).value)
+          controller.abort()
+        }).pipe(Effect.catchAllDefect(() => Effect.void))
+        const billed = yield* awaitBilled(key.keyId, 1)
+        expect(billed).toHaveLength(1)
+        expect(billed[0]).toMatchObject({ outcome: "cancelled", estimated: true })
+        expect(billed[0]!.usage.output_tokens).toBeGreaterThan(0)
+        for (let i = 0; i < 50 && fake.closedEarly() === before; i++) yield* Effect.sleep("20 millis")
+        expect(fake.closedEarly()).toBe(before + 1)
+      }))
+
+    it.effect("every streamed request has exactly one Billed, and the log replays clean", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const rows = yield* sql<{ stream_id: string; started: number; billed: number }>`
+          SELECT stream_id, count(*) FILTER (WHERE event_type = 'StreamStarted')::int AS started,
+                 count(*) FILTER (WHERE event_type = 'Billed')::int AS billed
+            FROM event_log WHERE stream_id LIKE 'request-%' GROUP BY stream_id`
+        expect(rows.length).toBeGreaterThan(10)
+        expect(rows.filter((r) => r.started !== 1 || r.billed !== 1)).toEqual([])
+        const report = yield* Replay.verify
+        expect(report.differences).toEqual([])
+        expect(report.ok).toBe(true)
+      }))
+  })
+})
