@@ -9,6 +9,7 @@ import { Keys } from "../accounts/Keys.ts"
 import { KeyChangeListener } from "../accounts/KeyStore.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as Database from "../db/Database.ts"
+import { Reconciler } from "../gateway/Reconciler.ts"
 import { HttpLive } from "../http/Server.ts"
 import { GatewayLive } from "../main.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
@@ -52,7 +53,7 @@ const OperatorLive = Layer.unwrapEffect(Effect.gen(function*() {
   return db.backend === "pglite" ? OperatorEndpoint.layer(config.dataDir) : Layer.empty
 }))
 
-export const ServeLive = Layer.mergeAll(BannerLive, DevKeyLive, OperatorLive, KeyChangeListener).pipe(
+export const ServeLive = Layer.mergeAll(BannerLive, DevKeyLive, OperatorLive, KeyChangeListener, Reconciler.Default).pipe(
   Layer.provideMerge(HttpLive),
   Layer.provideMerge(GatewayLive),
   Layer.provideMerge(Database.layer),

@@ -125,7 +125,12 @@ export const ServerSection = Schema.Struct({
   /** How long shutdown waits for in-flight requests to finish and bill. */
   shutdown_grace_ms: Schema.optionalWith(PositiveInt, { default: () => 10_000 }),
   /** Retries and failover, only ever before the first byte of an answer reaches the client. */
-  retries: Schema.optionalWith(Retries, { default: () => defaultRetries })
+  retries: Schema.optionalWith(Retries, { default: () => defaultRetries }),
+  /**
+   * A server that has not heartbeat for this long is taken for dead, and the reconciler bills its open
+   * requests. Heartbeats go every third of it; the reconciler runs at start and then at this interval.
+   */
+  replica_timeout_ms: Schema.optionalWith(Schema.Int.pipe(Schema.greaterThanOrEqualTo(300)), { default: () => 30_000 })
 })
 
 export const ConfigFile = Schema.Struct({
@@ -135,7 +140,8 @@ export const ConfigFile = Schema.Struct({
       port: 8787,
       max_body_bytes: 10 * 1024 * 1024,
       shutdown_grace_ms: 10_000,
-      retries: defaultRetries
+      retries: defaultRetries,
+      replica_timeout_ms: 30_000
     })
   }),
   providers: Schema.Record({ key: Name, value: ProviderConfig }),

@@ -201,7 +201,8 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
           provider: first.deployment.providerName,
           upstream_model: first.deployment.upstreamModel,
           reserved_nanos: reservation.amount,
-          replica: replicaId
+          replica: replicaId,
+          input_estimate_tokens: estimateInput(g)
         }]
       }).pipe(
         Effect.tapError(() => reservation.release),

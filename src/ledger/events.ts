@@ -75,7 +75,9 @@ export const StreamStarted = Schema.TaggedStruct("StreamStarted", {
   upstream_model: Schema.String,
   /** Worst-case cost held for this request while it runs. */
   reserved_nanos: Nanos,
-  replica: Schema.String
+  replica: Schema.String,
+  /** The gateway's estimate of the prompt's tokens (about four characters a token), for reconciliation. */
+  input_estimate_tokens: Schema.optional(Schema.Int)
 })
 
 export const UsageReported = Schema.TaggedStruct("UsageReported", {
@@ -101,8 +103,13 @@ export const Billed = Schema.TaggedStruct("Billed", {
   usage: Usage,
   cost: Cost,
   estimated: Schema.Boolean,
-  /** How the request ended: the upstream answered, failed, or the client went away. */
-  outcome: Schema.Literal("completed", "failed", "cancelled"),
+  /**
+   * How the request ended: the upstream answered, failed, the client went away, or the process that
+   * ran it stopped before billing and the reconciler billed it (see `basis`).
+   */
+  outcome: Schema.Literal("completed", "failed", "cancelled", "reconciled"),
+  /** For reconciled requests: on what basis the amount was set. */
+  basis: Schema.optional(Schema.String),
   /** The prices used, so an auditor can recompute the cost from the event alone. */
   prices: Schema.Struct({
     input_per_mtok_nanos: Nanos,

@@ -6,152 +6,23 @@
  */
 import { PGlite } from "@electric-sql/pglite"
 import { Effect, Exit, Scope } from "effect"
-import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
-import * as net from "node:net"
-import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
-
-const root = fileURLToPath(new URL("../..", import.meta.url))
-const bin = path.join(root, "bin", "tollgate.mjs")
-const T = 60_000
-
-// ---- processes ----------------------------------------------------------------------------------
-
-/** Every process this file starts, by PID, until it has exited. */
-const running = new Map<number, ChildProcess>()
-const tempDirs: Array<string> = []
-
-afterAll(async () => {
-  for (const [pid, child] of running) {
-    try {
-      process.kill(pid, "SIGKILL")
-    } catch {
-      // already gone
-    }
-    await new Promise<void>((resolve) => child.exitCode !== null || child.signalCode !== null ? resolve() : child.once("exit", () => resolve()))
-  }
-  for (const dir of tempDirs) fs.rmSync(dir, { recursive: true, force: true })
-}, T)
-
-const tempDir = (label: string) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `tollgate-cli-${label}-`))
-  tempDirs.push(dir)
-  return dir
-}
-
-/** The environment of a child: ours without any Tollgate setting, plus the given ones. */
-const envWith = (extra: Record<string, string>) => {
-  const env: Record<string, string | undefined> = { ...process.env }
-  for (const name of ["DATABASE_URL", "TOLLGATE_CONFIG", "TOLLGATE_PORT", "TOLLGATE_HOST", "TOLLGATE_DATA_DIR", "TOLLGATE_LOG_LEVEL"]) {
-    delete env[name]
-  }
-  return { ...env, ...extra }
-}
-
-interface Proc {
-  readonly child: ChildProcess
-  readonly pid: number
-  readonly output: () => { stdout: string; stderr: string }
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
-}
-
-const start = (args: ReadonlyArray<string>, env: Record<string, string>): Proc => {
-  const child = spawn(process.execPath, [bin, ...args], { cwd: root, env: envWith(env), stdio: ["ignore", "pipe", "pipe"] })
-  if (child.pid === undefined) throw new Error(`could not start tollgate ${args.join(" ")}`)
-  const pid = child.pid
-  running.set(pid, child)
-  let stdout = ""
-  let stderr = ""
-  child.stdout!.on("data", (c: Buffer) => (stdout += c.toString("utf8")))
-  child.stderr!.on("data", (c: Buffer) => (stderr += c.toString("utf8")))
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once("close", (code, signal) => {
-      running.delete(pid)
-      resolve({ code, signal })
-    })
-  )
-  return { child, pid, output: () => ({ stdout, stderr }), exited }
-}
-
-interface Ran {
-  readonly code: number | null
-  readonly stdout: string
-  readonly stderr: string
-}
-
-/** Runs one CLI command to its end (killed after the timeout). */
-const tollgate = async (args: ReadonlyArray<string>, env: Record<string, string>, timeoutMs = 30_000): Promise<Ran> => {
-  const p = start(args, env)
-  const timer = setTimeout(() => {
-    try {
-      process.kill(p.pid, "SIGKILL")
-    } catch {
-      // gone
-    }
-  }, timeoutMs)
-  const { code } = await p.exited
-  clearTimeout(timer)
-  return { code, ...p.output() }
-}
-
-/** Runs a command with --json; it must succeed and print nothing but JSON on stdout. */
-const tollgateJson = async (args: ReadonlyArray<string>, env: Record<string, string>): Promise<any> => {
-  const r = await tollgate([...args, "--json"], env)
-  expect(r.code, `tollgate ${args.join(" ")} --json failed: ${r.stderr}${r.stdout}`).toBe(0)
-  try {
-    return JSON.parse(r.stdout)
-  } catch {
-    throw new Error(`tollgate ${args.join(" ")} --json printed more than JSON on stdout:\n${r.stdout}`)
-  }
-}
-
-/** Resolves with the first match of `pattern` in the process's stdout, or fails after the timeout. */
-const waitForOutput = async (p: Proc, pattern: RegExp, timeoutMs = 30_000) => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const m = pattern.exec(p.output().stdout)
-    if (m) return m
-    if (p.child.exitCode !== null || Date.now() > deadline) {
-      const { stderr, stdout } = p.output()
-      throw new Error(`no ${pattern} in the output of process ${p.pid} (exit ${p.child.exitCode}):\n${stdout}\n${stderr}`)
-    }
-    await sleep(50)
-  }
-}
-
-/** Resolves once GET /v1 answers 200. */
-const waitForHttp = async (base: string, p: Proc, timeoutMs = 30_000) => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const ok = await fetch(`${base}/v1`).then((r) => r.ok, () => false)
-    if (ok) return
-    if (p.child.exitCode !== null || Date.now() > deadline) {
-      const { stderr, stdout } = p.output()
-      throw new Error(`the server (pid ${p.pid}) did not come up at ${base}:\n${stdout}\n${stderr}`)
-    }
-    await sleep(100)
-  }
-}
-
-/** Resolves with the exit of `p`, or undefined if it has not exited after `ms`. */
-const exitWithin = (p: Proc, ms: number) =>
-  Promise.race([p.exited, sleep(ms).then(() => undefined)])
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const port = (server.address() as net.AddressInfo).port
-      server.close(() => resolve(port))
-    })
-  })
+import {
+  T,
+  exitWithin,
+  freePort,
+  sleep,
+  start,
+  tempDir,
+  tollgate,
+  tollgateJson,
+  waitForHttp,
+  waitForOutput,
+  type Proc
+} from "../support/Processes.ts"
 
 // ---- HTTP against a running server ----------------------------------------------------------------
 

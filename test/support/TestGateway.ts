@@ -12,12 +12,13 @@ import { KeyChangeListener } from "../../src/accounts/KeyStore.ts"
 import { Vendors } from "../../src/accounts/Vendors.ts"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { GatewayConfig } from "../../src/config/GatewayConfig.ts"
+import { Reconciler } from "../../src/gateway/Reconciler.ts"
 import { HttpAppLive } from "../../src/http/Server.ts"
 import { GatewayLive } from "../../src/main.ts"
 import { TestDatabase } from "./TestDatabase.ts"
 
 export const makeTestGateway = (file?: ConfigFileEncoded) =>
-  Layer.merge(HttpAppLive, KeyChangeListener).pipe(
+  Layer.mergeAll(HttpAppLive, KeyChangeListener, Reconciler.Default).pipe(
     Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: 0, host: "127.0.0.1" })),
     Layer.provideMerge(GatewayLive),
     Layer.provideMerge(TestDatabase),

@@ -1,0 +1,127 @@
+/**
+ * Crash recovery: a gateway SIGKILLed with streams in flight loses no billing and bills nothing twice.
+ * A real `tollgate serve` process streams from a slow fake upstream; it is killed mid-stream and
+ * restarted on the same data; the reconciler bills every started request exactly once, visibly
+ * (outcome `reconciled`, with its basis), and replay verifies.
+ */
+import { Effect, Exit, Scope } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { FakeUpstream, type FakeUpstream as Fake } from "../support/FakeUpstream.ts"
+import { freePort, start, tempDir, tollgateJson, waitForHttp, type Proc } from "../support/Processes.ts"
+import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
+
+const T = 120_000
+
+describe("a gateway killed with streams in flight", () => {
+  const scope = Effect.runSync(Scope.make())
+  let fake: Fake
+  let env: Record<string, string>
+
+  beforeAll(async () => {
+    fake = await Effect.runPromise(Scope.extend(FakeUpstream, scope))
+    const dir = tempDir("crash")
+    const config = path.join(dir, "tollgate.yaml")
+    fs.writeFileSync(config, [
+      "server:",
+      "  replica_timeout_ms: 1500",
+      "providers:",
+      "  up:",
+      "    style: openai",
+      `    base_url: ${fake.url}/v1`,
+      "models:",
+      "  slow:",
+      "    deployments: [{ provider: up }]",
+      "    pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" }",
+      "server_options:",
+      "  default: { models: [slow] }"
+    ].join("\n"))
+    env = { TOLLGATE_CONFIG: config }
+    if (backend() === "postgres") {
+      env.DATABASE_URL = await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope))
+    } else {
+      env.TOLLGATE_DATA_DIR = path.join(dir, "data")
+    }
+  }, T)
+
+  afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)), T)
+
+  const serve = async () => {
+    const port = await freePort()
+    const p = start(["serve"], { ...env, TOLLGATE_PORT: String(port) })
+    const base = `http://127.0.0.1:${port}`
+    await waitForHttp(base, p)
+    return { p, base }
+  }
+
+  const openStream = async (base: string, key: string) => {
+    const res = await fetch(`${base}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "slow", stream: true, messages: [{ role: "user", content: "tell me a long story" }] })
+    })
+    expect(res.status).toBe(200)
+    const reader = res.body!.getReader()
+    await reader.read() // the stream has started: StreamStarted is durable, chunks are flowing
+    return reader
+  }
+
+  it("bills every started request exactly once after a restart, and replay verifies", async () => {
+    const many = Array.from({ length: 300 }, (_, i) => ({
+      data: { id: "c", object: "chat.completion.chunk", created: 1, model: "up", choices: [{ index: 0, delta: { content: `w${i} ` }, finish_reason: null }] }
+    }))
+
+    let first: { p: Proc; base: string } | undefined = await serve()
+    const key = await tollgateJson(["keys", "create", "--quota-usd", "10"], env)
+    // One request that completes normally before the crash.
+    const done = await fetch(`${first.base}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "slow", messages: [{ role: "user", content: "hi" }] })
+    })
+    expect(done.status).toBe(200)
+    for (let i = 0; i < 3; i++) fake.script("/v1/chat/completions", { events: many, eventDelayMs: 50 })
+    const readers = await Promise.all([0, 1, 2].map(() => openStream(first!.base, key.key)))
+
+    process.kill(first.p.pid, "SIGKILL")
+    await first.p.exited
+    first = undefined
+    await Promise.all(readers.map((r) => r.cancel().catch(() => undefined)))
+
+    const second = await serve()
+    let events: Array<any> = []
+    const deadline = Date.now() + 30_000
+    for (;;) {
+      events = await tollgateJson(["events", "--limit", "1000"], env)
+      const billed = events.filter((e) => e.type === "Billed")
+      if (billed.length >= 4 || Date.now() > deadline) break
+      await new Promise((r) => setTimeout(r, 300))
+    }
+    const byStream = new Map<string, Array<any>>()
+    for (const e of events.filter((e) => e.stream_id.startsWith("request-"))) {
+      byStream.set(e.stream_id, [...(byStream.get(e.stream_id) ?? []), e])
+    }
+    expect(byStream.size).toBe(4)
+    for (const [stream, list] of byStream) {
+      expect(list.map((e) => e.type), stream).toEqual(["StreamStarted", "UsageReported", "Billed"])
+    }
+    const billed = [...byStream.values()].map((l) => l[2].data)
+    expect(billed.filter((b) => b.outcome === "completed")).toHaveLength(1)
+    const reconciled = billed.filter((b) => b.outcome === "reconciled")
+    expect(reconciled).toHaveLength(3)
+    for (const b of reconciled) {
+      expect(b.estimated).toBe(true)
+      expect(b.basis).toMatch(/stopped before billing/)
+      expect(b.usage.input_tokens).toBeGreaterThan(0)
+    }
+    const report = await tollgateJson(["replay", "--verify"], env)
+    expect(report.ok).toBe(true)
+    const usage = await tollgateJson(["usage", key.id], env)
+    expect(usage.totals.requests).toBe(4)
+    expect(usage.totals.estimated_requests).toBe(3)
+
+    process.kill(second.p.pid, "SIGTERM")
+    expect((await second.p.exited).code).toBe(0)
+  }, T)
+})

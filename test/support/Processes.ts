@@ -1,0 +1,150 @@
+/**
+ * Real `tollgate` processes for tests: start them, run commands to their end, wait for output or for
+ * the HTTP server, and kill every process a test file started (by PID) when it ends.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll, expect } from "vitest"
+
+export const root = fileURLToPath(new URL("../..", import.meta.url))
+export const bin = path.join(root, "bin", "tollgate.mjs")
+export const T = 60_000
+
+// ---- processes ----------------------------------------------------------------------------------
+
+/** Every process this file starts, by PID, until it has exited. */
+export const running = new Map<number, ChildProcess>()
+export const tempDirs: Array<string> = []
+
+afterAll(async () => {
+  for (const [pid, child] of running) {
+    try {
+      process.kill(pid, "SIGKILL")
+    } catch {
+      // already gone
+    }
+    await new Promise<void>((resolve) => child.exitCode !== null || child.signalCode !== null ? resolve() : child.once("exit", () => resolve()))
+  }
+  for (const dir of tempDirs) fs.rmSync(dir, { recursive: true, force: true })
+}, T)
+
+export const tempDir = (label: string) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `tollgate-cli-${label}-`))
+  tempDirs.push(dir)
+  return dir
+}
+
+/** The environment of a child: ours without any Tollgate setting, plus the given ones. */
+export const envWith = (extra: Record<string, string>) => {
+  const env: Record<string, string | undefined> = { ...process.env }
+  for (const name of ["DATABASE_URL", "TOLLGATE_CONFIG", "TOLLGATE_PORT", "TOLLGATE_HOST", "TOLLGATE_DATA_DIR", "TOLLGATE_LOG_LEVEL"]) {
+    delete env[name]
+  }
+  return { ...env, ...extra }
+}
+
+export interface Proc {
+  readonly child: ChildProcess
+  readonly pid: number
+  readonly output: () => { stdout: string; stderr: string }
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+}
+
+export const start = (args: ReadonlyArray<string>, env: Record<string, string>): Proc => {
+  const child = spawn(process.execPath, [bin, ...args], { cwd: root, env: envWith(env), stdio: ["ignore", "pipe", "pipe"] })
+  if (child.pid === undefined) throw new Error(`could not start tollgate ${args.join(" ")}`)
+  const pid = child.pid
+  running.set(pid, child)
+  let stdout = ""
+  let stderr = ""
+  child.stdout!.on("data", (c: Buffer) => (stdout += c.toString("utf8")))
+  child.stderr!.on("data", (c: Buffer) => (stderr += c.toString("utf8")))
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once("close", (code, signal) => {
+      running.delete(pid)
+      resolve({ code, signal })
+    })
+  )
+  return { child, pid, output: () => ({ stdout, stderr }), exited }
+}
+
+export interface Ran {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** Runs one CLI command to its end (killed after the timeout). */
+export const tollgate = async (args: ReadonlyArray<string>, env: Record<string, string>, timeoutMs = 30_000): Promise<Ran> => {
+  const p = start(args, env)
+  const timer = setTimeout(() => {
+    try {
+      process.kill(p.pid, "SIGKILL")
+    } catch {
+      // gone
+    }
+  }, timeoutMs)
+  const { code } = await p.exited
+  clearTimeout(timer)
+  return { code, ...p.output() }
+}
+
+/** Runs a command with --json; it must succeed and print nothing but JSON on stdout. */
+export const tollgateJson = async (args: ReadonlyArray<string>, env: Record<string, string>): Promise<any> => {
+  const r = await tollgate([...args, "--json"], env)
+  expect(r.code, `tollgate ${args.join(" ")} --json failed: ${r.stderr}${r.stdout}`).toBe(0)
+  try {
+    return JSON.parse(r.stdout)
+  } catch {
+    throw new Error(`tollgate ${args.join(" ")} --json printed more than JSON on stdout:\n${r.stdout}`)
+  }
+}
+
+/** Resolves with the first match of `pattern` in the process's stdout, or fails after the timeout. */
+export const waitForOutput = async (p: Proc, pattern: RegExp, timeoutMs = 30_000) => {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const m = pattern.exec(p.output().stdout)
+    if (m) return m
+    if (p.child.exitCode !== null || Date.now() > deadline) {
+      const { stderr, stdout } = p.output()
+      throw new Error(`no ${pattern} in the output of process ${p.pid} (exit ${p.child.exitCode}):\n${stdout}\n${stderr}`)
+    }
+    await sleep(50)
+  }
+}
+
+/** Resolves once GET /v1 answers 200. */
+export const waitForHttp = async (base: string, p: Proc, timeoutMs = 30_000) => {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const ok = await fetch(`${base}/v1`).then((r) => r.ok, () => false)
+    if (ok) return
+    if (p.child.exitCode !== null || Date.now() > deadline) {
+      const { stderr, stdout } = p.output()
+      throw new Error(`the server (pid ${p.pid}) did not come up at ${base}:\n${stdout}\n${stderr}`)
+    }
+    await sleep(100)
+  }
+}
+
+/** Resolves with the exit of `p`, or undefined if it has not exited after `ms`. */
+export const exitWithin = (p: Proc, ms: number) =>
+  Promise.race([p.exited, sleep(ms).then(() => undefined)])
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+export const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = net.createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const port = (server.address() as net.AddressInfo).port
+      server.close(() => resolve(port))
+    })
+  })
+
