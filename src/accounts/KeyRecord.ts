@@ -7,7 +7,7 @@ export interface KeyRecord {
   readonly vendorId: string | null
   readonly serverOption: string
   readonly allowedModels: ReadonlySet<string> | null
-  readonly quotaNanos: bigint
+  quotaNanos: bigint
   usedNanos: bigint
   billedRequests: bigint
   readonly metadata: Readonly<Record<string, string>>

@@ -75,6 +75,11 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
               revokedAt: null
             })
             break
+          case "QuotaGranted": {
+            const key = byId.get(event.key_id)
+            if (key) key.quotaNanos += event.amount_nanos
+            break
+          }
           case "KeyRevoked": {
             const key = byId.get(event.key_id)
             if (key) key.revokedAt = occurredAt

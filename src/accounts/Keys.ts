@@ -135,6 +135,20 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         return yield* get(keyId)
       })
 
+    /** Tops up a key's quota (an event on its stream; the projection adds it). */
+    const grant = (keyId: string, amountNanos: bigint, grantedBy: string, reason = "top-up") =>
+      Effect.gen(function*() {
+        if (amountNanos <= 0n) return yield* new InvalidInput({ param: "amount", message: "A grant must be positive." })
+        const key = yield* get(keyId)
+        if (key.revokedAt !== null) return yield* new InvalidInput({ param: "key", message: `Key ${keyId} is revoked.` })
+        yield* log.append({
+          streamId: streamOf.key(keyId),
+          expectedVersion: "any",
+          events: [{ _tag: "QuotaGranted", key_id: keyId, amount_nanos: amountNanos, granted_by: grantedBy, reason }]
+        }).pipe(Effect.orDie)
+        return yield* get(keyId)
+      })
+
     const list = (options: { readonly vendorId?: string | undefined } = {}) =>
       (options.vendorId === undefined
         ? sql.unsafe<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys ORDER BY created_at, key_id`)
@@ -142,6 +156,6 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
           options.vendorId
         ])).pipe(Effect.orDie, Effect.map((rows) => rows.map(fromRow)))
 
-    return { issue, get, revoke, list } as const
+    return { issue, get, revoke, grant, list } as const
   })
 }) {}

@@ -5,7 +5,6 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { formatUsd } from "../config/Money.ts"
-import { Admission } from "./Admission.ts"
 import type { KeyRecord } from "./KeyRecord.ts"
 
 export interface Counters {
@@ -86,7 +85,6 @@ export const isDay = (s: string) => {
 export class UsageReport extends Effect.Service<UsageReport>()("Accounts/UsageReport", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const admission = yield* Admission
 
     const forKey = (key: KeyRecord, window: { readonly from?: string | undefined; readonly to?: string | undefined }) =>
       Effect.gen(function*() {
@@ -109,8 +107,14 @@ export class UsageReport extends Effect.Service<UsageReport>()("Accounts/UsageRe
           add(byModel.get(r.model) ?? byModel.set(r.model, zero()).get(r.model)!, r)
           add(byDay.get(r.day) ?? byDay.set(r.day, zero()).get(r.day)!, r)
         }
-        const reserved = admission.reservedFor(key.keyId)
-        const remaining = key.quotaNanos - key.usedNanos - reserved
+        // The account as the log has it now, across every gateway process.
+        const [account] = yield* sql<{ quota: string; used: string; reserved: string }>`
+          SELECT quota_nanos::text AS quota, used_nanos::text AS used, reserved_nanos::text AS reserved
+            FROM api_keys WHERE key_id = ${key.keyId}`.pipe(Effect.orDie)
+        const quota = account ? BigInt(account.quota) : key.quotaNanos
+        const used = account ? BigInt(account.used) : key.usedNanos
+        const reserved = account ? BigInt(account.reserved) : 0n
+        const remaining = quota - used - reserved
         return {
           object: "usage" as const,
           key: {
@@ -124,12 +128,12 @@ export class UsageReport extends Effect.Service<UsageReport>()("Accounts/UsageRe
             revoked_at: key.revokedAt
           },
           quota: {
-            limit_usd: formatUsd(key.quotaNanos),
-            used_usd: formatUsd(key.usedNanos),
+            limit_usd: formatUsd(quota),
+            used_usd: formatUsd(used),
             reserved_usd: formatUsd(reserved),
             remaining_usd: formatUsd(remaining > 0n ? remaining : 0n),
-            limit_nanos: key.quotaNanos.toString(),
-            used_nanos: key.usedNanos.toString(),
+            limit_nanos: quota.toString(),
+            used_nanos: used.toString(),
             reserved_nanos: reserved.toString(),
             remaining_nanos: (remaining > 0n ? remaining : 0n).toString()
           },

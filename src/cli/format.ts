@@ -30,6 +30,8 @@ export const human = (op: Operation, r: Json): string => {
       return keyRows(r)
     case "keys.revoke":
       return `Key ${r.id} is revoked (since ${r.revoked_at}).`
+    case "keys.grant":
+      return `Key ${r.id} now has a quota of $${r.quota_usd} ($${r.used_usd} used).`
     case "vendors.create":
       return [
         `Registered vendor ${r.vendor_id} ("${r.name}"), entitled to: ${r.server_options.join(", ")}.`,
@@ -73,6 +75,8 @@ export const human = (op: Operation, r: Json): string => {
             JSON.stringify(e.data)
           }`
         ).join("\n")
+    case "events.export":
+      return r.map((line: Json) => JSON.stringify(line)).join("\n")
     case "replay.verify": {
       const counts = Object.entries(r.rows).map(([t, n]) => `${t} ${n}`).join(", ")
       if (r.ok) return `Replayed ${r.events} events from position 0: every projection matches (${counts}).`

@@ -10,6 +10,9 @@ import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as Database from "../db/Database.ts"
 import { holderOf } from "../db/DataDirLock.ts"
 import { migrate as runMigrations } from "../db/Migrations.ts"
+import { usageFromLines } from "../ledger/Export.ts"
+import { isDay } from "../accounts/UsageReport.ts"
+import * as fs from "node:fs"
 import { AccountsLive } from "../main.ts"
 import { human } from "./format.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
@@ -83,8 +86,18 @@ const keysRevoke = Command.make(
   { keyId: Args.text({ name: "KEY_ID" }), json },
   ({ json, keyId }) => operation({ _tag: "keys.revoke", keyId }, json)
 )
+const keysGrant = Command.make(
+  "grant",
+  {
+    keyId: Args.text({ name: "KEY_ID" }),
+    usd: Options.text("usd").pipe(Options.withDescription("USD to add to the key's quota")),
+    reason: Options.text("reason").pipe(Options.optional),
+    json
+  },
+  (o) => operation({ _tag: "keys.grant", keyId: o.keyId, usd: o.usd, reason: opt(o.reason) }, o.json)
+).pipe(Command.withDescription("top up a key's quota (a QuotaGranted event)"))
 const keys = Command.make("keys").pipe(
-  Command.withSubcommands([keysCreate, keysList, keysRevoke]),
+  Command.withSubcommands([keysCreate, keysList, keysRevoke, keysGrant]),
   Command.withDescription("create, list and revoke API keys")
 )
 
@@ -111,20 +124,68 @@ const usage = Command.make("usage", {
   Command.withDescription("usage of one key, or a summary of every key")
 )
 
+const day = (flag: string, v: string | undefined, end: boolean) => {
+  if (v === undefined) return Effect.succeed(undefined)
+  if (!isDay(v)) return Effect.fail(new OperationFailed({ message: `${flag}: "${v}" is not a day (YYYY-MM-DD)` }))
+  const t = Date.parse(v + "T00:00:00Z") + (end ? 86_400_000 : 0)
+  return Effect.succeed(new Date(t).toISOString())
+}
+
+const eventsExport = Command.make("export", {
+  from: Options.text("from").pipe(Options.withDescription("first day, YYYY-MM-DD (UTC)"), Options.optional),
+  to: Options.text("to").pipe(Options.withDescription("last day, YYYY-MM-DD (UTC)"), Options.optional),
+  out: Options.text("out").pipe(Options.withDescription("file to write (default: standard output)"), Options.optional)
+}, (o) =>
+  Effect.gen(function*() {
+    const op: Operation = {
+      _tag: "events.export",
+      since: yield* day("--from", opt(o.from), false),
+      until: yield* day("--to", opt(o.to), true)
+    }
+    const lines = (yield* execute(op)) as Array<unknown>
+    const text = lines.map((l) => JSON.stringify(l)).join("\n") + (lines.length ? "\n" : "")
+    if (Option.isSome(o.out)) {
+      fs.writeFileSync(o.out.value, text)
+      yield* Console.error(`wrote ${lines.length} events to ${o.out.value}`)
+    } else {
+      yield* Effect.sync(() => process.stdout.write(text))
+    }
+  })).pipe(Command.withDescription("write the log (or a window of days) as JSON Lines, for auditors"))
+
 const events = Command.make("events", {
   from: Options.text("from").pipe(Options.withDescription("first position"), Options.optional),
   stream: Options.text("stream").pipe(Options.withDescription("only this stream, e.g. key-key_abc"), Options.optional),
   limit: Options.integer("limit").pipe(Options.withDefault(100)),
   json
 }, (o) => operation({ _tag: "events", fromPosition: opt(o.from), streamId: opt(o.stream), limit: o.limit }, o.json))
-  .pipe(Command.withDescription("print events of the log in log order"))
+  .pipe(Command.withDescription("print events of the log in log order"), Command.withSubcommands([eventsExport]))
 
 const replay = Command.make("replay", {
   verify: Options.boolean("verify").pipe(Options.withDescription("rebuild every projection and compare")),
+  fromFile: Options.text("from-file").pipe(
+    Options.withDescription("rebuild usage from an `events export` file alone (no database)"),
+    Options.optional
+  ),
   json
 }, (o) =>
   Effect.gen(function*() {
-    if (!o.verify) return yield* new OperationFailed({ message: "replay needs --verify" })
+    if (Option.isSome(o.fromFile)) {
+      const file = o.fromFile.value
+      const result = yield* Effect.try({
+        try: () => usageFromLines(fs.readFileSync(file, "utf8").split("\n")),
+        catch: (e) => new OperationFailed({ message: `${file}: ${(e as Error).message}` })
+      })
+      return yield* Console.log(
+        o.json ? JSON.stringify(result, null, 2) : [
+          `Rebuilt usage from ${result.events} events in ${file}:`,
+          ...result.keys.map((k) =>
+            `  ${k.key_id}: ${k.requests} requests, ${k.input_tokens} in / ${k.output_tokens} out tokens, ` +
+            `${k.images} images, $${k.cost_usd} (${k.estimated_requests} estimated)`
+          )
+        ].join("\n")
+      )
+    }
+    if (!o.verify) return yield* new OperationFailed({ message: "replay needs --verify or --from-file FILE" })
     const op: Operation = { _tag: "replay.verify" }
     const report = (yield* execute(op)) as { ok: boolean }
     yield* Console.log(o.json ? JSON.stringify(report, null, 2) : human(op, report))

@@ -12,6 +12,7 @@ import { Vendors } from "../accounts/Vendors.ts"
 import { formatUsd, parseUsd } from "../config/Money.ts"
 import { EventLog } from "../ledger/EventLog.ts"
 import { DomainEvent } from "../ledger/events.ts"
+import { exportWindow } from "../ledger/Export.ts"
 import * as Replay from "../ledger/Replay.ts"
 import { KeyStore } from "../accounts/KeyStore.ts"
 
@@ -29,6 +30,7 @@ export const Operation = Schema.Union(
   }),
   Schema.TaggedStruct("keys.list", {}),
   Schema.TaggedStruct("keys.revoke", { keyId: Schema.String }),
+  Schema.TaggedStruct("keys.grant", { keyId: Schema.String, usd: Schema.String, reason: Opt(Schema.String) }),
   Schema.TaggedStruct("vendors.create", {
     name: Schema.String,
     scopes: Schema.Array(Schema.String),
@@ -40,6 +42,7 @@ export const Operation = Schema.Union(
     streamId: Opt(Schema.String),
     limit: Schema.Number
   }),
+  Schema.TaggedStruct("events.export", { since: Opt(Schema.String), until: Opt(Schema.String) }),
   Schema.TaggedStruct("replay.verify", {})
 )
 export type Operation = typeof Operation.Type
@@ -91,6 +94,16 @@ export const run = (op: Operation) => {
         Effect.map(keyJson),
         Effect.mapError((e) => new OperationFailed({ message: e.message }))
       )
+    case "keys.grant":
+      return Effect.gen(function*() {
+        const amount = parseUsd(op.usd)
+        if (amount === undefined) return yield* fail(`--usd: "${op.usd}" is not a USD amount (e.g. 10 or 2.50)`)
+        const keys = yield* Keys
+        const key = yield* keys.grant(op.keyId, amount, "operator", op.reason).pipe(
+          Effect.mapError((e) => new OperationFailed({ message: e.message }))
+        )
+        return keyJson(key)
+      })
     case "vendors.create":
       return Effect.flatMap(Vendors, (vendors) =>
         vendors.register({ name: op.name, scopes: op.scopes, serverOptions: op.serverOptions })).pipe(
@@ -139,6 +152,8 @@ export const run = (op: Operation) => {
           ),
           Effect.orDie
         )
+    case "events.export":
+      return exportWindow({ since: op.since, until: op.until }).pipe(Effect.orDie)
     case "replay.verify":
       return Replay.verify.pipe(Effect.orDie)
   }

@@ -176,10 +176,13 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
       return Effect.succeed({ model, candidates })
     }
 
-    /** The most this call can cost: every byte of the body an input token, every allowed output token used. */
+    /**
+     * The most this call can cost: every byte of the body an input token (a token covers at least one
+     * byte), every allowed output token used, every image asked for.
+     */
     const worstCase = (g: Generation, model: CatalogModel, prices: PriceSheet) =>
       costOf({
-        input_tokens: Math.ceil(g.bodyBytes / 2),
+        input_tokens: g.bodyBytes,
         cached_input_tokens: 0,
         output_tokens: g.maxOutputTokens ?? model.config.max_output_tokens,
         reasoning_tokens: 0,
@@ -206,7 +209,13 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
         }]
       }).pipe(
         Effect.tapError(() => reservation.release),
-        Effect.mapError((e) => new LedgerDown({ message: e.message }))
+        Effect.mapError((e) =>
+          e._tag === "QuotaUnavailable"
+            ? new QuotaExceeded({
+              message: "This key's remaining quota, with what its requests in flight hold, cannot cover this request's worst case; lower max_tokens or top up the key."
+            })
+            : new LedgerDown({ message: e.message })
+        )
       )
 
     /** UsageReported + Billed, once; retried while the log is unreachable; releases the reservation. */
@@ -237,7 +246,8 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
             cost,
             estimated: settled.estimated,
             outcome: settled.outcome,
-            prices
+            prices,
+            released_nanos: reservation.amount
           }
         ]
       }).pipe(

@@ -78,7 +78,8 @@ export class Reconciler extends Effect.Service<Reconciler>()("Gateway/Reconciler
               estimated: true,
               outcome: "reconciled",
               basis,
-              prices
+              prices,
+              released_nanos: s.reserved_nanos
             }
           ]
         }).pipe(Effect.as(true), Effect.catchTag("StreamConflict", () => Effect.succeed(false)))

@@ -13,7 +13,7 @@ import { Data, Deferred, Effect, Exit, Queue, Schema } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import { hostname } from "node:os"
 import { currentSchemaVersion, DomainEvent, type EventType, upcasters } from "./events.ts"
-import { applySql } from "./projections/applySql.ts"
+import { applySql, type QuotaGuardFailed } from "./projections/applySql.ts"
 import { project } from "./projections/project.ts"
 
 export class StreamConflict extends Data.TaggedError("StreamConflict")<{
@@ -21,10 +21,18 @@ export class StreamConflict extends Data.TaggedError("StreamConflict")<{
   readonly message: string
 }> {}
 
+/** A StreamStarted whose reservation the key's quota (across every process) could not cover. */
+export class QuotaUnavailable extends Data.TaggedError("QuotaUnavailable")<{
+  readonly keyId: string
+  readonly message: string
+}> {}
+
 export class LedgerUnavailable extends Data.TaggedError("LedgerUnavailable")<{
   readonly message: string
   readonly cause?: unknown
 }> {}
+
+export type AppendError = StreamConflict | LedgerUnavailable | QuotaUnavailable
 
 export interface AppendRequest {
   readonly streamId: string
@@ -55,6 +63,24 @@ export interface StoredEvent {
 
 export type CommittedListener = (events: ReadonlyArray<{ readonly event: DomainEvent; readonly occurredAt: string }>) => void
 
+/** A row of the log (or a line of an export) as a typed event; older schema versions are upcast here. */
+export const decodeStoredEvent = (r: EventRow): StoredEvent => {
+  let data = (typeof r.data === "string" ? JSON.parse(r.data) : r.data) as Record<string, unknown>
+  const ups = upcasters[r.event_type as EventType]
+  for (let v = r.schema_version; ups && ups[v]; v++) data = ups[v]!(data)
+  return {
+    position: r.position,
+    transactionId: r.transaction_id,
+    eventId: r.event_id,
+    streamId: r.stream_id,
+    streamVersion: r.stream_version,
+    schemaVersion: r.schema_version,
+    occurredAt: new Date(r.occurred_at).toISOString(),
+    metadata: (typeof r.metadata === "string" ? JSON.parse(r.metadata) : r.metadata) as Record<string, unknown>,
+    event: decodeEvent({ ...data, _tag: r.event_type })
+  }
+}
+
 /** This process's name in event metadata and open requests. */
 export const replicaId = `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`
 
@@ -72,7 +98,7 @@ export const eventIdOf = (streamId: string, version: number): string => {
 
 interface Job {
   readonly request: AppendRequest
-  readonly done: Deferred.Deferred<Appended, StreamConflict | LedgerUnavailable>
+  readonly done: Deferred.Deferred<Appended, AppendError>
 }
 
 class PartialAppend extends Data.TaggedError("PartialAppend")<{ readonly streamId: string }> {}
@@ -166,7 +192,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           }))
         }
         yield* applySql(sql, deltas)
-        if (committed.some((c) => c.event._tag === "KeyRevoked" || c.event._tag === "KeyIssued")) {
+        if (committed.some((c) => c.event._tag === "KeyRevoked" || c.event._tag === "KeyIssued" || c.event._tag === "QuotaGranted")) {
           yield* sql`SELECT pg_notify('tollgate_keys', 'changed')`
         }
         return { outcomes, committed }
@@ -184,11 +210,13 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     const runAlone = (job: Job) =>
       commit([job]).pipe(
         Effect.flatMap((result) => settle([job], result)),
-        Effect.catchAll((error: SqlError | PartialAppend) =>
+        Effect.catchAll((error: SqlError | PartialAppend | QuotaGuardFailed) =>
           Deferred.fail(
             job.done,
             error._tag === "PartialAppend"
               ? new StreamConflict({ streamId: error.streamId, message: `stream ${error.streamId} changed concurrently` })
+              : error._tag === "QuotaGuardFailed"
+              ? new QuotaUnavailable({ keyId: error.keyId, message: `the quota of key ${error.keyId} cannot cover this reservation` })
               : new LedgerUnavailable({ message: `event log append failed: ${error.message}`, cause: error })
           )
         )
@@ -209,26 +237,9 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     )
     yield* Effect.forkScoped(loop)
 
-    const append = (request: AppendRequest): Effect.Effect<Appended, StreamConflict | LedgerUnavailable> =>
-      Effect.flatMap(Deferred.make<Appended, StreamConflict | LedgerUnavailable>(), (done) =>
+    const append = (request: AppendRequest): Effect.Effect<Appended, AppendError> =>
+      Effect.flatMap(Deferred.make<Appended, AppendError>(), (done) =>
         Queue.offer(queue, { request, done }).pipe(Effect.zipRight(Deferred.await(done))))
-
-    const decodeRow = (r: EventRow): StoredEvent => {
-      let data = (typeof r.data === "string" ? JSON.parse(r.data) : r.data) as Record<string, unknown>
-      const ups = upcasters[r.event_type as EventType]
-      for (let v = r.schema_version; ups && ups[v]; v++) data = ups[v]!(data)
-      return {
-        position: r.position,
-        transactionId: r.transaction_id,
-        eventId: r.event_id,
-        streamId: r.stream_id,
-        streamVersion: r.stream_version,
-        schemaVersion: r.schema_version,
-        occurredAt: new Date(r.occurred_at).toISOString(),
-        metadata: (typeof r.metadata === "string" ? JSON.parse(r.metadata) : r.metadata) as Record<string, unknown>,
-        event: decodeEvent({ ...data, _tag: r.event_type })
-      }
-    }
 
     /**
      * Reads committed events in log order, (transaction_id, position), after a cursor. Only transactions
@@ -239,6 +250,9 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       readonly after?: { readonly transactionId: string; readonly position: string } | undefined
       readonly fromPosition?: string | undefined
       readonly streamId?: string | undefined
+      /** Only events that occurred at or after / before these instants (ISO-8601). */
+      readonly since?: string | undefined
+      readonly until?: string | undefined
       readonly limit: number
       /** Replay reads inside its own REPEATABLE READ snapshot, where everything visible is settled. */
       readonly settledOnly?: boolean
@@ -255,6 +269,14 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           params.push(options.fromPosition)
           conds.push(`position >= $${params.length}::bigint`)
         }
+        if (options.since !== undefined) {
+          params.push(options.since)
+          conds.push(`occurred_at >= $${params.length}::timestamptz`)
+        }
+        if (options.until !== undefined) {
+          params.push(options.until)
+          conds.push(`occurred_at < $${params.length}::timestamptz`)
+        }
         if (options.streamId !== undefined) {
           params.push(options.streamId)
           conds.push(`stream_id = $${params.length}`)
@@ -267,7 +289,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
             ORDER BY event_log.transaction_id, event_log.position LIMIT $${params.length}`,
           params
         )
-        return rows.map(decodeRow)
+        return rows.map(decodeStoredEvent)
       })
 
     return {
@@ -279,7 +301,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
   })
 }) {}
 
-interface EventRow {
+export interface EventRow {
   readonly position: string
   readonly transaction_id: string
   readonly event_id: string

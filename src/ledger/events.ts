@@ -32,6 +32,14 @@ export const KeyRevoked = Schema.TaggedStruct("KeyRevoked", {
   revoked_by: Schema.String
 })
 
+export const QuotaGranted = Schema.TaggedStruct("QuotaGranted", {
+  key_id: Id,
+  /** Added to the key's quota (a top-up). */
+  amount_nanos: Nanos,
+  granted_by: Schema.String,
+  reason: Schema.String
+})
+
 // ---- vendors ----------------------------------------------------------------------------------
 
 export const VendorRegistered = Schema.TaggedStruct("VendorRegistered", {
@@ -110,6 +118,8 @@ export const Billed = Schema.TaggedStruct("Billed", {
   outcome: Schema.Literal("completed", "failed", "cancelled", "reconciled"),
   /** For reconciled requests: on what basis the amount was set. */
   basis: Schema.optional(Schema.String),
+  /** The reservation StreamStarted held, released now. */
+  released_nanos: Schema.optional(Nanos),
   /** The prices used, so an auditor can recompute the cost from the event alone. */
   prices: Schema.Struct({
     input_per_mtok_nanos: Nanos,
@@ -123,6 +133,7 @@ export const Billed = Schema.TaggedStruct("Billed", {
 export const DomainEvent = Schema.Union(
   KeyIssued,
   KeyRevoked,
+  QuotaGranted,
   VendorRegistered,
   VendorTokenIssued,
   StreamStarted,
@@ -136,6 +147,7 @@ export type EventType = DomainEvent["_tag"]
 export const currentSchemaVersion: Record<EventType, number> = {
   KeyIssued: 1,
   KeyRevoked: 1,
+  QuotaGranted: 1,
   VendorRegistered: 1,
   VendorTokenIssued: 1,
   StreamStarted: 1,

@@ -28,7 +28,7 @@ describe("EventLog", () => {
           Effect.flip
         )
         expect(again._tag).toBe("StreamConflict")
-        const events = yield* log.read({ limit: 10, streamId: "request-a" })
+        const events = yield* log.read({ limit: 10, streamId: "request-a", settledOnly: false })
         expect(events.map((e) => e.event._tag)).toEqual(["StreamStarted"])
         const sql = yield* SqlClient.SqlClient
         const open = yield* sql<{ request_id: string }>`SELECT request_id FROM open_requests`

@@ -39,7 +39,8 @@ const keyPlan = fc.record({
   name: text,
   vendor: fc.option(fc.nat({ max: 3 }), { nil: null }),
   allowed: fc.option(fc.subarray([...MODELS], { minLength: 1 }), { nil: null }),
-  quota: fc.bigInt({ min: 0n, max: 10n ** 15n }),
+  // Large enough that every generated reservation fits (the append refuses one the quota cannot cover).
+  quota: fc.bigInt({ min: 10n ** 16n, max: 10n ** 17n }),
   metadata: fc.dictionary(fc.string({ unit: "grapheme-ascii", minLength: 1, maxLength: 6 }), text, { maxKeys: 3 }),
   expiresAt: instant,
   round,
@@ -210,7 +211,8 @@ const schedule = (p: Plan): Array<ScheduledAppend> => {
           output_per_mtok_nanos: 600_000_000n,
           per_image_nanos: 40_000_000n,
           price_percent: 100
-        }
+        },
+        released_nanos: r.reserved
       }
     ]
     if (r.mode === "together") {
@@ -264,6 +266,7 @@ const oracle = (committed: ReadonlyArray<{ readonly request: AppendRequest; read
         ...e,
         used_nanos: 0n,
         billed_requests: 0n,
+        reserved_nanos: 0n,
         created_at: occurredAt,
         revoked_at: null
       })
@@ -282,14 +285,18 @@ const oracle = (committed: ReadonlyArray<{ readonly request: AppendRequest; read
       case "VendorTokenIssued":
         tokens.push({ ...e, created_at: occurredAt, revoked_at: null })
         break
-      case "StreamStarted":
+      case "StreamStarted": {
         started.set(e.request_id, { ...e, started_at: occurredAt })
+        const k = keys.get(e.key_id)
+        if (k) k.reserved_nanos = (k.reserved_nanos as bigint) + e.reserved_nanos
         break
+      }
       case "Billed": {
         billedIds.add(e.request_id)
         const k = keys.get(e.key_id)!
         k.used_nanos = (k.used_nanos as bigint) + e.cost.total_nanos
         k.billed_requests = (k.billed_requests as bigint) + 1n
+        k.reserved_nanos = (k.reserved_nanos as bigint) - (e.released_nanos ?? 0n)
         const day = new Date(occurredAt).toISOString().slice(0, 10)
         const cell = `${e.key_id}|${e.model}|${day}`
         const u = usage.get(cell) ?? {

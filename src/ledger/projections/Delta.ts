@@ -19,6 +19,12 @@ export type Delta =
   | { readonly _tag: "delete"; readonly table: TableName; readonly key: Row }
   | { readonly _tag: "increment"; readonly table: TableName; readonly key: Row; readonly by: Readonly<Record<string, bigint>> }
   | { readonly _tag: "upsertAdd"; readonly table: TableName; readonly key: Row; readonly by: Readonly<Record<string, bigint>> }
+  /**
+   * Holds `amount` of a key's quota for a request in flight: in SQL only if quota − used − reserved
+   * covers it (otherwise the append fails with `QuotaGuardFailed`); in memory unconditionally, since
+   * the event exists only if the guard held when it was written.
+   */
+  | { readonly _tag: "reserve"; readonly keyId: string; readonly amount: bigint }
 
 export type ColumnKind = "text" | "bigint" | "timestamp" | "date" | "json"
 
@@ -45,6 +51,7 @@ export const tables: Readonly<Record<TableName, TableSpec>> = {
       quota_nanos: "bigint",
       used_nanos: "bigint",
       billed_requests: "bigint",
+      reserved_nanos: "bigint",
       metadata: "json",
       created_at: "timestamp",
       expires_at: "timestamp",

@@ -3,7 +3,7 @@
  * counters are merged per row and applied after them (they commute), one statement per table.
  */
 import type { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Data, Effect } from "effect"
 import { type Delta, keyOf, type Row, type TableName, tables, type Value } from "./Delta.ts"
 
 const param = (v: Value): unknown => {
@@ -16,9 +16,12 @@ const param = (v: Value): unknown => {
 const where = (key: Row, offset: number) =>
   Object.keys(key).map((c, i) => `${c} = $${offset + i + 1}`).join(" AND ")
 
-type Statement = readonly [text: string, params: ReadonlyArray<unknown>]
+type Statement = readonly [text: string, params: ReadonlyArray<unknown>, guardedKey?: string]
 
-const structural = (d: Exclude<Delta, { _tag: "increment" | "upsertAdd" }>): Statement => {
+/** A reservation the key's quota could not cover when the append was written. */
+export class QuotaGuardFailed extends Data.TaggedError("QuotaGuardFailed")<{ readonly keyId: string }> {}
+
+const structural = (d: Exclude<Delta, { _tag: "increment" | "upsertAdd" | "reserve" }>): Statement => {
   switch (d._tag) {
     case "insert": {
       const cols = Object.keys(d.row)
@@ -81,6 +84,7 @@ const counterStatements = (
 /** Turns a batch of deltas into the statements that apply it. Pure; exported for tests. */
 export const plan = (deltas: ReadonlyArray<Delta>): ReadonlyArray<Statement> => {
   const out: Array<Statement> = []
+  const guarded: Array<Statement> = []
   const counters = new Map<string, { tag: "increment" | "upsertAdd"; table: TableName; rows: Map<string, Counter> }>()
   for (const d of deltas) {
     if (d._tag === "increment" || d._tag === "upsertAdd") {
@@ -94,13 +98,29 @@ export const plan = (deltas: ReadonlyArray<Delta>): ReadonlyArray<Statement> => 
       } else {
         g.rows.set(k, { key: d.key, by: { ...d.by } })
       }
+    } else if (d._tag === "reserve") {
+      guarded.push([
+        // A key the projection does not have has nothing to hold (as in memory); one it has must cover it.
+        `WITH held AS (
+           UPDATE api_keys SET reserved_nanos = reserved_nanos + $2::bigint
+            WHERE key_id = $1 AND quota_nanos - used_nanos - reserved_nanos >= $2::bigint RETURNING 1)
+         SELECT 1 FROM held UNION ALL SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM api_keys WHERE key_id = $1)`,
+        [d.keyId, d.amount.toString()],
+        d.keyId
+      ])
     } else {
       out.push(structural(d))
     }
   }
+  out.push(...guarded)
   for (const g of counters.values()) out.push(counterStatements(g.tag, g.table, [...g.rows.values()]))
   return out
 }
 
 export const applySql = (sql: SqlClient.SqlClient, deltas: ReadonlyArray<Delta>) =>
-  Effect.forEach(plan(deltas), ([text, params]) => sql.unsafe(text, params).raw, { discard: true })
+  Effect.forEach(plan(deltas), ([text, params, guardedKey]) =>
+    guardedKey === undefined
+      ? sql.unsafe(text, params).raw
+      : sql.unsafe(text, params).pipe(
+        Effect.flatMap((rows) => rows.length > 0 ? Effect.void : Effect.fail(new QuotaGuardFailed({ keyId: guardedKey })))
+      ), { discard: true })

@@ -23,6 +23,7 @@ export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<D
           quota_nanos: event.quota_nanos,
           used_nanos: 0n,
           billed_requests: 0n,
+          reserved_nanos: 0n,
           metadata: event.metadata,
           created_at: occurredAt,
           expires_at: event.expires_at,
@@ -31,6 +32,8 @@ export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<D
       }]
     case "KeyRevoked":
       return [{ _tag: "set", table: "api_keys", key: { key_id: event.key_id }, values: { revoked_at: occurredAt } }]
+    case "QuotaGranted":
+      return [{ _tag: "increment", table: "api_keys", key: { key_id: event.key_id }, by: { quota_nanos: event.amount_nanos } }]
     case "VendorRegistered":
       return [{
         _tag: "insert",
@@ -57,7 +60,7 @@ export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<D
         }
       }]
     case "StreamStarted":
-      return [{
+      return [{ _tag: "reserve", keyId: event.key_id, amount: event.reserved_nanos }, {
         _tag: "insert",
         table: "open_requests",
         row: {
@@ -78,7 +81,7 @@ export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<D
           _tag: "increment",
           table: "api_keys",
           key: { key_id: event.key_id },
-          by: { used_nanos: event.cost.total_nanos, billed_requests: 1n }
+          by: { used_nanos: event.cost.total_nanos, billed_requests: 1n, reserved_nanos: -(event.released_nanos ?? 0n) }
         },
         {
           _tag: "upsertAdd",

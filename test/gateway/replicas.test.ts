@@ -1,0 +1,87 @@
+/**
+ * Quotas across replicas: two `tollgate serve` processes on one Postgres, a key whose quota covers
+ * exactly N calls, 5N concurrent calls split across both. Reservations are taken atomically in the
+ * append transaction of each StreamStarted, so no more than N are served whatever the number of
+ * processes; each served call has exactly one Billed; /v1/usage equals the sum of Billed; replay verifies.
+ */
+import { Effect, Exit, Scope } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { freePort, start, tempDir, tollgateJson, waitForHttp, type Proc } from "../support/Processes.ts"
+import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
+
+const T = 120_000
+const N = 10
+
+describe.skipIf(backend() !== "postgres")("two gateway processes on one Postgres", () => {
+  const scope = Effect.runSync(Scope.make())
+  let env: Record<string, string>
+  const servers: Array<{ p: Proc; base: string }> = []
+
+  beforeAll(async () => {
+    const dir = tempDir("replicas")
+    const config = path.join(dir, "tollgate.yaml")
+    // Output at $1 per million tokens, input free, max_tokens 5: every call costs exactly its
+    // worst case, 5 tokens = 5000 nano-dollars, so a quota of N x 5000 covers exactly N calls.
+    fs.writeFileSync(config, [
+      "providers:",
+      "  mock: { type: mock, style: openai }",
+      "models:",
+      "  metered:",
+      "    deployments: [{ provider: mock }]",
+      "    pricing: { input_per_mtok: \"0\", output_per_mtok: \"1\" }",
+      "server_options:",
+      "  default: { models: [metered] }"
+    ].join("\n"))
+    env = { TOLLGATE_CONFIG: config, DATABASE_URL: await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope)) }
+    for (let i = 0; i < 2; i++) {
+      const port = await freePort()
+      const p = start(["serve"], { ...env, TOLLGATE_PORT: String(port) })
+      const base = `http://127.0.0.1:${port}`
+      await waitForHttp(base, p)
+      servers.push({ p, base })
+    }
+  }, T)
+
+  afterAll(async () => {
+    for (const s of servers) {
+      process.kill(s.p.pid, "SIGTERM")
+      await s.p.exited
+    }
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+  }, T)
+
+  it(`serves at most ${N} of ${5 * N} concurrent calls on a quota for ${N}, each billed once`, async () => {
+    const key = await tollgateJson(["keys", "create", "--quota-usd", String((N * 5000) / 1e9)], env)
+    const call = (i: number) =>
+      fetch(`${servers[i % 2]!.base}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "metered", max_tokens: 5, messages: [{ role: "user", content: `call ${i}` }] })
+      }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
+    const results = await Promise.all(Array.from({ length: 5 * N }, (_, i) => call(i)))
+    const served = results.filter((r) => r.status === 200)
+    const refused = results.filter((r) => r.status === 429)
+    console.log(`served ${served.length} of ${5 * N} (quota for ${N}; documented overspend bound: 0 calls)`)
+    expect(served.length).toBeLessThanOrEqual(N)
+    expect(served.length).toBe(N) // each call costs exactly its reservation, so the quota is used to the unit
+    expect(refused.length).toBe(4 * N)
+    for (const r of refused) expect(r.body.error.code).toBe("insufficient_quota")
+
+    const events = await tollgateJson(["events", "--limit", "10000"], env)
+    const billed = events.filter((e: any) => e.type === "Billed")
+    const started = events.filter((e: any) => e.type === "StreamStarted")
+    expect(started).toHaveLength(N)
+    expect(billed).toHaveLength(N)
+    expect(new Set(billed.map((e: any) => e.stream_id)).size).toBe(N)
+    const sum = billed.reduce((a: bigint, e: any) => a + BigInt(e.data.cost.total_nanos), 0n)
+    const usage = await tollgateJson(["usage", key.id], env)
+    expect(BigInt(usage.totals.cost_nanos)).toBe(sum)
+    expect(usage.quota.used_nanos).toBe(sum.toString())
+    expect(usage.quota.reserved_nanos).toBe("0")
+    expect(usage.quota.remaining_nanos).toBe("0")
+    const report = await tollgateJson(["replay", "--verify"], env)
+    expect(report.ok).toBe(true)
+  }, T)
+})
