@@ -71,7 +71,7 @@ export const human = (op: Operation, r: Json): string => {
       return r.length === 0
         ? "(no events)"
         : r.map((e: Json) =>
-          `${e.position.padStart(6)}  ${e.occurred_at}  ${e.stream_id}@${e.stream_version}  ${e.type}  ${
+          `${e.position.padStart(6)}  ${e.occurred_at}  ${e.stream_id}@${e.stream_version}  ${e.event_type}  ${
             JSON.stringify(e.data)
           }`
         ).join("\n")

@@ -11,8 +11,7 @@ import { UsageReport, isDay } from "../accounts/UsageReport.ts"
 import { Vendors } from "../accounts/Vendors.ts"
 import { formatUsd, parseUsd } from "../config/Money.ts"
 import { EventLog } from "../ledger/EventLog.ts"
-import { DomainEvent } from "../ledger/events.ts"
-import { exportWindow } from "../ledger/Export.ts"
+import { exportLine, exportWindow } from "../ledger/Export.ts"
 import * as Replay from "../ledger/Replay.ts"
 import { KeyStore } from "../accounts/KeyStore.ts"
 
@@ -68,7 +67,6 @@ const keyJson = (k: KeyRecord) => ({
 })
 
 const fail = (message: string) => Effect.fail(new OperationFailed({ message }))
-const encodeEvent = Schema.encodeSync(DomainEvent)
 
 export const run = (op: Operation) => {
   switch (op._tag) {
@@ -134,22 +132,7 @@ export const run = (op: Operation) => {
     case "events":
       return Effect.flatMap(EventLog, (log) =>
         log.read({ fromPosition: op.fromPosition, streamId: op.streamId, limit: op.limit })).pipe(
-          Effect.map((events) =>
-            events.map((e) => {
-              const { _tag, ...data } = encodeEvent(e.event) as { _tag: string }
-              return {
-                position: e.position,
-                transaction_id: e.transactionId,
-                stream_id: e.streamId,
-                stream_version: e.streamVersion,
-                type: _tag,
-                schema_version: e.schemaVersion,
-                occurred_at: e.occurredAt,
-                data,
-                metadata: e.metadata
-              }
-            })
-          ),
+          Effect.map((events) => events.map(exportLine)),
           Effect.orDie
         )
     case "events.export":

@@ -97,6 +97,14 @@ const isTerminal = (upstream: StreamEndpoint, event: SseEvent, json: any) =>
 
 export const relayFor = (o: Options): Relay => {
   const seen = new Observer()
+  /** Parses one upstream event, throws for an error event, notes the terminal one. */
+  const read = (event: SseEvent): any => {
+    const json = parse(event)
+    const error = errorOf(event, json)
+    if (error) throw error
+    if (isTerminal(o.upstream, event, json)) seen.done = true
+    return json
+  }
   const base = {
     finished: () => seen.done,
     usage: () => seen.reported,
@@ -110,10 +118,7 @@ export const relayFor = (o: Options): Relay => {
     return {
       ...base,
       push: (event) => {
-        const json = parse(event)
-        const error = errorOf(event, json)
-        if (error) throw error
-        if (isTerminal(o.upstream, event, json)) seen.done = true
+        const json = read(event)
         const ops = decoder.push(event, json)
         seen.see(ops)
         return ops.flatMap(emitter.push)
@@ -126,9 +131,7 @@ export const relayFor = (o: Options): Relay => {
     return {
       ...base,
       push: (event) => {
-        const json = parse(event)
-        const error = errorOf(event, json)
-        if (error) throw error
+        const json = read(event)
         if (json === null) return [event]
         if (json.type === "response.output_text.delta" || json.type === "response.function_call_arguments.delta") {
           seen.chars += String(json.delta ?? "").length
@@ -137,7 +140,6 @@ export const relayFor = (o: Options): Relay => {
           json.response.model = o.model
           if (json.response.usage) seen.reported = fromResponsesUsage(json.response.usage)
         }
-        if (isTerminal("responses", event, json)) seen.done = true
         return [{ event: event.event, data: JSON.stringify(json) }]
       },
       end: () => []
@@ -149,10 +151,7 @@ export const relayFor = (o: Options): Relay => {
   return {
     ...base,
     push: (event) => {
-      const json = parse(event)
-      const error = errorOf(event, json)
-      if (error) throw error
-      if (isTerminal(o.upstream, event, json)) seen.done = true
+      const json = read(event)
       seen.see(decoder.push(event, json))
       if (json === null) return o.client === "chat.completions" ? [] : [event] // [DONE] is re-sent by end()
       if (o.client === "chat.completions") {

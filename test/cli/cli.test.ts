@@ -150,7 +150,7 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
 
   it("events prints the log in order, filtered by stream, position and limit, without secrets", async () => {
     const all = await tollgateJson(["events"], env)
-    expect(all.map((e: { type: string }) => e.type)).toEqual(["KeyIssued", "KeyRevoked", "VendorRegistered", "VendorTokenIssued"])
+    expect(all.map((e: { event_type: string }) => e.event_type)).toEqual(["KeyIssued", "KeyRevoked", "VendorRegistered", "VendorTokenIssued"])
     const positions = all.map((e: { position: string }) => Number(e.position))
     expect([...positions].sort((a, b) => a - b)).toEqual(positions)
     expect(all[0]).toMatchObject({
@@ -164,7 +164,7 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
     expect(text).not.toContain(vendor.token)
 
     const stream = await tollgateJson(["events", "--stream", `key-${created.id}`], env)
-    expect(stream.map((e: { type: string; stream_version: number }) => [e.type, e.stream_version])).toEqual([["KeyIssued", 1], ["KeyRevoked", 2]])
+    expect(stream.map((e: { event_type: string; stream_version: number }) => [e.event_type, e.stream_version])).toEqual([["KeyIssued", 1], ["KeyRevoked", 2]])
     const page = await tollgateJson(["events", "--from", all[1].position, "--limit", "2"], env)
     expect(page.map((e: { position: string }) => e.position)).toEqual([all[1].position, all[2].position])
   }, T)
@@ -278,12 +278,12 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder while 
       tollgateJson(["events", "--stream", `key-${cliKey.id}`], env),
       tollgateJson(["replay", "--verify"], env)
     ])
-    const types = events.map((e: { type: string }) => e.type)
+    const types = events.map((e: { event_type: string }) => e.event_type)
     expect(types.filter((t: string) => t === "KeyIssued")).toHaveLength(2)
     expect(types.filter((t: string) => t === "Billed")).toHaveLength(2) // the dev key's chat and the CLI key's
-    expect(events.find((e: { type: string; data: { key_id?: string } }) => e.type === "Billed" && e.data.key_id === devKeyId))
+    expect(events.find((e: { event_type: string; data: { key_id?: string } }) => e.event_type === "Billed" && e.data.key_id === devKeyId))
       .toBeDefined()
-    expect(stream.map((e: { type: string }) => e.type)).toEqual(["KeyIssued"])
+    expect(stream.map((e: { event_type: string }) => e.event_type)).toEqual(["KeyIssued"])
     expect(report.ok).toBe(true)
     expect(report.differences).toEqual([])
     expect(report.events).toBe(events.length)
@@ -362,7 +362,7 @@ describe.runIf(backend() === "postgres")("CLI and a running server sharing a Pos
     expect(usage.totals.requests).toBe(1)
     expect(usage.quota.used_usd).not.toBe("0")
     const events = await tollgateJson(["events", "--stream", `key-${key.id}`], env)
-    expect(events.map((e: { type: string }) => e.type)).toEqual(["KeyIssued"])
+    expect(events.map((e: { event_type: string }) => e.event_type)).toEqual(["KeyIssued"])
   }, T)
 
   it("a key revoked with the CLI stops working on the running server within a second", async () => {

@@ -94,7 +94,7 @@ describe("a gateway killed with streams in flight", () => {
     const deadline = Date.now() + 30_000
     for (;;) {
       events = await tollgateJson(["events", "--limit", "1000"], env)
-      const billed = events.filter((e) => e.type === "Billed")
+      const billed = events.filter((e) => e.event_type === "Billed")
       if (billed.length >= 4 || Date.now() > deadline) break
       await new Promise((r) => setTimeout(r, 300))
     }
@@ -104,7 +104,7 @@ describe("a gateway killed with streams in flight", () => {
     }
     expect(byStream.size).toBe(4)
     for (const [stream, list] of byStream) {
-      expect(list.map((e) => e.type), stream).toEqual(["StreamStarted", "UsageReported", "Billed"])
+      expect(list.map((e) => e.event_type), stream).toEqual(["StreamStarted", "UsageReported", "Billed"])
     }
     const billed = [...byStream.values()].map((l) => l[2].data)
     expect(billed.filter((b) => b.outcome === "completed")).toHaveLength(1)

@@ -70,8 +70,8 @@ describe.skipIf(backend() !== "postgres")("two gateway processes on one Postgres
     for (const r of refused) expect(r.body.error.code).toBe("insufficient_quota")
 
     const events = await tollgateJson(["events", "--limit", "10000"], env)
-    const billed = events.filter((e: any) => e.type === "Billed")
-    const started = events.filter((e: any) => e.type === "StreamStarted")
+    const billed = events.filter((e: any) => e.event_type === "Billed")
+    const started = events.filter((e: any) => e.event_type === "StreamStarted")
     expect(started).toHaveLength(N)
     expect(billed).toHaveLength(N)
     expect(new Set(billed.map((e: any) => e.stream_id)).size).toBe(N)
