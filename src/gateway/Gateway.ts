@@ -21,7 +21,7 @@ import { type Route, routeFor } from "../translate/Route.ts"
 import { attempt, type Json } from "../translate/Untranslatable.ts"
 import { textOf } from "../wire/text.ts"
 import { type Usage, usageOfReply } from "../wire/usage.ts"
-import { BadRequest, LedgerDown, ModelNotFound, UpstreamFailure } from "./errors.ts"
+import { BadRequest, LedgerDown, ModelNotFound, RateLimitReached, UpstreamFailure } from "./errors.ts"
 import { Exhausted, withFailover } from "./Failover.ts"
 import { RequestSupervisor } from "./RequestSupervisor.ts"
 
@@ -48,7 +48,7 @@ export interface GenerationResult {
   readonly body: unknown
 }
 
-export type Refusal = ModelNotFound | BadRequest | QuotaExceeded | UpstreamFailure | LedgerDown
+export type Refusal = ModelNotFound | BadRequest | QuotaExceeded | RateLimitReached | UpstreamFailure | LedgerDown
 
 /** One way to serve the request: a deployment, the route to it, the body in its style. */
 interface Candidate {
@@ -189,8 +189,12 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
         images: g.images
       }, prices).total_nanos
 
-    const started = (g: Generation, first: Candidate, reservation: Reservation) =>
-      log.append({
+    const started = (g: Generation, first: Candidate, reservation: Reservation) => {
+      const limits = catalog.serverOptions.get(g.key.serverOption)?.rate_limits
+      const rateLimits = limits && (limits.requests_per_minute !== undefined || limits.tokens_per_minute !== undefined)
+        ? limits
+        : undefined
+      return log.append({
         streamId: streamOf.request(g.requestId),
         expectedVersion: 0,
         metadata: { request_id: g.requestId },
@@ -205,7 +209,8 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
           upstream_model: first.deployment.upstreamModel,
           reserved_nanos: reservation.amount,
           replica: replicaId,
-          input_estimate_tokens: estimateInput(g)
+          input_estimate_tokens: estimateInput(g),
+          ...(rateLimits ? { rate_limits: rateLimits } : {})
         }]
       }).pipe(
         Effect.tapError(() => reservation.release),
@@ -214,9 +219,15 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
             ? new QuotaExceeded({
               message: "This key's remaining quota, with what its requests in flight hold, cannot cover this request's worst case; lower max_tokens or top up the key."
             })
+            : e._tag === "RateExceeded"
+            ? new RateLimitReached({
+              message: "This key has reached its rate limit (requests or tokens per minute); retry after the time in Retry-After.",
+              retryAfterSeconds: Math.max(1, 60 - new Date().getUTCSeconds())
+            })
             : new LedgerDown({ message: e.message })
         )
       )
+    }
 
     /** UsageReported + Billed, once; retried while the log is unreachable; releases the reservation. */
     const bill = (

@@ -87,8 +87,9 @@ export class Reconciler extends Effect.Service<Reconciler>()("Gateway/Reconciler
         return appended
       })
 
-    /** Bills every orphaned request; returns how many it billed. */
+    /** Bills every orphaned request; returns how many it billed. Also drops rate-limit minutes long past. */
     const reconcile = Effect.gen(function*() {
+      yield* sql`DELETE FROM rate_minutes WHERE minute < now() - interval '5 minutes'`
       const rows = yield* orphans
       let billed = 0
       for (const row of rows) if (yield* reconcileOne(row)) billed++

@@ -21,3 +21,9 @@ export class UpstreamFailure extends Data.TaggedError("UpstreamFailure")<{
 
 /** The event log cannot take the request's StreamStarted: nothing is sent upstream. */
 export class LedgerDown extends Data.TaggedError("LedgerDown")<{ readonly message: string }> {}
+
+/** The key's rate limit for the current minute is reached. */
+export class RateLimitReached extends Data.TaggedError("RateLimitReached")<{
+  readonly message: string
+  readonly retryAfterSeconds: number
+}> {}

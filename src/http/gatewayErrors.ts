@@ -2,9 +2,9 @@
 import { Effect } from "effect"
 import type { QuotaExceeded } from "../accounts/errors.ts"
 import { InvalidRequest, NotFound, Overloaded, RateLimited, UpstreamFailed } from "../api/errors.ts"
-import type { BadRequest, LedgerDown, ModelNotFound, UpstreamFailure } from "../gateway/errors.ts"
+import type { BadRequest, LedgerDown, ModelNotFound, RateLimitReached, UpstreamFailure } from "../gateway/errors.ts"
 
-export type GatewayRefusal = BadRequest | ModelNotFound | QuotaExceeded | UpstreamFailure | LedgerDown
+export type GatewayRefusal = BadRequest | ModelNotFound | QuotaExceeded | RateLimitReached | UpstreamFailure | LedgerDown
 
 export const toApiError = (e: GatewayRefusal) => {
   switch (e._tag) {
@@ -22,6 +22,8 @@ export const toApiError = (e: GatewayRefusal) => {
       })
     case "QuotaExceeded":
       return new RateLimited({ message: e.message, code: "insufficient_quota" })
+    case "RateLimitReached":
+      return new RateLimited({ message: e.message, code: "rate_limited", retryAfterSeconds: e.retryAfterSeconds })
     case "UpstreamFailure":
       return new UpstreamFailed({
         status: e.status,

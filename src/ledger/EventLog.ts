@@ -13,7 +13,7 @@ import { Data, Deferred, Effect, Exit, Queue, Schema } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import { hostname } from "node:os"
 import { currentSchemaVersion, DomainEvent, type EventType, upcasters } from "./events.ts"
-import { applySql, type QuotaGuardFailed } from "./projections/applySql.ts"
+import { applySql, type QuotaGuardFailed, type RateGuardFailed } from "./projections/applySql.ts"
 import { project } from "./projections/project.ts"
 
 export class StreamConflict extends Data.TaggedError("StreamConflict")<{
@@ -27,12 +27,18 @@ export class QuotaUnavailable extends Data.TaggedError("QuotaUnavailable")<{
   readonly message: string
 }> {}
 
+/** A StreamStarted past its key's rate limits for the current minute (across every process). */
+export class RateExceeded extends Data.TaggedError("RateExceeded")<{
+  readonly keyId: string
+  readonly message: string
+}> {}
+
 export class LedgerUnavailable extends Data.TaggedError("LedgerUnavailable")<{
   readonly message: string
   readonly cause?: unknown
 }> {}
 
-export type AppendError = StreamConflict | LedgerUnavailable | QuotaUnavailable
+export type AppendError = StreamConflict | LedgerUnavailable | QuotaUnavailable | RateExceeded
 
 export interface AppendRequest {
   readonly streamId: string
@@ -210,13 +216,15 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     const runAlone = (job: Job) =>
       commit([job]).pipe(
         Effect.flatMap((result) => settle([job], result)),
-        Effect.catchAll((error: SqlError | PartialAppend | QuotaGuardFailed) =>
+        Effect.catchAll((error: SqlError | PartialAppend | QuotaGuardFailed | RateGuardFailed) =>
           Deferred.fail(
             job.done,
             error._tag === "PartialAppend"
               ? new StreamConflict({ streamId: error.streamId, message: `stream ${error.streamId} changed concurrently` })
               : error._tag === "QuotaGuardFailed"
               ? new QuotaUnavailable({ keyId: error.keyId, message: `the quota of key ${error.keyId} cannot cover this reservation` })
+              : error._tag === "RateGuardFailed"
+              ? new RateExceeded({ keyId: error.keyId, message: `key ${error.keyId} reached its rate limit for this minute` })
               : new LedgerUnavailable({ message: `event log append failed: ${error.message}`, cause: error })
           )
         )

@@ -85,7 +85,12 @@ export const StreamStarted = Schema.TaggedStruct("StreamStarted", {
   reserved_nanos: Nanos,
   replica: Schema.String,
   /** The gateway's estimate of the prompt's tokens (about four characters a token), for reconciliation. */
-  input_estimate_tokens: Schema.optional(Schema.Int)
+  input_estimate_tokens: Schema.optional(Schema.Int),
+  /** The key's rate limits when it started; the append is refused past them (shared by every process). */
+  rate_limits: Schema.optional(Schema.Struct({
+    requests_per_minute: Schema.optional(Schema.Int),
+    tokens_per_minute: Schema.optional(Schema.Int)
+  }))
 })
 
 export const UsageReported = Schema.TaggedStruct("UsageReported", {

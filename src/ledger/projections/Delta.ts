@@ -25,6 +25,18 @@ export type Delta =
    * the event exists only if the guard held when it was written.
    */
   | { readonly _tag: "reserve"; readonly keyId: string; readonly amount: bigint }
+  /**
+   * Operational, SQL only (replay ignores it): counts a request in its key's minute, refused past
+   * the limits (`RateGuardFailed`); or adds the tokens a request used to the minute it was billed in.
+   */
+  | {
+    readonly _tag: "rate"
+    readonly keyId: string
+    readonly at: string
+    readonly requests: number
+    readonly tokens: number
+    readonly limits?: { readonly requests_per_minute?: number | undefined; readonly tokens_per_minute?: number | undefined } | undefined
+  }
 
 export type ColumnKind = "text" | "bigint" | "timestamp" | "date" | "json"
 

@@ -25,6 +25,7 @@ export class ProjectionConflict extends Error {}
 /** Applies one event's deltas. Counters commute, so applying them in order is equivalent to the SQL plan. */
 export const applyMemory = (state: MemoryTables, deltas: ReadonlyArray<Delta>): void => {
   for (const d of deltas) {
+    if (d._tag === "rate") continue // operational state, not a projection
     if (d._tag === "reserve") {
       const row = state.api_keys.get(keyOf(tables.api_keys, { key_id: d.keyId }))
       if (row) row.reserved_nanos = (row.reserved_nanos as bigint) + d.amount

@@ -16,12 +16,15 @@ const param = (v: Value): unknown => {
 const where = (key: Row, offset: number) =>
   Object.keys(key).map((c, i) => `${c} = $${offset + i + 1}`).join(" AND ")
 
-type Statement = readonly [text: string, params: ReadonlyArray<unknown>, guardedKey?: string]
+type Statement = readonly [text: string, params: ReadonlyArray<unknown>, guard?: { readonly keyId: string; readonly kind: "quota" | "rate" }]
 
 /** A reservation the key's quota could not cover when the append was written. */
 export class QuotaGuardFailed extends Data.TaggedError("QuotaGuardFailed")<{ readonly keyId: string }> {}
 
-const structural = (d: Exclude<Delta, { _tag: "increment" | "upsertAdd" | "reserve" }>): Statement => {
+/** A request its key's rate limits (requests or tokens in the current minute) did not allow. */
+export class RateGuardFailed extends Data.TaggedError("RateGuardFailed")<{ readonly keyId: string }> {}
+
+const structural = (d: Exclude<Delta, { _tag: "increment" | "upsertAdd" | "reserve" | "rate" }>): Statement => {
   switch (d._tag) {
     case "insert": {
       const cols = Object.keys(d.row)
@@ -85,6 +88,7 @@ const counterStatements = (
 export const plan = (deltas: ReadonlyArray<Delta>): ReadonlyArray<Statement> => {
   const out: Array<Statement> = []
   const guarded: Array<Statement> = []
+  const rates: Array<Statement> = []
   const counters = new Map<string, { tag: "increment" | "upsertAdd"; table: TableName; rows: Map<string, Counter> }>()
   for (const d of deltas) {
     if (d._tag === "increment" || d._tag === "upsertAdd") {
@@ -106,21 +110,43 @@ export const plan = (deltas: ReadonlyArray<Delta>): ReadonlyArray<Statement> => 
             WHERE key_id = $1 AND quota_nanos - used_nanos - reserved_nanos >= $2::bigint RETURNING 1)
          SELECT 1 FROM held UNION ALL SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM api_keys WHERE key_id = $1)`,
         [d.keyId, d.amount.toString()],
-        d.keyId
+        { keyId: d.keyId, kind: "quota" }
       ])
+    } else if (d._tag === "rate") {
+      const rpm = d.limits?.requests_per_minute
+      const tpm = d.limits?.tokens_per_minute
+      const guarded = d.requests > 0 && (rpm !== undefined || tpm !== undefined)
+      const conds = [
+        ...(rpm !== undefined ? [`rate_minutes.requests < ${Number(rpm)}`] : []),
+        ...(tpm !== undefined ? [`rate_minutes.tokens < ${Number(tpm)}`] : [])
+      ]
+      const statement: Statement = [
+        `INSERT INTO rate_minutes (key_id, minute, requests, tokens)
+         VALUES ($1, date_trunc('minute', $2::timestamptz), $3, $4)
+         ON CONFLICT (key_id, minute) DO UPDATE
+           SET requests = rate_minutes.requests + EXCLUDED.requests, tokens = rate_minutes.tokens + EXCLUDED.tokens
+           ${guarded && conds.length ? `WHERE ${conds.join(" AND ")}` : ""}
+         RETURNING 1`,
+        [d.keyId, d.at, d.requests, d.tokens]
+      ]
+      rates.push(guarded ? [statement[0], statement[1], { keyId: d.keyId, kind: "rate" }] : statement)
     } else {
       out.push(structural(d))
     }
   }
-  out.push(...guarded)
+  out.push(...rates, ...guarded)
   for (const g of counters.values()) out.push(counterStatements(g.tag, g.table, [...g.rows.values()]))
   return out
 }
 
 export const applySql = (sql: SqlClient.SqlClient, deltas: ReadonlyArray<Delta>) =>
-  Effect.forEach(plan(deltas), ([text, params, guardedKey]) =>
-    guardedKey === undefined
+  Effect.forEach(plan(deltas), ([text, params, guard]) =>
+    guard === undefined
       ? sql.unsafe(text, params).raw
       : sql.unsafe(text, params).pipe(
-        Effect.flatMap((rows) => rows.length > 0 ? Effect.void : Effect.fail(new QuotaGuardFailed({ keyId: guardedKey })))
+        Effect.flatMap((rows) =>
+          rows.length > 0
+            ? Effect.void
+            : Effect.fail(guard.kind === "quota" ? new QuotaGuardFailed({ keyId: guard.keyId }) : new RateGuardFailed({ keyId: guard.keyId }))
+        )
       ), { discard: true })

@@ -61,6 +61,13 @@ export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<D
       }]
     case "StreamStarted":
       return [{ _tag: "reserve", keyId: event.key_id, amount: event.reserved_nanos }, {
+        _tag: "rate",
+        keyId: event.key_id,
+        at: occurredAt,
+        requests: 1,
+        tokens: 0,
+        limits: event.rate_limits
+      }, {
         _tag: "insert",
         table: "open_requests",
         row: {
@@ -77,6 +84,7 @@ export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<D
       const u = event.usage
       return [
         { _tag: "delete", table: "open_requests", key: { request_id: event.request_id } },
+        { _tag: "rate", keyId: event.key_id, at: occurredAt, requests: 0, tokens: u.input_tokens + u.output_tokens },
         {
           _tag: "increment",
           table: "api_keys",

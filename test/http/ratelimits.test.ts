@@ -1,0 +1,80 @@
+/**
+ * Rate limits per key from its Server Option, counted in the append transaction of each request (so
+ * every gateway process shares them): past the limit, 429 rate_limit_error `rate_limited` with a
+ * Retry-After, and nothing written for the refused request.
+ */
+import { describe, expect, layer } from "@effect/vitest"
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { Keys } from "../../src/accounts/Keys.ts"
+import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
+import * as Replay from "../../src/ledger/Replay.ts"
+import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
+
+const config: ConfigFileEncoded = {
+  providers: { mock: { type: "mock", style: "openai" } },
+  models: {
+    m: { deployments: [{ provider: "mock" }], pricing: { input_per_mtok: "1", output_per_mtok: "1" } },
+    t: { deployments: [{ provider: "mock", model: "m" }], pricing: { input_per_mtok: "1", output_per_mtok: "1" } }
+  },
+  server_options: {
+    rpm: { models: ["m"], rate_limits: { requests_per_minute: 3 } },
+    tpm: { models: ["t"], rate_limits: { tokens_per_minute: 30 } }
+  },
+  default_server_option: "rpm"
+}
+
+describe("rate limits", () => {
+  layer(makeTestGateway(config), { timeout: 60_000, excludeTestServices: true })((it) => {
+    const call = (base: string, secret: string, model: string) =>
+      Effect.promise(() =>
+        fetch(`${base}/v1/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+          body: JSON.stringify({ model, messages: [{ role: "user", content: "hello there" }] })
+        }).then(async (r) => ({ status: r.status, retryAfter: r.headers.get("retry-after"), body: (await r.json()) as any }))
+      )
+
+    it.effect("requests per minute: the 4th of 3 allowed is 429 rate_limited with Retry-After, and writes nothing", () =>
+      Effect.gen(function*() {
+        // Stay clear of a minute boundary, where the window would restart mid-test.
+        if (new Date().getUTCSeconds() > 50) yield* Effect.sleep("11 seconds")
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        const statuses = []
+        for (let i = 0; i < 3; i++) statuses.push((yield* call(base, secret, "m")).status)
+        expect(statuses).toEqual([200, 200, 200])
+        const sql = yield* SqlClient.SqlClient
+        const before = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM event_log`
+        const limited = yield* call(base, secret, "m")
+        expect(limited.status).toBe(429)
+        expect(limited.body.error).toMatchObject({ type: "rate_limit_error", code: "rate_limited" })
+        const retryAfter = Number(limited.retryAfter)
+        expect(retryAfter).toBeGreaterThanOrEqual(1)
+        expect(retryAfter).toBeLessThanOrEqual(60)
+        const after = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM event_log`
+        expect(after[0]!.n).toBe(before[0]!.n)
+        // Another key has its own window.
+        const other = yield* issueKey()
+        expect((yield* call(base, other.secret, "m")).status).toBe(200)
+        expect((yield* Replay.verify).ok).toBe(true)
+      }))
+
+    it.effect("tokens per minute: once a minute's billed tokens reach the limit, the next call is refused", () =>
+      Effect.gen(function*() {
+        if (new Date().getUTCSeconds() > 50) yield* Effect.sleep("11 seconds")
+        const base = yield* baseUrl
+        // A key on the tpm option.
+        const issued = yield* Effect.flatMap(Keys, (keys) =>
+          keys.issue({ quotaNanos: 10_000_000_000n, serverOption: "tpm", issuedBy: "test" })).pipe(Effect.orDie)
+        const first = yield* call(base, issued.secret, "t")
+        expect(first.status).toBe(200)
+        expect(first.body.usage.total_tokens).toBeGreaterThanOrEqual(20)
+        const second = yield* call(base, issued.secret, "t")
+        expect(second.status).toBe(200) // 20-odd tokens used, under 30: allowed, and it takes the minute past 30
+        const third = yield* call(base, issued.secret, "t")
+        expect(third.status).toBe(429)
+        expect(third.body.error.code).toBe("rate_limited")
+      }))
+  })
+})
