@@ -14,11 +14,13 @@ export interface KeyRecord {
   readonly createdAt: string
   readonly expiresAt: string | null
   revokedAt: string | null
+  /** The key's own rate limits (each absent one comes from its Server Option). */
+  readonly rateLimits?: { readonly requests_per_minute?: number | undefined; readonly tokens_per_minute?: number | undefined } | undefined
 }
 
 export const KEY_COLUMNS = `key_id, key_hash, key_hint, name, vendor_id, server_option, allowed_models,
   quota_nanos::text AS quota_nanos, used_nanos::text AS used_nanos, billed_requests::text AS billed_requests,
-  metadata, created_at, expires_at, revoked_at`
+  metadata, created_at, expires_at, revoked_at, rate_limits`
 
 export interface KeyRow {
   readonly key_id: string
@@ -35,6 +37,7 @@ export interface KeyRow {
   readonly created_at: Date | string
   readonly expires_at: Date | string | null
   readonly revoked_at: Date | string | null
+  readonly rate_limits: unknown
 }
 
 const json = (v: unknown) => (typeof v === "string" ? JSON.parse(v) : v)
@@ -56,7 +59,8 @@ export const fromRow = (r: KeyRow): KeyRecord => {
     metadata: (json(r.metadata) ?? {}) as Record<string, string>,
     createdAt: iso(r.created_at)!,
     expiresAt: iso(r.expires_at),
-    revokedAt: iso(r.revoked_at)
+    revokedAt: iso(r.revoked_at),
+    rateLimits: (json(r.rate_limits) ?? undefined) as KeyRecord["rateLimits"]
   }
 }
 

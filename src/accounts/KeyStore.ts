@@ -72,7 +72,8 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
               metadata: event.metadata,
               createdAt: occurredAt,
               expiresAt: event.expires_at,
-              revokedAt: null
+              revokedAt: null,
+              rateLimits: event.rate_limits
             })
             break
           case "QuotaGranted": {

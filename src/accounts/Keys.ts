@@ -19,6 +19,8 @@ export interface IssueKey {
   readonly expiresAt?: string | undefined
   readonly metadata?: Readonly<Record<string, string>> | undefined
   readonly vendorId?: string | undefined
+  /** The key's own limits; absent ones come from its Server Option. */
+  readonly rateLimits?: { readonly requests_per_minute?: number | undefined; readonly tokens_per_minute?: number | undefined } | undefined
   /** Server Options the issuer may attach (a vendor's entitlements); absent: any. */
   readonly permittedServerOptions?: ReadonlyArray<string> | undefined
   readonly issuedBy: string
@@ -72,6 +74,18 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         if (input.expiresAt !== undefined && Number.isNaN(Date.parse(input.expiresAt))) {
           return yield* new InvalidInput({ param: "expires_at", message: "expires_at must be an ISO-8601 date-time." })
         }
+        for (const [field, v] of Object.entries(input.rateLimits ?? {})) {
+          if (v !== undefined && (!Number.isInteger(v) || v <= 0)) {
+            return yield* new InvalidInput({ param: field, message: `${field} must be a positive whole number.` })
+          }
+        }
+        const rateLimits = input.rateLimits &&
+            (input.rateLimits.requests_per_minute !== undefined || input.rateLimits.tokens_per_minute !== undefined)
+          ? {
+            ...(input.rateLimits.requests_per_minute !== undefined ? { requests_per_minute: input.rateLimits.requests_per_minute } : {}),
+            ...(input.rateLimits.tokens_per_minute !== undefined ? { tokens_per_minute: input.rateLimits.tokens_per_minute } : {})
+          }
+          : undefined
         const secret = newApiKey()
         const keyId = newId("key")
         const event = {
@@ -86,7 +100,8 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
           quota_nanos: input.quotaNanos,
           metadata: input.metadata ?? {},
           expires_at: input.expiresAt === undefined ? null : new Date(input.expiresAt).toISOString(),
-          issued_by: input.issuedBy
+          issued_by: input.issuedBy,
+          ...(rateLimits ? { rate_limits: rateLimits } : {})
         }
         const appended = yield* log.append({ streamId: streamOf.key(keyId), expectedVersion: 0, events: [event] }).pipe(
           Effect.orDie
@@ -105,7 +120,8 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
           metadata: event.metadata,
           createdAt: appended.occurredAt,
           expiresAt: event.expires_at,
-          revokedAt: null
+          revokedAt: null,
+          rateLimits
         }
         return { key, secret }
       })

@@ -69,6 +69,8 @@ const keysCreate = Command.make("create", {
   serverOption: Options.text("server-option").pipe(Options.optional),
   models: Options.text("models").pipe(Options.withDescription("comma-separated allow-list"), Options.optional),
   expiresAt: Options.text("expires-at").pipe(Options.withDescription("ISO-8601 date-time"), Options.optional),
+  rpm: Options.integer("rpm").pipe(Options.withDescription("requests per minute (default: the Server Option's)"), Options.optional),
+  tpm: Options.integer("tpm").pipe(Options.withDescription("tokens per minute (default: the Server Option's)"), Options.optional),
   json
 }, (o) =>
   operation({
@@ -77,7 +79,9 @@ const keysCreate = Command.make("create", {
     name: opt(o.name),
     serverOption: opt(o.serverOption),
     models: Option.map(o.models, list).pipe(opt),
-    expiresAt: opt(o.expiresAt)
+    expiresAt: opt(o.expiresAt),
+    requestsPerMinute: opt(o.rpm),
+    tokensPerMinute: opt(o.tpm)
   }, o.json)).pipe(Command.withDescription("create an API key; prints the key once"))
 
 const keysList = Command.make("list", { json }, ({ json }) => operation({ _tag: "keys.list" }, json))

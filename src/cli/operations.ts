@@ -25,7 +25,9 @@ export const Operation = Schema.Union(
     name: Opt(Schema.String),
     serverOption: Opt(Schema.String),
     models: Opt(Schema.Array(Schema.String)),
-    expiresAt: Opt(Schema.String)
+    expiresAt: Opt(Schema.String),
+    requestsPerMinute: Opt(Schema.Number),
+    tokensPerMinute: Opt(Schema.Number)
   }),
   Schema.TaggedStruct("keys.list", {}),
   Schema.TaggedStruct("keys.revoke", { keyId: Schema.String }),
@@ -59,6 +61,7 @@ const keyJson = (k: KeyRecord) => ({
   created_at: k.createdAt,
   expires_at: k.expiresAt,
   revoked_at: k.revokedAt,
+  rate_limits: k.rateLimits ?? null,
   status: k.revokedAt !== null
     ? "revoked"
     : k.expiresAt !== null && Date.parse(k.expiresAt) <= Date.now()
@@ -81,6 +84,7 @@ export const run = (op: Operation) => {
           serverOption: op.serverOption,
           models: op.models,
           expiresAt: op.expiresAt,
+          rateLimits: { requests_per_minute: op.requestsPerMinute, tokens_per_minute: op.tokensPerMinute },
           issuedBy: "operator"
         }).pipe(Effect.mapError((e) => new OperationFailed({ message: `${e.param ? `--${e.param.replace("_", "-")}: ` : ""}${e.message}` })))
         return { ...keyJson(issued.key), key: issued.secret }

@@ -132,6 +132,17 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
     const supervisor = yield* RequestSupervisor
     const policy = (yield* GatewayConfig).file.server.retries
 
+    /** A key's rate limits: its own, each absent one from its Server Option. */
+    const rateLimitsOf = (key: KeyRecord) => {
+      const option = catalog.serverOptions.get(key.serverOption)?.rate_limits
+      const rpm = key.rateLimits?.requests_per_minute ?? option?.requests_per_minute
+      const tpm = key.rateLimits?.tokens_per_minute ?? option?.tokens_per_minute
+      return {
+        ...(rpm !== undefined ? { requests_per_minute: rpm } : {}),
+        ...(tpm !== undefined ? { tokens_per_minute: tpm } : {})
+      }
+    }
+
     const route = (g: Generation): Effect.Effect<Routed, ModelNotFound | BadRequest> => {
       const model = catalog.find(g.key, g.model)
       if (!model) return Effect.fail(new ModelNotFound({ model: g.model }))
@@ -190,8 +201,8 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
       }, prices).total_nanos
 
     const started = (g: Generation, first: Candidate, reservation: Reservation) => {
-      const limits = catalog.serverOptions.get(g.key.serverOption)?.rate_limits
-      const rateLimits = limits && (limits.requests_per_minute !== undefined || limits.tokens_per_minute !== undefined)
+      const limits = rateLimitsOf(g.key)
+      const rateLimits = limits.requests_per_minute !== undefined || limits.tokens_per_minute !== undefined
         ? limits
         : undefined
       return log.append({
@@ -258,7 +269,8 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
             estimated: settled.estimated,
             outcome: settled.outcome,
             prices,
-            released_nanos: reservation.amount
+            released_nanos: reservation.amount,
+            ...(rateLimitsOf(g.key).tokens_per_minute !== undefined ? { counts_tokens_per_minute: true } : {})
           }
         ]
       }).pipe(

@@ -23,7 +23,12 @@ export const KeyIssued = Schema.TaggedStruct("KeyIssued", {
   metadata: Schema.Record({ key: Schema.String, value: Schema.String }),
   expires_at: Schema.NullOr(Iso),
   /** Who issued it: "operator" or "vendor:<id>". */
-  issued_by: Schema.String
+  issued_by: Schema.String,
+  /** Limits of this key; absent ones come from its Server Option. */
+  rate_limits: Schema.optional(Schema.Struct({
+    requests_per_minute: Schema.optional(Schema.Int),
+    tokens_per_minute: Schema.optional(Schema.Int)
+  }))
 })
 
 export const KeyRevoked = Schema.TaggedStruct("KeyRevoked", {
@@ -125,6 +130,8 @@ export const Billed = Schema.TaggedStruct("Billed", {
   basis: Schema.optional(Schema.String),
   /** The reservation StreamStarted held, released now. */
   released_nanos: Schema.optional(Nanos),
+  /** The key had a tokens-per-minute limit: this request's tokens count towards the minute it was billed in. */
+  counts_tokens_per_minute: Schema.optional(Schema.Boolean),
   /** The prices used, so an auditor can recompute the cost from the event alone. */
   prices: Schema.Struct({
     input_per_mtok_nanos: Nanos,

@@ -18,6 +18,7 @@ const config: ConfigFileEncoded = {
     t: { deployments: [{ provider: "mock", model: "m" }], pricing: { input_per_mtok: "1", output_per_mtok: "1" } }
   },
   server_options: {
+    open: { models: ["m"] },
     rpm: { models: ["m"], rate_limits: { requests_per_minute: 3 } },
     tpm: { models: ["t"], rate_limits: { tokens_per_minute: 30 } }
   },
@@ -58,7 +59,7 @@ describe("rate limits", () => {
         const other = yield* issueKey()
         expect((yield* call(base, other.secret, "m")).status).toBe(200)
         expect((yield* Replay.verify).ok).toBe(true)
-      }))
+      }), 30_000)
 
     it.effect("tokens per minute: once a minute's billed tokens reach the limit, the next call is refused", () =>
       Effect.gen(function*() {
@@ -75,6 +76,24 @@ describe("rate limits", () => {
         const third = yield* call(base, issued.secret, "t")
         expect(third.status).toBe(429)
         expect(third.body.error.code).toBe("rate_limited")
-      }))
+      }), 30_000)
+
+    it.effect("a key's own limit overrides its Server Option's", () =>
+      Effect.gen(function*() {
+        if (new Date().getUTCSeconds() > 50) yield* Effect.sleep("11 seconds")
+        const base = yield* baseUrl
+        const issued = yield* Effect.flatMap(Keys, (keys) =>
+          keys.issue({
+            quotaNanos: 10_000_000_000n,
+            serverOption: "open",
+            rateLimits: { requests_per_minute: 1 },
+            issuedBy: "test"
+          })).pipe(Effect.orDie)
+        expect((yield* call(base, issued.secret, "m")).status).toBe(200)
+        const second = yield* call(base, issued.secret, "m")
+        expect(second.status).toBe(429)
+        expect(second.body.error.code).toBe("rate_limited")
+        expect((yield* Replay.verify).ok).toBe(true)
+      }), 30_000)
   })
 })

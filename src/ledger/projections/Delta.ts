@@ -10,7 +10,14 @@
  *   creating the row with zeros first. Counters commute, so a batch applies them after the structural
  *   deltas, merged per row.
  */
-export type Value = string | bigint | number | boolean | null | ReadonlyArray<string> | Readonly<Record<string, string>>
+export type Value =
+  | string
+  | bigint
+  | number
+  | boolean
+  | null
+  | ReadonlyArray<string>
+  | Readonly<Record<string, string | number>>
 export type Row = Readonly<Record<string, Value>>
 
 export type Delta =
@@ -64,6 +71,7 @@ export const tables: Readonly<Record<TableName, TableSpec>> = {
       used_nanos: "bigint",
       billed_requests: "bigint",
       reserved_nanos: "bigint",
+      rate_limits: "json",
       metadata: "json",
       created_at: "timestamp",
       expires_at: "timestamp",

@@ -1,8 +1,11 @@
 /**
- * Applies projection deltas with SQL, inside the caller's transaction. Structural deltas run in order;
- * counters are merged per row and applied after them (they commute), one statement per table.
+ * Applies projection deltas with SQL, inside the caller's transaction. Structural deltas run in order
+ * (runs of inserts or deletes of one table become one statement); then rate counts, reservations
+ * (summed per key, one guarded statement) and counters merged per row (they commute), one statement
+ * per table.
  */
 import type { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
 import { Data, Effect } from "effect"
 import { type Delta, keyOf, type Row, type TableName, tables, type Value } from "./Delta.ts"
 
@@ -84,11 +87,75 @@ const counterStatements = (
   ]
 }
 
+type Structural = Exclude<Delta, { _tag: "increment" | "upsertAdd" | "reserve" | "rate" }>
+
+/** Consecutive inserts into one table with the same columns become one multi-row INSERT. */
+const insertMany = (rows: ReadonlyArray<Extract<Delta, { _tag: "insert" }>>): Statement => {
+  const cols = Object.keys(rows[0]!.row)
+  const params: Array<unknown> = []
+  const values = rows.map((d) => `(${cols.map((c) => `$${params.push(param(d.row[c]!))}`).join(", ")})`)
+  return [`INSERT INTO ${rows[0]!.table} (${cols.join(", ")}) VALUES ${values.join(", ")}`, params]
+}
+
+/** Consecutive deletes from one table become one DELETE ... WHERE (key) IN (...). */
+const deleteMany = (rows: ReadonlyArray<Extract<Delta, { _tag: "delete" }>>): Statement => {
+  const cols = Object.keys(rows[0]!.key)
+  const params: Array<unknown> = []
+  const tuples = rows.map((d) => `(${cols.map((c) => `$${params.push(param(d.key[c]!))}`).join(", ")})`)
+  return [`DELETE FROM ${rows[0]!.table} WHERE (${cols.join(", ")}) IN (${tuples.join(", ")})`, params]
+}
+
+const columnsOf = (d: Structural) => Object.keys(d._tag === "insert" ? d.row : d._tag === "delete" ? d.key : d.values).join()
+
+const sameShape = (a: Structural, b: Structural) =>
+  a._tag === b._tag && a.table === b.table && (a._tag === "insert" || a._tag === "delete") && columnsOf(a) === columnsOf(b)
+
+/**
+ * The reservations of a batch, summed per key, in one statement that returns the keys whose quota
+ * could not cover their sum (a key the projection does not have holds nothing, as in memory). If any
+ * is returned the batch fails and its appends are retried one by one, each with its own reservation.
+ */
+const reserveAll = (amounts: ReadonlyMap<string, bigint>): Statement => {
+  const params: Array<unknown> = []
+  const values = [...amounts].map(([k, a]) => `($${params.push(k)}, $${params.push(a.toString())}::bigint)`)
+  return [
+    `WITH v(key_id, amount) AS (VALUES ${values.join(", ")}),
+     held AS (
+       UPDATE api_keys AS t SET reserved_nanos = t.reserved_nanos + v.amount FROM v
+        WHERE t.key_id = v.key_id AND t.quota_nanos - t.used_nanos - t.reserved_nanos >= v.amount
+       RETURNING t.key_id)
+     SELECT v.key_id FROM v
+      WHERE NOT EXISTS (SELECT 1 FROM held WHERE held.key_id = v.key_id)
+        AND EXISTS (SELECT 1 FROM api_keys a WHERE a.key_id = v.key_id)`,
+    params,
+    { keyId: "", kind: "quota" }
+  ]
+}
+
+const rateStatement = (d: Extract<Delta, { _tag: "rate" }>): Statement => {
+  const rpm = d.limits?.requests_per_minute
+  const tpm = d.limits?.tokens_per_minute
+  const guarded = d.requests > 0 && (rpm !== undefined || tpm !== undefined)
+  const conds = [
+    ...(rpm !== undefined ? [`rate_minutes.requests < ${Number(rpm)}`] : []),
+    ...(tpm !== undefined ? [`rate_minutes.tokens < ${Number(tpm)}`] : [])
+  ]
+  const text = `INSERT INTO rate_minutes (key_id, minute, requests, tokens)
+     VALUES ($1, date_trunc('minute', $2::timestamptz), $3, $4)
+     ON CONFLICT (key_id, minute) DO UPDATE
+       SET requests = rate_minutes.requests + EXCLUDED.requests, tokens = rate_minutes.tokens + EXCLUDED.tokens
+       ${guarded && conds.length ? `WHERE ${conds.join(" AND ")}` : ""}
+     RETURNING 1`
+  const params = [d.keyId, d.at, d.requests, d.tokens]
+  return guarded ? [text, params, { keyId: d.keyId, kind: "rate" }] : [text, params]
+}
+
 /** Turns a batch of deltas into the statements that apply it. Pure; exported for tests. */
 export const plan = (deltas: ReadonlyArray<Delta>): ReadonlyArray<Statement> => {
   const out: Array<Statement> = []
-  const guarded: Array<Statement> = []
+  const structurals: Array<Structural> = []
   const rates: Array<Statement> = []
+  const reserved = new Map<string, bigint>()
   const counters = new Map<string, { tag: "increment" | "upsertAdd"; table: TableName; rows: Map<string, Counter> }>()
   for (const d of deltas) {
     if (d._tag === "increment" || d._tag === "upsertAdd") {
@@ -103,50 +170,38 @@ export const plan = (deltas: ReadonlyArray<Delta>): ReadonlyArray<Statement> => 
         g.rows.set(k, { key: d.key, by: { ...d.by } })
       }
     } else if (d._tag === "reserve") {
-      guarded.push([
-        // A key the projection does not have has nothing to hold (as in memory); one it has must cover it.
-        `WITH held AS (
-           UPDATE api_keys SET reserved_nanos = reserved_nanos + $2::bigint
-            WHERE key_id = $1 AND quota_nanos - used_nanos - reserved_nanos >= $2::bigint RETURNING 1)
-         SELECT 1 FROM held UNION ALL SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM api_keys WHERE key_id = $1)`,
-        [d.keyId, d.amount.toString()],
-        { keyId: d.keyId, kind: "quota" }
-      ])
+      if (d.amount !== 0n) reserved.set(d.keyId, (reserved.get(d.keyId) ?? 0n) + d.amount)
     } else if (d._tag === "rate") {
-      const rpm = d.limits?.requests_per_minute
-      const tpm = d.limits?.tokens_per_minute
-      const guarded = d.requests > 0 && (rpm !== undefined || tpm !== undefined)
-      const conds = [
-        ...(rpm !== undefined ? [`rate_minutes.requests < ${Number(rpm)}`] : []),
-        ...(tpm !== undefined ? [`rate_minutes.tokens < ${Number(tpm)}`] : [])
-      ]
-      const statement: Statement = [
-        `INSERT INTO rate_minutes (key_id, minute, requests, tokens)
-         VALUES ($1, date_trunc('minute', $2::timestamptz), $3, $4)
-         ON CONFLICT (key_id, minute) DO UPDATE
-           SET requests = rate_minutes.requests + EXCLUDED.requests, tokens = rate_minutes.tokens + EXCLUDED.tokens
-           ${guarded && conds.length ? `WHERE ${conds.join(" AND ")}` : ""}
-         RETURNING 1`,
-        [d.keyId, d.at, d.requests, d.tokens]
-      ]
-      rates.push(guarded ? [statement[0], statement[1], { keyId: d.keyId, kind: "rate" }] : statement)
+      rates.push(rateStatement(d))
     } else {
-      out.push(structural(d))
+      structurals.push(d)
     }
   }
-  out.push(...rates, ...guarded)
+  for (let i = 0; i < structurals.length;) {
+    let j = i + 1
+    while (j < structurals.length && sameShape(structurals[i]!, structurals[j]!)) j++
+    const run = structurals.slice(i, j)
+    const first = run[0]!
+    if (run.length > 1 && first._tag === "insert") out.push(insertMany(run as Array<Extract<Delta, { _tag: "insert" }>>))
+    else if (run.length > 1 && first._tag === "delete") out.push(deleteMany(run as Array<Extract<Delta, { _tag: "delete" }>>))
+    else out.push(...run.map(structural))
+    i = j
+  }
+  out.push(...rates)
+  if (reserved.size > 0) out.push(reserveAll(reserved))
   for (const g of counters.values()) out.push(counterStatements(g.tag, g.table, [...g.rows.values()]))
   return out
 }
 
 export const applySql = (sql: SqlClient.SqlClient, deltas: ReadonlyArray<Delta>) =>
-  Effect.forEach(plan(deltas), ([text, params, guard]) =>
-    guard === undefined
-      ? sql.unsafe(text, params).raw
-      : sql.unsafe(text, params).pipe(
-        Effect.flatMap((rows) =>
-          rows.length > 0
-            ? Effect.void
-            : Effect.fail(guard.kind === "quota" ? new QuotaGuardFailed({ keyId: guard.keyId }) : new RateGuardFailed({ keyId: guard.keyId }))
-        )
-      ), { discard: true })
+  Effect.forEach(plan(deltas), ([text, params, guard]): Effect.Effect<void, SqlError | QuotaGuardFailed | RateGuardFailed> => {
+    if (guard === undefined) return Effect.asVoid(sql.unsafe(text, params).raw)
+    return sql.unsafe<{ key_id?: string }>(text, params).pipe(
+      Effect.flatMap((rows): Effect.Effect<void, QuotaGuardFailed | RateGuardFailed> => {
+        if (guard.kind === "quota") {
+          return rows.length === 0 ? Effect.void : Effect.fail(new QuotaGuardFailed({ keyId: String(rows[0]!.key_id) }))
+        }
+        return rows.length > 0 ? Effect.void : Effect.fail(new RateGuardFailed({ keyId: guard.keyId }))
+      })
+    )
+  }, { discard: true })

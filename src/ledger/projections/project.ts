@@ -24,6 +24,7 @@ export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<D
           used_nanos: 0n,
           billed_requests: 0n,
           reserved_nanos: 0n,
+          rate_limits: event.rate_limits ? stripUndefined(event.rate_limits) : null,
           metadata: event.metadata,
           created_at: occurredAt,
           expires_at: event.expires_at,
@@ -60,14 +61,9 @@ export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<D
         }
       }]
     case "StreamStarted":
-      return [{ _tag: "reserve", keyId: event.key_id, amount: event.reserved_nanos }, {
-        _tag: "rate",
-        keyId: event.key_id,
-        at: occurredAt,
-        requests: 1,
-        tokens: 0,
-        limits: event.rate_limits
-      }, {
+      return [{ _tag: "reserve", keyId: event.key_id, amount: event.reserved_nanos }, ...(event.rate_limits
+        ? [{ _tag: "rate" as const, keyId: event.key_id, at: occurredAt, requests: 1, tokens: 0, limits: event.rate_limits }]
+        : []), {
         _tag: "insert",
         table: "open_requests",
         row: {
@@ -84,7 +80,9 @@ export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<D
       const u = event.usage
       return [
         { _tag: "delete", table: "open_requests", key: { request_id: event.request_id } },
-        { _tag: "rate", keyId: event.key_id, at: occurredAt, requests: 0, tokens: u.input_tokens + u.output_tokens },
+        ...(event.counts_tokens_per_minute
+          ? [{ _tag: "rate" as const, keyId: event.key_id, at: occurredAt, requests: 0, tokens: u.input_tokens + u.output_tokens }]
+          : []),
         {
           _tag: "increment",
           table: "api_keys",
@@ -111,3 +109,6 @@ export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<D
     }
   }
 }
+
+const stripUndefined = (o: Readonly<Record<string, number | undefined>>): Record<string, number> =>
+  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Record<string, number>
