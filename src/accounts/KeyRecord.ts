@@ -12,7 +12,7 @@ export interface KeyRecord {
   billedRequests: bigint
   readonly metadata: Readonly<Record<string, string>>
   readonly createdAt: string
-  readonly expiresAt: string | null
+  expiresAt: string | null
   revokedAt: string | null
   /** The key's own rate limits (each absent one comes from its Server Option). */
   readonly rateLimits?: { readonly requests_per_minute?: number | undefined; readonly tokens_per_minute?: number | undefined } | undefined

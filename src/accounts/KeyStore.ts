@@ -81,6 +81,11 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
             if (key) key.quotaNanos += event.amount_nanos
             break
           }
+          case "KeyExpiryChanged": {
+            const key = byId.get(event.key_id)
+            if (key) key.expiresAt = event.expires_at
+            break
+          }
           case "KeyRevoked": {
             const key = byId.get(event.key_id)
             if (key) key.revokedAt = occurredAt

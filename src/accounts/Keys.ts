@@ -7,7 +7,7 @@ import { Effect } from "effect"
 import { EventLog } from "../ledger/EventLog.ts"
 import { streamOf } from "../ledger/events.ts"
 import { Catalog } from "./Catalog.ts"
-import { InvalidInput, NotFound } from "./errors.ts"
+import { CreditInsufficient, InvalidInput, NotFound } from "./errors.ts"
 import { KEY_COLUMNS, type KeyRecord, fromRow, type KeyRow } from "./KeyRecord.ts"
 import { hashSecret, hintOf, newApiKey, newId } from "./secrets.ts"
 
@@ -38,7 +38,7 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
     const log = yield* EventLog
     const catalog = yield* Catalog
 
-    const issue = (input: IssueKey): Effect.Effect<IssuedKey, InvalidInput> =>
+    const issue = (input: IssueKey): Effect.Effect<IssuedKey, InvalidInput | CreditInsufficient> =>
       Effect.gen(function*() {
         const serverOption = input.serverOption ?? catalog.defaultServerOption
         if (serverOption === undefined || !catalog.serverOptions.has(serverOption)) {
@@ -104,7 +104,11 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
           ...(rateLimits ? { rate_limits: rateLimits } : {})
         }
         const appended = yield* log.append({ streamId: streamOf.key(keyId), expectedVersion: 0, events: [event] }).pipe(
-          Effect.orDie
+          Effect.catchAll((e) =>
+            e._tag === "CreditShort"
+              ? Effect.fail(new CreditInsufficient({ message: "Your credit left cannot cover this key's quota." }))
+              : Effect.die(e)
+          )
         )
         const key: KeyRecord = {
           keyId,
@@ -151,16 +155,46 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         return yield* get(keyId)
       })
 
-    /** Tops up a key's quota (an event on its stream; the projection adds it). */
-    const grant = (keyId: string, amountNanos: bigint, grantedBy: string, reason = "top-up") =>
+    /** Tops up a key's quota (an event on its stream); a vendor's top-up draws on its credit. */
+    const grant = (keyId: string, amountNanos: bigint, grantedBy: string, reason = "top-up", vendorId?: string) =>
       Effect.gen(function*() {
         if (amountNanos <= 0n) return yield* new InvalidInput({ param: "amount", message: "A grant must be positive." })
-        const key = yield* get(keyId)
+        const key = yield* get(keyId, vendorId)
         if (key.revokedAt !== null) return yield* new InvalidInput({ param: "key", message: `Key ${keyId} is revoked.` })
         yield* log.append({
           streamId: streamOf.key(keyId),
           expectedVersion: "any",
-          events: [{ _tag: "QuotaGranted", key_id: keyId, amount_nanos: amountNanos, granted_by: grantedBy, reason }]
+          events: [{
+            _tag: "QuotaGranted",
+            key_id: keyId,
+            amount_nanos: amountNanos,
+            granted_by: grantedBy,
+            reason,
+            ...(vendorId !== undefined ? { vendor_id: vendorId } : {})
+          }]
+        }).pipe(
+          Effect.catchAll((e) =>
+            e._tag === "CreditShort"
+              ? Effect.fail(new CreditInsufficient({ message: "Your credit left cannot cover this top-up." }))
+              : Effect.die(e)
+          )
+        )
+        return yield* get(keyId)
+      })
+
+    /** Sets or clears a key's expiry. */
+    const setExpiry = (keyId: string, expiresAt: string | null, changedBy: string, vendorId?: string) =>
+      Effect.gen(function*() {
+        yield* get(keyId, vendorId)
+        yield* log.append({
+          streamId: streamOf.key(keyId),
+          expectedVersion: "any",
+          events: [{
+            _tag: "KeyExpiryChanged",
+            key_id: keyId,
+            expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString(),
+            changed_by: changedBy
+          }]
         }).pipe(Effect.orDie)
         return yield* get(keyId)
       })
@@ -172,6 +206,6 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
           options.vendorId
         ])).pipe(Effect.orDie, Effect.map((rows) => rows.map(fromRow)))
 
-    return { issue, get, revoke, grant, list } as const
+    return { issue, get, revoke, grant, setExpiry, list } as const
   })
 }) {}

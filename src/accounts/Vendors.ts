@@ -25,6 +25,8 @@ export interface Vendor {
   readonly name: string
   readonly serverOptions: ReadonlyArray<string>
   readonly createdAt: string
+  readonly creditNanos: bigint
+  readonly creditUsedNanos: bigint
 }
 
 export interface VendorSession {
@@ -38,14 +40,21 @@ interface VendorRow {
   readonly name: string
   readonly server_options: unknown
   readonly created_at: Date | string
+  readonly credit_nanos: string
+  readonly credit_used_nanos: string
 }
+
+const VENDOR_COLUMNS = `v.vendor_id, v.name, v.server_options, v.created_at, v.credit_nanos::text AS credit_nanos,
+  v.credit_used_nanos::text AS credit_used_nanos`
 
 const json = (v: unknown) => (typeof v === "string" ? JSON.parse(v) : v)
 const fromRow = (r: VendorRow): Vendor => ({
   vendorId: r.vendor_id,
   name: r.name,
   serverOptions: json(r.server_options) as Array<string>,
-  createdAt: new Date(r.created_at).toISOString()
+  createdAt: new Date(r.created_at).toISOString(),
+  creditNanos: BigInt(r.credit_nanos),
+  creditUsedNanos: BigInt(r.credit_used_nanos)
 })
 
 export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
@@ -64,7 +73,7 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
     }
 
     const get = (vendorId: string) =>
-      sql.unsafe<VendorRow>(`SELECT * FROM vendors WHERE vendor_id = $1`, [vendorId]).pipe(
+      sql.unsafe<VendorRow>(`SELECT ${VENDOR_COLUMNS} FROM vendors v WHERE v.vendor_id = $1`, [vendorId]).pipe(
         Effect.orDie,
         Effect.flatMap((rows) =>
           rows[0] ? Effect.succeed(fromRow(rows[0])) : Effect.fail(new NotFound({ message: `No vendor ${vendorId}.` }))
@@ -123,7 +132,7 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
     /** The vendor behind a token, if the token exists, is not revoked and has not expired. */
     const authenticate = (token: string) =>
       sql.unsafe<VendorRow & { token_id: string; scopes: unknown; expires_at: Date | string | null; revoked_at: unknown }>(
-        `SELECT v.vendor_id, v.name, v.server_options, v.created_at, t.token_id, t.scopes, t.expires_at, t.revoked_at
+        `SELECT ${VENDOR_COLUMNS}, t.token_id, t.scopes, t.expires_at, t.revoked_at
            FROM vendor_tokens t JOIN vendors v ON v.vendor_id = t.vendor_id
           WHERE t.token_hash = $1`,
         [hashSecret(token)]
@@ -137,11 +146,39 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
         })
       )
 
-    const list = sql.unsafe<VendorRow>(`SELECT * FROM vendors ORDER BY created_at, vendor_id`).pipe(
+    const list = sql.unsafe<VendorRow>(`SELECT ${VENDOR_COLUMNS} FROM vendors v ORDER BY v.created_at, v.vendor_id`).pipe(
       Effect.orDie,
       Effect.map((rows) => rows.map(fromRow))
     )
 
-    return { register, issueToken, authenticate, get, list } as const
+    const grantCredit = (vendorId: string, amountNanos: bigint, grantedBy: string) =>
+      Effect.gen(function*() {
+        if (amountNanos <= 0n) return yield* new InvalidInput({ param: "usd", message: "Credit grants must be positive." })
+        yield* get(vendorId)
+        yield* log.append({
+          streamId: streamOf.vendor(vendorId),
+          expectedVersion: "any",
+          events: [{ _tag: "VendorCreditGranted", vendor_id: vendorId, amount_nanos: amountNanos, granted_by: grantedBy }]
+        }).pipe(Effect.orDie)
+        return yield* get(vendorId).pipe(Effect.orDie)
+      })
+
+    const revokeToken = (tokenId: string, revokedBy: string) =>
+      Effect.gen(function*() {
+        const rows = yield* sql<{ vendor_id: string; revoked_at: unknown }>`
+          SELECT vendor_id, revoked_at FROM vendor_tokens WHERE token_id = ${tokenId}`.pipe(Effect.orDie)
+        const row = rows[0]
+        if (!row) return yield* new NotFound({ message: `No vendor token ${tokenId}.` })
+        if (row.revoked_at === null) {
+          yield* log.append({
+            streamId: streamOf.vendor(row.vendor_id),
+            expectedVersion: "any",
+            events: [{ _tag: "VendorTokenRevoked", vendor_id: row.vendor_id, token_id: tokenId, revoked_by: revokedBy }]
+          }).pipe(Effect.orDie)
+        }
+        return { tokenId, vendorId: row.vendor_id }
+      })
+
+    return { register, issueToken, authenticate, get, list, grantCredit, revokeToken } as const
   })
 }) {}

@@ -9,3 +9,6 @@ export class InvalidInput extends Data.TaggedError("InvalidInput")<{
 export class NotFound extends Data.TaggedError("NotFound")<{ readonly message: string }> {}
 
 export class QuotaExceeded extends Data.TaggedError("QuotaExceeded")<{ readonly message: string }> {}
+
+/** A vendor's credit cannot cover a key's quota or a top-up. */
+export class CreditInsufficient extends Data.TaggedError("CreditInsufficient")<{ readonly message: string }> {}

@@ -1,21 +1,59 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
-import { CreatedKey, CreateKeyRequest, ServerOptionList } from "../wire/vendor.ts"
-import { InvalidRequest, PermissionDenied, RequestTooLarge } from "./errors.ts"
+import { Schema } from "effect"
+import { CreatedKey, CreateKeyRequest, ServerOptionList, UpdateKeyRequest, VendorKey, VendorKeyList } from "../wire/vendor.ts"
+import { InvalidRequest, NotFound, PermissionDenied, RequestTooLarge } from "./errors.ts"
 import { VendorAuth } from "./security.ts"
 
-/** The reseller area (spec §4.8), under `/api` with no version prefix; vendor token required. */
+const KeyPath = Schema.Struct({ id: Schema.String })
+
+/** The reseller area (spec §4.8 and what a reseller needs beside it), under `/api`; vendor token required. */
 export class VendorApi extends HttpApiGroup.make("vendor")
   .add(
     HttpApiEndpoint.post("createKey", "/api/keys")
       .setPayload(CreateKeyRequest)
       .addSuccess(CreatedKey, { status: 201 })
       .addError(InvalidRequest)
+      .addError(NotFound)
       .addError(PermissionDenied)
       .addError(RequestTooLarge)
   )
   .add(
     HttpApiEndpoint.get("listServerOptions", "/api/server-options")
       .addSuccess(ServerOptionList)
+      .addError(PermissionDenied)
+  )
+  .add(
+    HttpApiEndpoint.get("listKeys", "/api/keys")
+      .setUrlParams(Schema.Struct({ limit: Schema.optional(Schema.NumberFromString), after: Schema.optional(Schema.String) }))
+      .addSuccess(VendorKeyList)
+      .addError(InvalidRequest)
+      .addError(PermissionDenied)
+  )
+  .add(
+    HttpApiEndpoint.get("getKey", "/api/keys/:id").setPath(KeyPath).addSuccess(VendorKey).addError(NotFound).addError(
+      PermissionDenied
+    ).addError(InvalidRequest)
+  )
+  .add(
+    HttpApiEndpoint.patch("updateKey", "/api/keys/:id")
+      .setPath(KeyPath)
+      .setPayload(UpdateKeyRequest)
+      .addSuccess(VendorKey)
+      .addError(InvalidRequest)
+      .addError(NotFound)
+      .addError(PermissionDenied)
+      .addError(RequestTooLarge)
+  )
+  .add(
+    HttpApiEndpoint.del("revokeKey", "/api/keys/:id").setPath(KeyPath).addSuccess(VendorKey).addError(NotFound).addError(
+      PermissionDenied
+    ).addError(InvalidRequest)
+  )
+  .add(
+    HttpApiEndpoint.get("getUsage", "/api/usage")
+      .setUrlParams(Schema.Struct({ from: Schema.optional(Schema.String), to: Schema.optional(Schema.String) }))
+      .addSuccess(Schema.Unknown.annotations({ description: "see the README, 'Vendor area'" }))
+      .addError(InvalidRequest)
       .addError(PermissionDenied)
   )
   .middleware(VendorAuth)

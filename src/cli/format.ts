@@ -34,13 +34,24 @@ export const human = (op: Operation, r: Json): string => {
       return `Key ${r.id} now has a quota of $${r.quota_usd} ($${r.used_usd} used).`
     case "vendors.create":
       return [
-        `Registered vendor ${r.vendor_id} ("${r.name}"), entitled to: ${r.server_options.join(", ")}.`,
+        `Registered vendor ${r.vendor_id} ("${r.name}"), entitled to: ${r.server_options.join(", ")}, credit $${r.credit_usd}.`,
         `Vendor token ${r.token_id} with scopes ${r.scopes.join(", ")}:`,
         "",
         `  ${r.token}`,
         "",
         "It is shown once: store it now. Only its hash is kept."
       ].join("\n")
+    case "vendors.list":
+      return table(
+        ["ID", "NAME", "SERVER OPTIONS", "CREDIT $", "DRAWN $"],
+        r.map((v: Json) => [v.vendor_id, v.name, v.server_options.join(","), v.credit_usd, v.credit_drawn_usd])
+      )
+    case "vendors.credit":
+      return `Vendor ${r.vendor_id} now has $${r.credit_usd} of credit ($${r.credit_drawn_usd} drawn by its keys).`
+    case "vendors.token":
+      return [`Vendor token ${r.token_id} for ${r.vendor_id}, scopes ${r.scopes.join(", ")}:`, "", `  ${r.token}`, "", "It is shown once."].join("\n")
+    case "vendors.revokeToken":
+      return `Vendor token ${r.token_id} is revoked.`
     case "usage": {
       if (Array.isArray(r)) return keyRows(r)
       const q = r.quota

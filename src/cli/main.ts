@@ -109,15 +109,41 @@ const vendorsCreate = Command.make("create", {
   name: Options.text("name"),
   scopes: Options.text("scopes").pipe(Options.withDescription("comma-separated, e.g. keys:create,server-options:read")),
   serverOptions: Options.text("server-options").pipe(Options.optional),
+  creditUsd: Options.text("credit-usd").pipe(
+    Options.withDescription("credit the vendor may hand out as key quota"),
+    Options.optional
+  ),
   json
 }, (o) =>
   operation({
     _tag: "vendors.create",
     name: o.name,
     scopes: list(o.scopes),
-    serverOptions: Option.map(o.serverOptions, list).pipe(opt)
+    serverOptions: Option.map(o.serverOptions, list).pipe(opt),
+    creditUsd: opt(o.creditUsd)
   }, o.json)).pipe(Command.withDescription("register a vendor; prints its token once"))
-const vendors = Command.make("vendors").pipe(Command.withSubcommands([vendorsCreate]))
+const vendorsList = Command.make("list", { json }, ({ json }) => operation({ _tag: "vendors.list" }, json))
+const vendorsCredit = Command.make("credit", {
+  vendorId: Args.text({ name: "VENDOR_ID" }),
+  usd: Options.text("usd").pipe(Options.withDescription("USD of credit to add (what the vendor may hand out as quota)")),
+  json
+}, (o) => operation({ _tag: "vendors.credit", vendorId: o.vendorId, usd: o.usd }, o.json)).pipe(
+  Command.withDescription("grant a vendor credit")
+)
+const vendorsToken = Command.make("token", {
+  vendorId: Args.text({ name: "VENDOR_ID" }),
+  scopes: Options.text("scopes"),
+  expiresAt: Options.text("expires-at").pipe(Options.optional),
+  json
+}, (o) =>
+  operation({ _tag: "vendors.token", vendorId: o.vendorId, scopes: list(o.scopes), expiresAt: opt(o.expiresAt) }, o.json))
+  .pipe(Command.withDescription("issue another token for a vendor; prints it once"))
+const vendorsRevokeToken = Command.make("revoke-token", { tokenId: Args.text({ name: "TOKEN_ID" }), json }, (o) =>
+  operation({ _tag: "vendors.revokeToken", tokenId: o.tokenId }, o.json))
+const vendors = Command.make("vendors").pipe(
+  Command.withSubcommands([vendorsCreate, vendorsList, vendorsCredit, vendorsToken, vendorsRevokeToken]),
+  Command.withDescription("register vendors, grant credit, issue and revoke their tokens")
+)
 
 const usage = Command.make("usage", {
   keyId: Args.text({ name: "KEY_ID" }).pipe(Args.optional),

@@ -8,7 +8,7 @@ import { Data, Effect, Schema } from "effect"
 import type { KeyRecord } from "../accounts/KeyRecord.ts"
 import { Keys } from "../accounts/Keys.ts"
 import { UsageReport, isDay } from "../accounts/UsageReport.ts"
-import { Vendors } from "../accounts/Vendors.ts"
+import { type Vendor, Vendors } from "../accounts/Vendors.ts"
 import { formatUsd, parseUsd } from "../config/Money.ts"
 import { EventLog } from "../ledger/EventLog.ts"
 import { exportLine, exportWindow } from "../ledger/Export.ts"
@@ -35,8 +35,17 @@ export const Operation = Schema.Union(
   Schema.TaggedStruct("vendors.create", {
     name: Schema.String,
     scopes: Schema.Array(Schema.String),
-    serverOptions: Opt(Schema.Array(Schema.String))
+    serverOptions: Opt(Schema.Array(Schema.String)),
+    creditUsd: Opt(Schema.String)
   }),
+  Schema.TaggedStruct("vendors.list", {}),
+  Schema.TaggedStruct("vendors.credit", { vendorId: Schema.String, usd: Schema.String }),
+  Schema.TaggedStruct("vendors.token", {
+    vendorId: Schema.String,
+    scopes: Schema.Array(Schema.String),
+    expiresAt: Opt(Schema.String)
+  }),
+  Schema.TaggedStruct("vendors.revokeToken", { tokenId: Schema.String }),
   Schema.TaggedStruct("usage", { keyId: Opt(Schema.String), from: Opt(Schema.String), to: Opt(Schema.String) }),
   Schema.TaggedStruct("events", {
     fromPosition: Opt(Schema.String),
@@ -69,6 +78,15 @@ const keyJson = (k: KeyRecord) => ({
     : "active"
 })
 
+const vendorJson = (v: Vendor) => ({
+  vendor_id: v.vendorId,
+  name: v.name,
+  server_options: v.serverOptions,
+  credit_usd: formatUsd(v.creditNanos),
+  credit_drawn_usd: formatUsd(v.creditUsedNanos),
+  created_at: v.createdAt
+})
+
 const fail = (message: string) => Effect.fail(new OperationFailed({ message }))
 
 export const run = (op: Operation) => {
@@ -86,7 +104,9 @@ export const run = (op: Operation) => {
           expiresAt: op.expiresAt,
           rateLimits: { requests_per_minute: op.requestsPerMinute, tokens_per_minute: op.tokensPerMinute },
           issuedBy: "operator"
-        }).pipe(Effect.mapError((e) => new OperationFailed({ message: `${e.param ? `--${e.param.replace("_", "-")}: ` : ""}${e.message}` })))
+        }).pipe(Effect.mapError((e) =>
+          new OperationFailed({ message: `${"param" in e && e.param ? `--${e.param.replace("_", "-")}: ` : ""}${e.message}` })
+        ))
         return { ...keyJson(issued.key), key: issued.secret }
       })
     case "keys.list":
@@ -107,18 +127,50 @@ export const run = (op: Operation) => {
         return keyJson(key)
       })
     case "vendors.create":
-      return Effect.flatMap(Vendors, (vendors) =>
-        vendors.register({ name: op.name, scopes: op.scopes, serverOptions: op.serverOptions })).pipe(
+      return Effect.gen(function*() {
+        const credit = op.creditUsd === undefined ? undefined : parseUsd(op.creditUsd)
+        if (op.creditUsd !== undefined && credit === undefined) {
+          return yield* fail(`--credit-usd: "${op.creditUsd}" is not a USD amount`)
+        }
+        const vendors = yield* Vendors
+        const r = yield* vendors.register({ name: op.name, scopes: op.scopes, serverOptions: op.serverOptions })
+        if (credit !== undefined && credit > 0n) yield* vendors.grantCredit(r.vendor.vendorId, credit, "operator")
+        return { ...r, vendor: yield* vendors.get(r.vendor.vendorId) }
+      }).pipe(
           Effect.map((r) => ({
             vendor_id: r.vendor.vendorId,
             name: r.vendor.name,
             server_options: r.vendor.serverOptions,
+            credit_usd: formatUsd(r.vendor.creditNanos),
             token_id: r.tokenId,
             token: r.token,
             scopes: r.scopes
           })),
           Effect.mapError((e) => new OperationFailed({ message: e.message }))
         )
+    case "vendors.list":
+      return Effect.flatMap(Vendors, (v) => v.list).pipe(Effect.map((list) => list.map(vendorJson)))
+    case "vendors.credit":
+      return Effect.gen(function*() {
+        const amount = parseUsd(op.usd)
+        if (amount === undefined) return yield* fail(`--usd: "${op.usd}" is not a USD amount (e.g. 100)`)
+        const vendors = yield* Vendors
+        return vendorJson(
+          yield* vendors.grantCredit(op.vendorId, amount, "operator").pipe(
+            Effect.mapError((e) => new OperationFailed({ message: e.message }))
+          )
+        )
+      })
+    case "vendors.token":
+      return Effect.flatMap(Vendors, (v) => v.issueToken(op.vendorId, op.scopes, op.expiresAt)).pipe(
+        Effect.map((t) => ({ vendor_id: op.vendorId, token_id: t.tokenId, token: t.token, scopes: t.scopes })),
+        Effect.mapError((e) => new OperationFailed({ message: e.message }))
+      )
+    case "vendors.revokeToken":
+      return Effect.flatMap(Vendors, (v) => v.revokeToken(op.tokenId, "operator")).pipe(
+        Effect.map((r) => ({ token_id: r.tokenId, vendor_id: r.vendorId, revoked: true })),
+        Effect.mapError((e) => new OperationFailed({ message: e.message }))
+      )
     case "usage":
       return Effect.gen(function*() {
         for (const [flag, v] of [["--from", op.from], ["--to", op.to]] as const) {

@@ -1,14 +1,18 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { Catalog } from "../accounts/Catalog.ts"
+import type { CreditInsufficient, InvalidInput, NotFound as AccountNotFound } from "../accounts/errors.ts"
+import type { KeyRecord } from "../accounts/KeyRecord.ts"
 import { Keys } from "../accounts/Keys.ts"
+import { isDay } from "../accounts/UsageReport.ts"
 import { Vendors } from "../accounts/Vendors.ts"
-import { InvalidRequest, PermissionDenied } from "../api/errors.ts"
+import { InvalidRequest, NotFound, PermissionDenied } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { CurrentVendor } from "../api/security.ts"
 import { formatUsd, parseUsd } from "../config/Money.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
-import { CreateKeyRequest } from "../wire/vendor.ts"
+import { CreateKeyRequest, UpdateKeyRequest } from "../wire/vendor.ts"
 import { decodeFields, readJsonObject } from "./body.ts"
 
 const requireScope = (scope: string) =>
@@ -24,12 +28,57 @@ const requireScope = (scope: string) =>
       ))
 
 const decodeCreateKey = decodeFields(CreateKeyRequest)
+const decodeUpdateKey = decodeFields(UpdateKeyRequest)
+
+/** Account refusals as the envelope's errors. */
+const refused = (e: InvalidInput | CreditInsufficient | AccountNotFound) => {
+  switch (e._tag) {
+    case "InvalidInput":
+      return new InvalidRequest({ message: e.message, ...(e.param ? { param: e.param } : {}) })
+    case "CreditInsufficient":
+      return new InvalidRequest({ message: e.message, code: "insufficient_credit", param: "quota_usd" })
+    case "NotFound":
+      return new NotFound({ message: e.message, code: "key_not_found" })
+  }
+}
+
+const statusOf = (k: KeyRecord) =>
+  k.revokedAt !== null
+    ? "revoked" as const
+    : k.expiresAt !== null && Date.parse(k.expiresAt) <= Date.now()
+    ? "expired" as const
+    : "active" as const
+
+export const vendorKeyJson = (k: KeyRecord) => ({
+  object: "api_key" as const,
+  id: k.keyId,
+  name: k.name,
+  hint: k.keyHint,
+  server_option: k.serverOption,
+  models: k.allowedModels === null ? null : [...k.allowedModels],
+  quota_usd: formatUsd(k.quotaNanos),
+  used_usd: formatUsd(k.usedNanos),
+  requests: Number(k.billedRequests),
+  status: statusOf(k),
+  created_at: k.createdAt,
+  expires_at: k.expiresAt,
+  revoked_at: k.revokedAt,
+  metadata: { ...k.metadata }
+})
+
+const futureInstant = (value: string, param: string) => {
+  const at = Date.parse(value)
+  if (Number.isNaN(at)) return Effect.fail(new InvalidRequest({ message: `\`${param}\` must be an ISO-8601 date-time.`, param }))
+  if (at <= Date.now()) return Effect.fail(new InvalidRequest({ message: `\`${param}\` is in the past.`, param }))
+  return Effect.void
+}
 
 export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handlers) =>
   Effect.gen(function*() {
     const keys = yield* Keys
     const vendors = yield* Vendors
     const catalog = yield* Catalog
+    const sql = yield* SqlClient.SqlClient
     const maxBytes = (yield* GatewayConfig).file.server.max_body_bytes
 
     return handlers
@@ -45,15 +94,7 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
               param: "quota_usd"
             })
           }
-          if (input.expires_at != null) {
-            const at = Date.parse(input.expires_at)
-            if (Number.isNaN(at)) {
-              return yield* new InvalidRequest({ message: "`expires_at` must be an ISO-8601 date-time.", param: "expires_at" })
-            }
-            if (at <= Date.now()) {
-              return yield* new InvalidRequest({ message: "`expires_at` is in the past.", param: "expires_at" })
-            }
-          }
+          if (input.expires_at != null) yield* futureInstant(input.expires_at, "expires_at")
           const vendor = yield* vendors.get(session.vendorId).pipe(Effect.orDie)
           const issued = yield* keys.issue({
             quotaNanos,
@@ -65,23 +106,8 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
             vendorId: vendor.vendorId,
             permittedServerOptions: vendor.serverOptions,
             issuedBy: `vendor:${vendor.vendorId}`
-          }).pipe(
-            Effect.mapError((e) => new InvalidRequest({ message: e.message, ...(e.param ? { param: e.param } : {}) }))
-          )
-          const k = issued.key
-          return HttpServerResponse.unsafeJson({
-            object: "api_key",
-            id: k.keyId,
-            key: issued.secret,
-            name: k.name,
-            hint: k.keyHint,
-            server_option: k.serverOption,
-            models: k.allowedModels === null ? null : [...k.allowedModels],
-            quota_usd: formatUsd(k.quotaNanos),
-            created_at: k.createdAt,
-            expires_at: k.expiresAt,
-            metadata: k.metadata
-          }, { status: 201 })
+          }).pipe(Effect.mapError(refused))
+          return HttpServerResponse.unsafeJson({ ...vendorKeyJson(issued.key), key: issued.secret }, { status: 201 })
         }))
       .handle("listServerOptions", () =>
         Effect.gen(function*() {
@@ -95,11 +121,10 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
               description: option.description,
               price_percent: option.price_percent,
               models: option.models.map((id) => {
-                const m = catalog.models.get(id)!
-                const p = m.config.pricing
+                const p = catalog.models.get(id)!.config.pricing
                 return {
                   id,
-                  kind: m.config.kind,
+                  kind: catalog.models.get(id)!.config.kind,
                   input_per_mtok_usd: formatUsd(p.input_per_mtok),
                   output_per_mtok_usd: formatUsd(p.output_per_mtok),
                   cached_input_per_mtok_usd: formatUsd(p.cached_input_per_mtok ?? p.input_per_mtok),
@@ -113,5 +138,121 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
             }]
           })
           return { object: "list" as const, data }
+        }))
+      .handle("listKeys", ({ urlParams }) =>
+        Effect.gen(function*() {
+          const session = yield* requireScope("keys:read")
+          const limit = urlParams.limit ?? 50
+          if (!Number.isInteger(limit) || limit < 1 || limit > 500) {
+            return yield* new InvalidRequest({ message: "`limit` must be a whole number from 1 to 500.", param: "limit" })
+          }
+          // Pages in key id order; `after` is the last id of the previous page.
+          const all = (yield* keys.list({ vendorId: session.vendorId }))
+            .filter((k) => urlParams.after === undefined || k.keyId > urlParams.after)
+            .sort((a, b) => (a.keyId < b.keyId ? -1 : 1))
+          const page = all.slice(0, limit)
+          return {
+            object: "list" as const,
+            data: page.map(vendorKeyJson),
+            has_more: all.length > limit,
+            last_id: page.at(-1)?.keyId ?? null
+          }
+        }))
+      .handle("getKey", ({ path }) =>
+        Effect.gen(function*() {
+          const session = yield* requireScope("keys:read")
+          return vendorKeyJson(yield* keys.get(path.id, session.vendorId).pipe(Effect.mapError(refused)))
+        }))
+      .handleRaw("updateKey", ({ path, request }) =>
+        Effect.gen(function*() {
+          const session = yield* requireScope("keys:update")
+          const body = yield* readJsonObject(request, maxBytes)
+          const input = yield* decodeUpdateKey(body.json)
+          let key = yield* keys.get(path.id, session.vendorId).pipe(Effect.mapError(refused))
+          if (input.add_quota_usd !== undefined) {
+            const amount = parseUsd(input.add_quota_usd)
+            if (amount === undefined || amount === 0n) {
+              return yield* new InvalidRequest({ message: "`add_quota_usd` must be a positive USD amount.", param: "add_quota_usd" })
+            }
+            key = yield* keys.grant(path.id, amount, `vendor:${session.vendorId}`, "vendor top-up", session.vendorId).pipe(
+              Effect.mapError(refused)
+            )
+          }
+          if (input.expires_at !== undefined) {
+            if (input.expires_at !== null) yield* futureInstant(input.expires_at, "expires_at")
+            key = yield* keys.setExpiry(path.id, input.expires_at, `vendor:${session.vendorId}`, session.vendorId).pipe(
+              Effect.mapError(refused)
+            )
+          }
+          return HttpServerResponse.unsafeJson(vendorKeyJson(key))
+        }))
+      .handle("revokeKey", ({ path }) =>
+        Effect.gen(function*() {
+          const session = yield* requireScope("keys:revoke")
+          yield* keys.get(path.id, session.vendorId).pipe(Effect.mapError(refused))
+          return vendorKeyJson(yield* keys.revoke(path.id, `vendor:${session.vendorId}`).pipe(Effect.mapError(refused)))
+        }))
+      .handle("getUsage", ({ urlParams }) =>
+        Effect.gen(function*() {
+          const session = yield* requireScope("usage:read")
+          for (const param of ["from", "to"] as const) {
+            const v = urlParams[param]
+            if (v !== undefined && !isDay(v)) {
+              return yield* new InvalidRequest({ message: `\`${param}\` must be a day, YYYY-MM-DD (UTC).`, param })
+            }
+          }
+          const vendor = yield* vendors.get(session.vendorId).pipe(Effect.orDie)
+          const params: Array<unknown> = [session.vendorId]
+          let where = "k.vendor_id = $1"
+          if (urlParams.from) where += ` AND u.day >= $${params.push(urlParams.from)}::date`
+          if (urlParams.to) where += ` AND u.day <= $${params.push(urlParams.to)}::date`
+          const rows = yield* sql.unsafe<{ key_id: string; model: string; day: string; requests: string; input: string; output: string; images: string; cost: string; estimated: string }>(
+            `SELECT u.key_id, u.model, u.day::text AS day, u.requests::text AS requests, u.input_tokens::text AS input,
+                    u.output_tokens::text AS output, u.images::text AS images, u.cost_nanos::text AS cost,
+                    u.estimated_requests::text AS estimated
+               FROM usage_daily u JOIN api_keys k ON k.key_id = u.key_id
+              WHERE ${where} ORDER BY u.day, u.key_id, u.model`,
+            params
+          ).pipe(Effect.orDie)
+          type Acc = { requests: bigint; input: bigint; output: bigint; images: bigint; cost: bigint; estimated: bigint }
+          const zero = (): Acc => ({ requests: 0n, input: 0n, output: 0n, images: 0n, cost: 0n, estimated: 0n })
+          const add = (a: Acc, r: typeof rows[number]) => {
+            a.requests += BigInt(r.requests)
+            a.input += BigInt(r.input)
+            a.output += BigInt(r.output)
+            a.images += BigInt(r.images)
+            a.cost += BigInt(r.cost)
+            a.estimated += BigInt(r.estimated)
+          }
+          const render = (a: Acc) => ({
+            requests: Number(a.requests),
+            input_tokens: Number(a.input),
+            output_tokens: Number(a.output),
+            images: Number(a.images),
+            estimated_requests: Number(a.estimated),
+            cost_usd: formatUsd(a.cost),
+            cost_nanos: a.cost.toString()
+          })
+          const totals = zero()
+          const group = (field: "key_id" | "model" | "day") => {
+            const m = new Map<string, Acc>()
+            for (const r of rows) add(m.get(r[field]) ?? m.set(r[field], zero()).get(r[field])!, r)
+            return [...m].map(([k, a]) => ({ [field]: k, ...render(a) }))
+          }
+          for (const r of rows) add(totals, r)
+          return {
+            object: "vendor_usage",
+            vendor: { id: vendor.vendorId, name: vendor.name },
+            credit: {
+              granted_usd: formatUsd(vendor.creditNanos),
+              drawn_usd: formatUsd(vendor.creditUsedNanos),
+              remaining_usd: formatUsd(vendor.creditNanos - vendor.creditUsedNanos)
+            },
+            window: { from: urlParams.from ?? null, to: urlParams.to ?? null },
+            totals: render(totals),
+            by_key: group("key_id"),
+            by_model: group("model"),
+            by_day: group("day")
+          }
         }))
   }))

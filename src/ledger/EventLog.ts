@@ -13,7 +13,7 @@ import { Data, Deferred, Effect, Exit, Queue, Schema } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import { hostname } from "node:os"
 import { currentSchemaVersion, DomainEvent, type EventType, upcasters } from "./events.ts"
-import { applySql, type QuotaGuardFailed, type RateGuardFailed } from "./projections/applySql.ts"
+import { applySql, type GuardFailed } from "./projections/applySql.ts"
 import { project } from "./projections/project.ts"
 
 export class StreamConflict extends Data.TaggedError("StreamConflict")<{
@@ -33,12 +33,18 @@ export class RateExceeded extends Data.TaggedError("RateExceeded")<{
   readonly message: string
 }> {}
 
+/** A vendor's key or top-up that its credit could not cover. */
+export class CreditShort extends Data.TaggedError("CreditShort")<{
+  readonly vendorId: string
+  readonly message: string
+}> {}
+
 export class LedgerUnavailable extends Data.TaggedError("LedgerUnavailable")<{
   readonly message: string
   readonly cause?: unknown
 }> {}
 
-export type AppendError = StreamConflict | LedgerUnavailable | QuotaUnavailable | RateExceeded
+export type AppendError = StreamConflict | LedgerUnavailable | QuotaUnavailable | RateExceeded | CreditShort
 
 export interface AppendRequest {
   readonly streamId: string
@@ -198,7 +204,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           }))
         }
         yield* applySql(sql, deltas)
-        if (committed.some((c) => c.event._tag === "KeyRevoked" || c.event._tag === "KeyIssued" || c.event._tag === "QuotaGranted")) {
+        if (committed.some((c) => c.event._tag.startsWith("Key") || c.event._tag === "QuotaGranted")) {
           yield* sql`SELECT pg_notify('tollgate_keys', 'changed')`
         }
         return { outcomes, committed }
@@ -216,7 +222,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     const runAlone = (job: Job) =>
       commit([job]).pipe(
         Effect.flatMap((result) => settle([job], result)),
-        Effect.catchAll((error: SqlError | PartialAppend | QuotaGuardFailed | RateGuardFailed) =>
+        Effect.catchAll((error: SqlError | PartialAppend | GuardFailed) =>
           Deferred.fail(
             job.done,
             error._tag === "PartialAppend"
@@ -225,6 +231,8 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
               ? new QuotaUnavailable({ keyId: error.keyId, message: `the quota of key ${error.keyId} cannot cover this reservation` })
               : error._tag === "RateGuardFailed"
               ? new RateExceeded({ keyId: error.keyId, message: `key ${error.keyId} reached its rate limit for this minute` })
+              : error._tag === "CreditGuardFailed"
+              ? new CreditShort({ vendorId: error.vendorId, message: `vendor ${error.vendorId} has too little credit left` })
               : new LedgerUnavailable({ message: `event log append failed: ${error.message}`, cause: error })
           )
         )

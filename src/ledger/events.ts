@@ -42,7 +42,15 @@ export const QuotaGranted = Schema.TaggedStruct("QuotaGranted", {
   /** Added to the key's quota (a top-up). */
   amount_nanos: Nanos,
   granted_by: Schema.String,
-  reason: Schema.String
+  reason: Schema.String,
+  /** A vendor's top-up: drawn from that vendor's credit (refused when the credit is short). */
+  vendor_id: Schema.optional(Id)
+})
+
+export const KeyExpiryChanged = Schema.TaggedStruct("KeyExpiryChanged", {
+  key_id: Id,
+  expires_at: Schema.NullOr(Iso),
+  changed_by: Schema.String
 })
 
 // ---- vendors ----------------------------------------------------------------------------------
@@ -51,6 +59,18 @@ export const VendorRegistered = Schema.TaggedStruct("VendorRegistered", {
   vendor_id: Id,
   name: Schema.String,
   server_options: Schema.Array(Schema.String)
+})
+
+export const VendorCreditGranted = Schema.TaggedStruct("VendorCreditGranted", {
+  vendor_id: Id,
+  amount_nanos: Nanos,
+  granted_by: Schema.String
+})
+
+export const VendorTokenRevoked = Schema.TaggedStruct("VendorTokenRevoked", {
+  vendor_id: Id,
+  token_id: Id,
+  revoked_by: Schema.String
 })
 
 export const VendorTokenIssued = Schema.TaggedStruct("VendorTokenIssued", {
@@ -146,8 +166,11 @@ export const DomainEvent = Schema.Union(
   KeyIssued,
   KeyRevoked,
   QuotaGranted,
+  KeyExpiryChanged,
   VendorRegistered,
   VendorTokenIssued,
+  VendorCreditGranted,
+  VendorTokenRevoked,
   StreamStarted,
   UsageReported,
   Billed
@@ -160,8 +183,11 @@ export const currentSchemaVersion: Record<EventType, number> = {
   KeyIssued: 1,
   KeyRevoked: 1,
   QuotaGranted: 1,
+  KeyExpiryChanged: 1,
   VendorRegistered: 1,
   VendorTokenIssued: 1,
+  VendorCreditGranted: 1,
+  VendorTokenRevoked: 1,
   StreamStarted: 1,
   UsageReported: 1,
   Billed: 1

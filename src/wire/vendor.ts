@@ -14,20 +14,6 @@ export const CreateKeyRequest = Schema.Struct({
   metadata: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
 }).annotations({ identifier: "CreateKeyRequest" })
 
-export const CreatedKey = Schema.Struct({
-  object: Schema.Literal("api_key"),
-  id: Schema.String,
-  key: Schema.String,
-  name: Schema.String,
-  hint: Schema.String,
-  server_option: Schema.String,
-  models: Schema.NullOr(Schema.Array(Schema.String)),
-  quota_usd: Schema.String,
-  created_at: Schema.String,
-  expires_at: Schema.NullOr(Schema.String),
-  metadata: Schema.Record({ key: Schema.String, value: Schema.String })
-}).annotations({ identifier: "CreatedKey" })
-
 export const ServerOptionModel = Schema.Struct({
   id: Schema.String,
   kind: Schema.String,
@@ -50,3 +36,39 @@ export const ServerOptionList = Schema.Struct({
     })
   }))
 }).annotations({ identifier: "ServerOptionList" })
+
+export const UpdateKeyRequest = Schema.Struct({
+  /** Added to the key's quota, drawn from the vendor's credit. */
+  add_quota_usd: Schema.optional(UsdInput),
+  /** A new expiry (ISO-8601), or null to remove it. */
+  expires_at: Schema.optional(Schema.NullOr(Schema.String))
+}).annotations({ identifier: "UpdateKeyRequest" })
+
+export const VendorKey = Schema.Struct({
+  object: Schema.Literal("api_key"),
+  id: Schema.String,
+  name: Schema.String,
+  hint: Schema.String,
+  server_option: Schema.String,
+  models: Schema.NullOr(Schema.Array(Schema.String)),
+  quota_usd: Schema.String,
+  used_usd: Schema.String,
+  requests: Schema.Number,
+  status: Schema.Literal("active", "revoked", "expired"),
+  created_at: Schema.String,
+  expires_at: Schema.NullOr(Schema.String),
+  revoked_at: Schema.NullOr(Schema.String),
+  metadata: Schema.Record({ key: Schema.String, value: Schema.String })
+}).annotations({ identifier: "VendorKey" })
+
+export const VendorKeyList = Schema.Struct({
+  object: Schema.Literal("list"),
+  data: Schema.Array(VendorKey),
+  has_more: Schema.Boolean,
+  last_id: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "VendorKeyList" })
+
+/** The answer to POST /api/keys: the key, with its clear value shown this once. */
+export const CreatedKey = Schema.extend(VendorKey, Schema.Struct({ key: Schema.String })).annotations({
+  identifier: "CreatedKey"
+})

@@ -279,8 +279,9 @@ describe("error envelope over HTTP (default config)", () => {
           ["POST", "/v1/models", "GET"],
           ["DELETE", "/v1/usage", "GET"],
           ["POST", "/v1", "GET"],
-          ["GET", "/api/keys", "POST"],
-          ["POST", "/api/server-options", "GET"]
+          ["PUT", "/api/server-options", "GET"],
+          ["POST", "/api/server-options", "GET"],
+          ["POST", "/api/usage", "GET"]
         ] as const
         for (const [method, path, allow] of cases) {
           const reply = yield* send(base, method, path)

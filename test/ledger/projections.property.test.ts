@@ -139,7 +139,11 @@ const schedule = (p: Plan): Array<ScheduledAppend> => {
       request: {
         streamId: `vendor-${vendorId}`,
         expectedVersion: 0,
-        events: [{ _tag: "VendorRegistered", vendor_id: vendorId, name: v.name, server_options: v.serverOptions }]
+        events: [
+          { _tag: "VendorRegistered", vendor_id: vendorId, name: v.name, server_options: v.serverOptions },
+          // Credit enough for every generated key (a vendor's key draws its quota from the credit).
+          { _tag: "VendorCreditGranted", vendor_id: vendorId, amount_nanos: 4n * 10n ** 18n, granted_by: "test" }
+        ]
       }
     })
     v.tokens.forEach((t, j) => {
@@ -274,14 +278,25 @@ const oracle = (committed: ReadonlyArray<{ readonly request: AppendRequest; read
   }
   for (const { event: e, occurredAt } of events) {
     switch (e._tag) {
+      case "KeyIssued": {
+        // A vendor's key draws its quota from the vendor's credit, if the vendor exists by then.
+        const v = vendors.find((x) => x.vendor_id === e.vendor_id)
+        if (v) v.credit_used_nanos = (v.credit_used_nanos as bigint) + e.quota_nanos
+        break
+      }
       case "KeyRevoked": {
         const k = keys.get(e.key_id)!
         if (k.revoked_at === null || Date.parse(occurredAt) > Date.parse(k.revoked_at as string)) k.revoked_at = occurredAt
         break
       }
       case "VendorRegistered":
-        vendors.push({ ...e, created_at: occurredAt })
+        vendors.push({ ...e, created_at: occurredAt, credit_nanos: 0n, credit_used_nanos: 0n })
         break
+      case "VendorCreditGranted": {
+        const v = vendors.find((x) => x.vendor_id === e.vendor_id)
+        if (v) v.credit_nanos = (v.credit_nanos as bigint) + e.amount_nanos
+        break
+      }
       case "VendorTokenIssued":
         tokens.push({ ...e, created_at: occurredAt, revoked_at: null })
         break

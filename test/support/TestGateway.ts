@@ -45,8 +45,13 @@ export const issueKey = (options: { quotaUsd?: number; models?: Array<string>; n
       issuedBy: "test"
     })).pipe(Effect.orDie)
 
-/** Registers a vendor with the given scopes; returns its token and id. */
-export const registerVendor = (scopes: Array<string>, serverOptions?: Array<string>) =>
-  Effect.flatMap(Vendors, (vendors) => vendors.register({ name: "test vendor", scopes, serverOptions })).pipe(
-    Effect.orDie
-  )
+/** Registers a vendor with the given scopes and credit ($1000 unless said); returns its token and id. */
+export const registerVendor = (scopes: Array<string>, serverOptions?: Array<string>, creditUsd = 1000) =>
+  Effect.gen(function*() {
+    const vendors = yield* Vendors
+    const registered = yield* vendors.register({ name: "test vendor", scopes, serverOptions })
+    if (creditUsd > 0) {
+      yield* vendors.grantCredit(registered.vendor.vendorId, BigInt(Math.round(creditUsd * 1e6)) * 1000n, "test")
+    }
+    return registered
+  }).pipe(Effect.orDie)

@@ -32,6 +32,8 @@ export type Delta =
    * the event exists only if the guard held when it was written.
    */
   | { readonly _tag: "reserve"; readonly keyId: string; readonly amount: bigint }
+  /** Draws a vendor's credit: in SQL only if the credit left covers it (else `CreditGuardFailed`). */
+  | { readonly _tag: "drawCredit"; readonly vendorId: string; readonly amount: bigint }
   /**
    * Operational, SQL only (replay ignores it): counts a request in its key's minute, refused past
    * the limits (`RateGuardFailed`); or adds the tokens a request used to the minute it was billed in.
@@ -81,7 +83,14 @@ export const tables: Readonly<Record<TableName, TableSpec>> = {
   vendors: {
     name: "vendors",
     primaryKey: ["vendor_id"],
-    columns: { vendor_id: "text", name: "text", server_options: "json", created_at: "timestamp" }
+    columns: {
+      vendor_id: "text",
+      name: "text",
+      server_options: "json",
+      created_at: "timestamp",
+      credit_nanos: "bigint",
+      credit_used_nanos: "bigint"
+    }
   },
   vendor_tokens: {
     name: "vendor_tokens",

@@ -26,6 +26,11 @@ export class ProjectionConflict extends Error {}
 export const applyMemory = (state: MemoryTables, deltas: ReadonlyArray<Delta>): void => {
   for (const d of deltas) {
     if (d._tag === "rate") continue // operational state, not a projection
+    if (d._tag === "drawCredit") {
+      const row = state.vendors.get(keyOf(tables.vendors, { vendor_id: d.vendorId }))
+      if (row) row.credit_used_nanos = (row.credit_used_nanos as bigint) + d.amount
+      continue
+    }
     if (d._tag === "reserve") {
       const row = state.api_keys.get(keyOf(tables.api_keys, { key_id: d.keyId }))
       if (row) row.reserved_nanos = (row.reserved_nanos as bigint) + d.amount

@@ -19,15 +19,22 @@ const param = (v: Value): unknown => {
 const where = (key: Row, offset: number) =>
   Object.keys(key).map((c, i) => `${c} = $${offset + i + 1}`).join(" AND ")
 
-type Statement = readonly [text: string, params: ReadonlyArray<unknown>, guard?: { readonly keyId: string; readonly kind: "quota" | "rate" }]
+type Statement = readonly [
+  text: string,
+  params: ReadonlyArray<unknown>,
+  guard?: { readonly keyId: string; readonly kind: "quota" | "rate" | "credit" }
+]
 
 /** A reservation the key's quota could not cover when the append was written. */
 export class QuotaGuardFailed extends Data.TaggedError("QuotaGuardFailed")<{ readonly keyId: string }> {}
 
+/** A vendor's credit could not cover a key's quota or a top-up. */
+export class CreditGuardFailed extends Data.TaggedError("CreditGuardFailed")<{ readonly vendorId: string }> {}
+
 /** A request its key's rate limits (requests or tokens in the current minute) did not allow. */
 export class RateGuardFailed extends Data.TaggedError("RateGuardFailed")<{ readonly keyId: string }> {}
 
-const structural = (d: Exclude<Delta, { _tag: "increment" | "upsertAdd" | "reserve" | "rate" }>): Statement => {
+const structural = (d: Structural): Statement => {
   switch (d._tag) {
     case "insert": {
       const cols = Object.keys(d.row)
@@ -87,7 +94,7 @@ const counterStatements = (
   ]
 }
 
-type Structural = Exclude<Delta, { _tag: "increment" | "upsertAdd" | "reserve" | "rate" }>
+type Structural = Exclude<Delta, { _tag: "increment" | "upsertAdd" | "reserve" | "rate" | "drawCredit" }>
 
 /** Consecutive inserts into one table with the same columns become one multi-row INSERT. */
 const insertMany = (rows: ReadonlyArray<Extract<Delta, { _tag: "insert" }>>): Statement => {
@@ -155,6 +162,7 @@ export const plan = (deltas: ReadonlyArray<Delta>): ReadonlyArray<Statement> => 
   const out: Array<Statement> = []
   const structurals: Array<Structural> = []
   const rates: Array<Statement> = []
+  const credits: Array<Statement> = []
   const reserved = new Map<string, bigint>()
   const counters = new Map<string, { tag: "increment" | "upsertAdd"; table: TableName; rows: Map<string, Counter> }>()
   for (const d of deltas) {
@@ -173,6 +181,16 @@ export const plan = (deltas: ReadonlyArray<Delta>): ReadonlyArray<Statement> => 
       if (d.amount !== 0n) reserved.set(d.keyId, (reserved.get(d.keyId) ?? 0n) + d.amount)
     } else if (d._tag === "rate") {
       rates.push(rateStatement(d))
+    } else if (d._tag === "drawCredit") {
+      // As in memory, a vendor the projection does not have has nothing to draw on; one it has must cover it.
+      credits.push([
+        `WITH drawn AS (
+           UPDATE vendors SET credit_used_nanos = credit_used_nanos + $2::bigint
+            WHERE vendor_id = $1 AND credit_nanos - credit_used_nanos >= $2::bigint RETURNING 1)
+         SELECT 1 FROM drawn UNION ALL SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM vendors WHERE vendor_id = $1)`,
+        [d.vendorId, d.amount.toString()],
+        { keyId: d.vendorId, kind: "credit" }
+      ])
     } else {
       structurals.push(d)
     }
@@ -187,21 +205,26 @@ export const plan = (deltas: ReadonlyArray<Delta>): ReadonlyArray<Statement> => 
     else out.push(...run.map(structural))
     i = j
   }
-  out.push(...rates)
+  out.push(...rates, ...credits)
   if (reserved.size > 0) out.push(reserveAll(reserved))
   for (const g of counters.values()) out.push(counterStatements(g.tag, g.table, [...g.rows.values()]))
   return out
 }
 
+export type GuardFailed = QuotaGuardFailed | RateGuardFailed | CreditGuardFailed
+
 export const applySql = (sql: SqlClient.SqlClient, deltas: ReadonlyArray<Delta>) =>
-  Effect.forEach(plan(deltas), ([text, params, guard]): Effect.Effect<void, SqlError | QuotaGuardFailed | RateGuardFailed> => {
+  Effect.forEach(plan(deltas), ([text, params, guard]): Effect.Effect<void, SqlError | GuardFailed> => {
     if (guard === undefined) return Effect.asVoid(sql.unsafe(text, params).raw)
     return sql.unsafe<{ key_id?: string }>(text, params).pipe(
-      Effect.flatMap((rows): Effect.Effect<void, QuotaGuardFailed | RateGuardFailed> => {
+      Effect.flatMap((rows): Effect.Effect<void, GuardFailed> => {
         if (guard.kind === "quota") {
           return rows.length === 0 ? Effect.void : Effect.fail(new QuotaGuardFailed({ keyId: String(rows[0]!.key_id) }))
         }
-        return rows.length > 0 ? Effect.void : Effect.fail(new RateGuardFailed({ keyId: guard.keyId }))
+        if (rows.length > 0) return Effect.void
+        return Effect.fail(
+          guard.kind === "rate" ? new RateGuardFailed({ keyId: guard.keyId }) : new CreditGuardFailed({ vendorId: guard.keyId })
+        )
       })
     )
   }, { discard: true })

@@ -9,7 +9,7 @@ import type { Delta } from "./Delta.ts"
 export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<Delta> => {
   switch (event._tag) {
     case "KeyIssued":
-      return [{
+      return [...(event.vendor_id !== null ? [{ _tag: "drawCredit" as const, vendorId: event.vendor_id, amount: event.quota_nanos }] : []), {
         _tag: "insert",
         table: "api_keys",
         row: {
@@ -34,7 +34,16 @@ export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<D
     case "KeyRevoked":
       return [{ _tag: "set", table: "api_keys", key: { key_id: event.key_id }, values: { revoked_at: occurredAt } }]
     case "QuotaGranted":
-      return [{ _tag: "increment", table: "api_keys", key: { key_id: event.key_id }, by: { quota_nanos: event.amount_nanos } }]
+      return [
+        ...(event.vendor_id !== undefined ? [{ _tag: "drawCredit" as const, vendorId: event.vendor_id, amount: event.amount_nanos }] : []),
+        { _tag: "increment", table: "api_keys", key: { key_id: event.key_id }, by: { quota_nanos: event.amount_nanos } }
+      ]
+    case "KeyExpiryChanged":
+      return [{ _tag: "set", table: "api_keys", key: { key_id: event.key_id }, values: { expires_at: event.expires_at } }]
+    case "VendorCreditGranted":
+      return [{ _tag: "increment", table: "vendors", key: { vendor_id: event.vendor_id }, by: { credit_nanos: event.amount_nanos } }]
+    case "VendorTokenRevoked":
+      return [{ _tag: "set", table: "vendor_tokens", key: { token_id: event.token_id }, values: { revoked_at: occurredAt } }]
     case "VendorRegistered":
       return [{
         _tag: "insert",
@@ -43,7 +52,9 @@ export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<D
           vendor_id: event.vendor_id,
           name: event.name,
           server_options: event.server_options,
-          created_at: occurredAt
+          created_at: occurredAt,
+          credit_nanos: 0n,
+          credit_used_nanos: 0n
         }
       }]
     case "VendorTokenIssued":

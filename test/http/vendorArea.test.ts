@@ -1,0 +1,157 @@
+/**
+ * The reseller area beyond key creation: every endpoint and every scope, vendor credit, isolation
+ * between vendors (even by guessing ids), revoked and expired tokens, pagination, vendor-wide usage,
+ * and that every action is an event replay verifies.
+ */
+import { describe, expect, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { Vendors } from "../../src/accounts/Vendors.ts"
+import * as Replay from "../../src/ledger/Replay.ts"
+import { baseUrl, registerVendor, TestGateway } from "../support/TestGateway.ts"
+
+const ALL = ["keys:create", "keys:read", "keys:update", "keys:revoke", "server-options:read", "usage:read"]
+
+interface Reply {
+  readonly status: number
+  readonly body: any
+}
+
+const request = (base: string, method: string, path: string, token: string, body?: unknown): Effect.Effect<Reply> =>
+  Effect.promise(() =>
+    fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) })
+    }).then(async (r) => ({ status: r.status, body: await r.json() }))
+  )
+
+describe("vendor area", () => {
+  layer(TestGateway, { timeout: 60_000, excludeTestServices: true })((it) => {
+    it.effect("a reseller manages its keys: list, get, top up from credit, change expiry, revoke, usage", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const vendor = yield* registerVendor(ALL, undefined, 10)
+        const call = (method: string, path: string, body?: unknown) => request(base, method, path, vendor.token, body)
+
+        const created = []
+        for (let i = 0; i < 3; i++) {
+          const r = yield* call("POST", "/api/keys", { name: `customer-${i}`, quota_usd: "2" })
+          expect(r.status).toBe(201)
+          created.push(r.body)
+        }
+        // $10 of credit, $6 drawn: a $5 key does not fit, a $4 one does.
+        const short = yield* call("POST", "/api/keys", { quota_usd: "5" })
+        expect(short.status).toBe(400)
+        expect(short.body.error).toMatchObject({ type: "invalid_request_error", code: "insufficient_credit", param: "quota_usd" })
+
+        // The customer uses a key; the vendor sees it.
+        const customer = created[0]!
+        const used = yield* Effect.promise(() =>
+          fetch(`${base}/v1/chat/completions`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${customer.key}`, "content-type": "application/json" },
+            body: JSON.stringify({ model: "mock-gpt", messages: [{ role: "user", content: "hi" }] })
+          }).then((r) => r.status)
+        )
+        expect(used).toBe(200)
+
+        const page1 = yield* call("GET", "/api/keys?limit=2")
+        expect(page1.status).toBe(200)
+        expect(page1.body.data).toHaveLength(2)
+        expect(page1.body.has_more).toBe(true)
+        const page2 = yield* call("GET", `/api/keys?limit=2&after=${page1.body.last_id}`)
+        expect(page2.body.data).toHaveLength(1)
+        expect(page2.body.has_more).toBe(false)
+        const ids = [...page1.body.data, ...page2.body.data].map((k: any) => k.id).sort()
+        expect(ids).toEqual(created.map((k) => k.id).sort())
+        expect(JSON.stringify(page1.body)).not.toContain("sk-tg-" + customer.key.slice(6, 20)) // no clear keys
+
+        const one = yield* call("GET", `/api/keys/${customer.id}`)
+        expect(one.body).toMatchObject({ id: customer.id, requests: 1, status: "active", quota_usd: "2" })
+
+        const topped = yield* call("PATCH", `/api/keys/${customer.id}`, { add_quota_usd: "3" })
+        expect(topped.status).toBe(200)
+        expect(topped.body.quota_usd).toBe("5")
+        const tooMuch = yield* call("PATCH", `/api/keys/${customer.id}`, { add_quota_usd: "2" }) // $1 of credit left
+        expect(tooMuch.body.error.code).toBe("insufficient_credit")
+
+        const later = new Date(Date.now() + 86_400_000).toISOString()
+        const expiring = yield* call("PATCH", `/api/keys/${customer.id}`, { expires_at: later })
+        expect(expiring.body.expires_at).toBe(later)
+        const past = yield* call("PATCH", `/api/keys/${customer.id}`, { expires_at: "2001-01-01T00:00:00Z" })
+        expect(past.body.error.param).toBe("expires_at")
+
+        const usage = yield* call("GET", "/api/usage")
+        expect(usage.status).toBe(200)
+        expect(usage.body.credit).toEqual({ granted_usd: "10", drawn_usd: "9", remaining_usd: "1" })
+        expect(usage.body.totals.requests).toBe(1)
+        expect(usage.body.by_key).toEqual([expect.objectContaining({ key_id: customer.id, requests: 1 })])
+        expect((yield* call("GET", "/api/usage?from=2024-02-30")).status).toBe(400)
+
+        const revoked = yield* call("DELETE", `/api/keys/${customer.id}`)
+        expect(revoked.body.status).toBe("revoked")
+        const refused = yield* Effect.promise(() =>
+          fetch(`${base}/v1/models`, { headers: { authorization: `Bearer ${customer.key}` } }).then((r) => r.status)
+        )
+        expect(refused).toBe(401)
+        expect((yield* Replay.verify).ok).toBe(true)
+      }))
+
+    it.effect("vendor A cannot read, update or revoke vendor B's keys, even knowing their ids", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const a = yield* registerVendor(ALL)
+        const b = yield* registerVendor(ALL)
+        const bKey = (yield* request(base, "POST", "/api/keys", b.token, { quota_usd: "1" })).body
+        for (const [method, body] of [["GET", undefined], ["PATCH", { add_quota_usd: "1" }], ["DELETE", undefined]] as const) {
+          const r = yield* request(base, method, `/api/keys/${bKey.id}`, a.token, body)
+          expect(r.status, method).toBe(404)
+          expect(r.body.error.type).toBe("not_found_error")
+        }
+        const list = yield* request(base, "GET", "/api/keys", a.token)
+        expect(list.body.data.map((k: any) => k.id)).not.toContain(bKey.id)
+        const bView = yield* request(base, "GET", `/api/keys/${bKey.id}`, b.token)
+        expect(bView.body).toMatchObject({ status: "active", quota_usd: "1" })
+      }))
+
+    it.effect("every endpoint checks its scope, naming the missing one", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const none = yield* registerVendor(["usage:read"])
+        const cases: Array<[string, string, string, unknown?]> = [
+          ["POST", "/api/keys", "keys:create", { quota_usd: "1" }],
+          ["GET", "/api/keys", "keys:read"],
+          ["GET", "/api/keys/key_x", "keys:read"],
+          ["PATCH", "/api/keys/key_x", "keys:update", { add_quota_usd: "1" }],
+          ["DELETE", "/api/keys/key_x", "keys:revoke"],
+          ["GET", "/api/server-options", "server-options:read"]
+        ]
+        for (const [method, path, scope, body] of cases) {
+          const r = yield* request(base, method, path, none.token, body)
+          expect(r.status, `${method} ${path}`).toBe(403)
+          expect(r.body.error).toMatchObject({ type: "permission_error", code: "missing_scope", param: scope })
+        }
+        const noUsage = yield* registerVendor(["keys:read"])
+        expect((yield* request(base, "GET", "/api/usage", noUsage.token)).body.error.param).toBe("usage:read")
+      }))
+
+    it.effect("a revoked or expired vendor token is refused with 401", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const vendor = yield* registerVendor(ALL)
+        const vendors = yield* Vendors
+        expect((yield* request(base, "GET", "/api/keys", vendor.token)).status).toBe(200)
+        yield* vendors.revokeToken(vendor.tokenId, "test").pipe(Effect.orDie)
+        const r = yield* request(base, "GET", "/api/keys", vendor.token)
+        expect(r.status).toBe(401)
+        expect(r.body.error.code).toBe("invalid_vendor_token")
+
+        const soon = yield* vendors.issueToken(vendor.vendor.vendorId, ALL, new Date(Date.now() + 1_000).toISOString()).pipe(
+          Effect.orDie
+        )
+        expect((yield* request(base, "GET", "/api/keys", soon.token)).status).toBe(200)
+        yield* Effect.sleep("1100 millis")
+        expect((yield* request(base, "GET", "/api/keys", soon.token)).status).toBe(401)
+      }))
+  })
+})
