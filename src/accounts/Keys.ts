@@ -4,10 +4,11 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { EventLog } from "../ledger/EventLog.ts"
+import { createHash } from "node:crypto"
+import { type Appended, EventLog } from "../ledger/EventLog.ts"
 import { streamOf } from "../ledger/events.ts"
 import { Catalog } from "./Catalog.ts"
-import { CreditInsufficient, InvalidInput, NotFound } from "./errors.ts"
+import { CreditInsufficient, IdempotencyMismatch, InvalidInput, NotFound } from "./errors.ts"
 import { KEY_COLUMNS, type KeyRecord, fromRow, type KeyRow } from "./KeyRecord.ts"
 import { hashSecret, hintOf, newApiKey, newId } from "./secrets.ts"
 
@@ -21,6 +22,8 @@ export interface IssueKey {
   readonly vendorId?: string | undefined
   /** The key's own limits; absent ones come from its Server Option. */
   readonly rateLimits?: { readonly requests_per_minute?: number | undefined; readonly tokens_per_minute?: number | undefined } | undefined
+  /** A vendor's Idempotency-Key: a retry with the same key and request returns the first key. */
+  readonly idempotencyKey?: string | undefined
   /** Server Options the issuer may attach (a vendor's entitlements); absent: any. */
   readonly permittedServerOptions?: ReadonlyArray<string> | undefined
   readonly issuedBy: string
@@ -28,9 +31,23 @@ export interface IssueKey {
 
 export interface IssuedKey {
   readonly key: KeyRecord
-  /** The clear key. Shown once; only its hash is kept. */
-  readonly secret: string
+  /** The clear key. Shown once; only its hash is kept (so a replayed idempotent create has none). */
+  readonly secret: string | null
+  /** True when an earlier request with the same Idempotency-Key created this key. */
+  readonly replayed: boolean
 }
+
+/** What an idempotent create asked for, hashed, to tell a retry from a different request. */
+const fingerprintOf = (input: IssueKey, serverOption: string) =>
+  createHash("sha256").update(JSON.stringify([
+    input.quotaNanos.toString(),
+    input.name ?? null,
+    serverOption,
+    input.models ?? null,
+    input.expiresAt ?? null,
+    input.metadata ?? null,
+    input.rateLimits ?? null
+  ])).digest("hex")
 
 export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
   effect: Effect.gen(function*() {
@@ -38,7 +55,27 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
     const log = yield* EventLog
     const catalog = yield* Catalog
 
-    const issue = (input: IssueKey): Effect.Effect<IssuedKey, InvalidInput | CreditInsufficient> =>
+    /** The key an earlier create with this vendor's Idempotency-Key made, if any. */
+    const byIdempotencyKey = (vendorId: string, idempotencyKey: string) =>
+      sql.unsafe<KeyRow & { idempotency_fingerprint: string | null }>(
+        `SELECT ${KEY_COLUMNS}, idempotency_fingerprint FROM api_keys WHERE vendor_id = $1 AND idempotency_key = $2`,
+        [vendorId, idempotencyKey]
+      ).pipe(Effect.orDie, Effect.map((rows) => rows[0]))
+
+    const replay = (input: IssueKey, serverOption: string) =>
+      Effect.gen(function*() {
+        if (input.idempotencyKey === undefined || input.vendorId === undefined) return undefined
+        const row = yield* byIdempotencyKey(input.vendorId, input.idempotencyKey)
+        if (!row) return undefined
+        if (row.idempotency_fingerprint !== fingerprintOf(input, serverOption)) {
+          return yield* new IdempotencyMismatch({
+            message: "This Idempotency-Key was used for a different request; use a new key for a new request."
+          })
+        }
+        return { key: fromRow(row), secret: null, replayed: true } satisfies IssuedKey
+      })
+
+    const issue = (input: IssueKey): Effect.Effect<IssuedKey, InvalidInput | CreditInsufficient | IdempotencyMismatch> =>
       Effect.gen(function*() {
         const serverOption = input.serverOption ?? catalog.defaultServerOption
         if (serverOption === undefined || !catalog.serverOptions.has(serverOption)) {
@@ -86,6 +123,8 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
             ...(input.rateLimits.tokens_per_minute !== undefined ? { tokens_per_minute: input.rateLimits.tokens_per_minute } : {})
           }
           : undefined
+        const earlier = yield* replay(input, serverOption)
+        if (earlier) return earlier
         const secret = newApiKey()
         const keyId = newId("key")
         const event = {
@@ -101,15 +140,31 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
           metadata: input.metadata ?? {},
           expires_at: input.expiresAt === undefined ? null : new Date(input.expiresAt).toISOString(),
           issued_by: input.issuedBy,
-          ...(rateLimits ? { rate_limits: rateLimits } : {})
+          ...(rateLimits ? { rate_limits: rateLimits } : {}),
+          ...(input.idempotencyKey !== undefined
+            ? { idempotency_key: input.idempotencyKey, idempotency_fingerprint: fingerprintOf(input, serverOption) }
+            : {})
         }
-        const appended = yield* log.append({ streamId: streamOf.key(keyId), expectedVersion: 0, events: [event] }).pipe(
-          Effect.catchAll((e) =>
+        const result = yield* log.append({ streamId: streamOf.key(keyId), expectedVersion: 0, events: [event] }).pipe(
+          Effect.map((appended): { appended: Appended | undefined; earlier: IssuedKey | undefined } => ({
+            appended,
+            earlier: undefined
+          })),
+          Effect.catchAll((e): Effect.Effect<
+            { appended: Appended | undefined; earlier: IssuedKey | undefined },
+            CreditInsufficient | IdempotencyMismatch
+          > =>
             e._tag === "CreditShort"
               ? Effect.fail(new CreditInsufficient({ message: "Your credit left cannot cover this key's quota." }))
+              : input.idempotencyKey !== undefined
+              // A concurrent create with the same Idempotency-Key won: answer with its key.
+              ? Effect.flatMap(replay(input, serverOption), (earlier) =>
+                earlier ? Effect.succeed({ appended: undefined, earlier }) : Effect.die(e))
               : Effect.die(e)
           )
         )
+        if (result.earlier) return result.earlier
+        const appended = result.appended!
         const key: KeyRecord = {
           keyId,
           keyHash: event.key_hash,
@@ -127,7 +182,7 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
           revokedAt: null,
           rateLimits
         }
-        return { key, secret }
+        return { key, secret, replayed: false }
       })
 
     const get = (keyId: string, vendorId?: string): Effect.Effect<KeyRecord, NotFound> =>

@@ -12,3 +12,6 @@ export class QuotaExceeded extends Data.TaggedError("QuotaExceeded")<{ readonly 
 
 /** A vendor's credit cannot cover a key's quota or a top-up. */
 export class CreditInsufficient extends Data.TaggedError("CreditInsufficient")<{ readonly message: string }> {}
+
+/** An Idempotency-Key used before for a different request. */
+export class IdempotencyMismatch extends Data.TaggedError("IdempotencyMismatch")<{ readonly message: string }> {}

@@ -2,7 +2,12 @@ import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { Catalog } from "../accounts/Catalog.ts"
-import type { CreditInsufficient, InvalidInput, NotFound as AccountNotFound } from "../accounts/errors.ts"
+import type {
+  CreditInsufficient,
+  IdempotencyMismatch,
+  InvalidInput,
+  NotFound as AccountNotFound
+} from "../accounts/errors.ts"
 import type { KeyRecord } from "../accounts/KeyRecord.ts"
 import { Keys } from "../accounts/Keys.ts"
 import { isDay } from "../accounts/UsageReport.ts"
@@ -31,8 +36,10 @@ const decodeCreateKey = decodeFields(CreateKeyRequest)
 const decodeUpdateKey = decodeFields(UpdateKeyRequest)
 
 /** Account refusals as the envelope's errors. */
-const refused = (e: InvalidInput | CreditInsufficient | AccountNotFound) => {
+const refused = (e: InvalidInput | CreditInsufficient | AccountNotFound | IdempotencyMismatch) => {
   switch (e._tag) {
+    case "IdempotencyMismatch":
+      return new InvalidRequest({ message: e.message, code: "idempotency_key_reused", param: "Idempotency-Key" })
     case "InvalidInput":
       return new InvalidRequest({ message: e.message, ...(e.param ? { param: e.param } : {}) })
     case "CreditInsufficient":
@@ -95,6 +102,13 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
             })
           }
           if (input.expires_at != null) yield* futureInstant(input.expires_at, "expires_at")
+          const idempotencyKey = request.headers["idempotency-key"]?.trim()
+          if (idempotencyKey !== undefined && (idempotencyKey === "" || idempotencyKey.length > 255)) {
+            return yield* new InvalidRequest({
+              message: "The Idempotency-Key header must be 1 to 255 characters.",
+              param: "Idempotency-Key"
+            })
+          }
           const vendor = yield* vendors.get(session.vendorId).pipe(Effect.orDie)
           const issued = yield* keys.issue({
             quotaNanos,
@@ -105,9 +119,14 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
             metadata: input.metadata,
             vendorId: vendor.vendorId,
             permittedServerOptions: vendor.serverOptions,
+            idempotencyKey,
             issuedBy: `vendor:${vendor.vendorId}`
           }).pipe(Effect.mapError(refused))
-          return HttpServerResponse.unsafeJson({ ...vendorKeyJson(issued.key), key: issued.secret }, { status: 201 })
+          // A replayed create answers the same key record; its clear value was shown once, the first time.
+          return HttpServerResponse.unsafeJson(
+            { ...vendorKeyJson(issued.key), key: issued.secret, ...(issued.replayed ? { idempotent_replayed: true } : {}) },
+            { status: issued.replayed ? 200 : 201, headers: issued.replayed ? { "idempotent-replayed": "true" } : {} }
+          )
         }))
       .handle("listServerOptions", () =>
         Effect.gen(function*() {

@@ -24,6 +24,9 @@ export const KeyIssued = Schema.TaggedStruct("KeyIssued", {
   expires_at: Schema.NullOr(Iso),
   /** Who issued it: "operator" or "vendor:<id>". */
   issued_by: Schema.String,
+  /** The vendor's Idempotency-Key of the create request, and a hash of what it asked for. */
+  idempotency_key: Schema.optional(Schema.String),
+  idempotency_fingerprint: Schema.optional(Schema.String),
   /** Limits of this key; absent ones come from its Server Option. */
   rate_limits: Schema.optional(Schema.Struct({
     requests_per_minute: Schema.optional(Schema.Int),

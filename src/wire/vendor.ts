@@ -69,6 +69,9 @@ export const VendorKeyList = Schema.Struct({
 }).annotations({ identifier: "VendorKeyList" })
 
 /** The answer to POST /api/keys: the key, with its clear value shown this once. */
-export const CreatedKey = Schema.extend(VendorKey, Schema.Struct({ key: Schema.String })).annotations({
+export const CreatedKey = Schema.extend(
+  VendorKey,
+  Schema.Struct({ key: Schema.NullOr(Schema.String), idempotent_replayed: Schema.optional(Schema.Boolean) })
+).annotations({
   identifier: "CreatedKey"
 })

@@ -456,7 +456,7 @@ describe("error envelope over HTTP (default config)", () => {
         const expired = yield* Effect.flatMap(Keys, (keys) =>
           keys.issue({ quotaNanos: 1_000_000_000n, expiresAt: "2001-01-01T00:00:00Z", issuedBy: "test" })).pipe(Effect.orDie)
         for (const endpoint of V1_ENDPOINTS) {
-          const reply = yield* call(base, endpoint, xApiKey(expired.secret))
+          const reply = yield* call(base, endpoint, xApiKey(expired.secret!))
           expectEnvelope(reply, { status: 401, code: "key_expired", message: /expired/ }, label(endpoint, "expired"))
         }
       }))

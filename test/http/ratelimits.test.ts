@@ -68,12 +68,12 @@ describe("rate limits", () => {
         // A key on the tpm option.
         const issued = yield* Effect.flatMap(Keys, (keys) =>
           keys.issue({ quotaNanos: 10_000_000_000n, serverOption: "tpm", issuedBy: "test" })).pipe(Effect.orDie)
-        const first = yield* call(base, issued.secret, "t")
+        const first = yield* call(base, issued.secret!, "t")
         expect(first.status).toBe(200)
         expect(first.body.usage.total_tokens).toBeGreaterThanOrEqual(20)
-        const second = yield* call(base, issued.secret, "t")
+        const second = yield* call(base, issued.secret!, "t")
         expect(second.status).toBe(200) // 20-odd tokens used, under 30: allowed, and it takes the minute past 30
-        const third = yield* call(base, issued.secret, "t")
+        const third = yield* call(base, issued.secret!, "t")
         expect(third.status).toBe(429)
         expect(third.body.error.code).toBe("rate_limited")
       }), 30_000)
@@ -89,8 +89,8 @@ describe("rate limits", () => {
             rateLimits: { requests_per_minute: 1 },
             issuedBy: "test"
           })).pipe(Effect.orDie)
-        expect((yield* call(base, issued.secret, "m")).status).toBe(200)
-        const second = yield* call(base, issued.secret, "m")
+        expect((yield* call(base, issued.secret!, "m")).status).toBe(200)
+        const second = yield* call(base, issued.secret!, "m")
         expect(second.status).toBe(429)
         expect(second.body.error.code).toBe("rate_limited")
         expect((yield* Replay.verify).ok).toBe(true)

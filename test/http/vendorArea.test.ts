@@ -155,3 +155,46 @@ describe("vendor area", () => {
       }))
   })
 })
+
+describe("idempotent key creation", () => {
+  layer(TestGateway, { timeout: 60_000, excludeTestServices: true })((it) => {
+    it.effect("a retried create with the same Idempotency-Key makes one key; another request with it is refused", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const vendor = yield* registerVendor(ALL, undefined, 10)
+        const create = (idem: string, body: unknown) =>
+          Effect.promise(() =>
+            fetch(`${base}/api/keys`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${vendor.token}`, "content-type": "application/json", "idempotency-key": idem },
+              body: JSON.stringify(body)
+            }).then(async (r) => ({ status: r.status, replayed: r.headers.get("idempotent-replayed"), body: (await r.json()) as any }))
+          )
+        const body = { name: "retry-me", quota_usd: "3" }
+        // Concurrent retries of one request, then a late one.
+        const first = yield* Effect.all([create("order-42", body), create("order-42", body), create("order-42", body)], {
+          concurrency: "unbounded"
+        })
+        const late = yield* create("order-42", body)
+        const all = [...first, late]
+        const ids = new Set(all.map((r) => r.body.id))
+        expect(ids.size).toBe(1)
+        expect(all.filter((r) => r.status === 201)).toHaveLength(1)
+        const created = all.find((r) => r.status === 201)!
+        expect(created.body.key).toMatch(/^sk-tg-/)
+        for (const r of all.filter((r) => r.status !== 201)) {
+          expect(r.status).toBe(200)
+          expect(r.replayed).toBe("true")
+          expect(r.body.key).toBeNull()
+        }
+        // One key, one draw on the credit.
+        const usage = yield* request(base, "GET", "/api/usage", vendor.token)
+        expect(usage.body.credit.drawn_usd).toBe("3")
+        const reused = yield* create("order-42", { ...body, quota_usd: "4" })
+        expect(reused.status).toBe(400)
+        expect(reused.body.error).toMatchObject({ code: "idempotency_key_reused", param: "Idempotency-Key" })
+        expect((yield* create("order-43", body)).status).toBe(201)
+        expect((yield* Replay.verify).ok).toBe(true)
+      }))
+  })
+})

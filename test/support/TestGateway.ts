@@ -43,7 +43,7 @@ export const issueKey = (options: { quotaUsd?: number; models?: Array<string>; n
       models: options.models,
       name: options.name,
       issuedBy: "test"
-    })).pipe(Effect.orDie)
+    })).pipe(Effect.orDie, Effect.map((issued) => ({ ...issued, secret: issued.secret! })))
 
 /** Registers a vendor with the given scopes and credit ($1000 unless said); returns its token and id. */
 export const registerVendor = (scopes: Array<string>, serverOptions?: Array<string>, creditUsd = 1000) =>

@@ -74,6 +74,8 @@ export const tables: Readonly<Record<TableName, TableSpec>> = {
       billed_requests: "bigint",
       reserved_nanos: "bigint",
       rate_limits: "json",
+      idempotency_key: "text",
+      idempotency_fingerprint: "text",
       metadata: "json",
       created_at: "timestamp",
       expires_at: "timestamp",

@@ -25,6 +25,8 @@ export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<D
           billed_requests: 0n,
           reserved_nanos: 0n,
           rate_limits: event.rate_limits ? stripUndefined(event.rate_limits) : null,
+          idempotency_key: event.idempotency_key ?? null,
+          idempotency_fingerprint: event.idempotency_fingerprint ?? null,
           metadata: event.metadata,
           created_at: occurredAt,
           expires_at: event.expires_at,
