@@ -1,14 +1,21 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { Schema } from "effect"
 import { ChatCompletionRequest } from "../wire/chat.ts"
 import { ImagesRequest } from "../wire/images.ts"
-import { ModelList } from "../wire/models.ts"
+import { ModelEntry, ModelList } from "../wire/models.ts"
 import { ResponsesRequest } from "../wire/responses.ts"
-import { GenerationErrors, GenerationSuccess } from "./errors.ts"
+import { GenerationErrors, GenerationSuccess, NotFound } from "./errors.ts"
 import { ApiKeyAuth } from "./security.ts"
 
 /** The chat-completions family (OpenAI style); base URL `{base}/v1`. */
 export class OpenAiApi extends HttpApiGroup.make("openai")
   .add(HttpApiEndpoint.get("listModels", "/v1/models").addSuccess(ModelList))
+  .add(
+    HttpApiEndpoint.get("getModel", "/v1/models/:id")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .addSuccess(ModelEntry)
+      .addError(NotFound)
+  )
   .add(
     HttpApiEndpoint.post("createChatCompletion", "/v1/chat/completions")
       .setPayload(ChatCompletionRequest)

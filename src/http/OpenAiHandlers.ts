@@ -1,8 +1,8 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
-import { Catalog } from "../accounts/Catalog.ts"
+import { Catalog, type CatalogModel } from "../accounts/Catalog.ts"
 import { KeyStore } from "../accounts/KeyStore.ts"
-import { AuthenticationFailed } from "../api/errors.ts"
+import { AuthenticationFailed, NotFound } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { CurrentKey } from "../api/security.ts"
 import { ChatCompletionRequest } from "../wire/chat.ts"
@@ -43,21 +43,36 @@ export const OpenAiHandlers = HttpApiBuilder.group(GatewayApi, "openai", (handle
       }))
     })
 
+    const entry = (m: CatalogModel) => ({
+      id: m.id,
+      object: "model" as const,
+      type: "model" as const,
+      created: m.config.created,
+      created_at: new Date(m.config.created * 1000).toISOString(),
+      owned_by: m.config.owned_by ?? m.deployments[0].providerName,
+      display_name: m.config.display_name ?? m.id
+    })
+    const currentKey = Effect.flatMap(CurrentKey, ({ keyId }) => {
+      const key = keys.byId(keyId)
+      return key ? Effect.succeed(key) : Effect.die(new AuthenticationFailed({ message: "Invalid API key.", code: "invalid_api_key" }))
+    })
+
     return handlers
+      .handle("getModel", ({ path }) =>
+        Effect.gen(function*() {
+          const model = catalog.find(yield* currentKey, path.id)
+          if (!model) {
+            return yield* new NotFound({
+              message: `The model \`${path.id}\` does not exist or this key may not use it.`,
+              code: "model_not_found",
+              param: "model"
+            })
+          }
+          return entry(model)
+        }))
       .handle("listModels", () =>
         Effect.gen(function*() {
-          const { keyId } = yield* CurrentKey
-          const key = keys.byId(keyId)
-          if (!key) return yield* new AuthenticationFailed({ message: "Invalid API key.", code: "invalid_api_key" })
-          const data = catalog.modelsFor(key).map((m) => ({
-            id: m.id,
-            object: "model" as const,
-            type: "model" as const,
-            created: m.config.created,
-            created_at: new Date(m.config.created * 1000).toISOString(),
-            owned_by: m.config.owned_by ?? m.deployments[0].providerName,
-            display_name: m.config.display_name ?? m.id
-          }))
+          const data = catalog.modelsFor(yield* currentKey).map(entry)
           return {
             object: "list" as const,
             data,
@@ -65,7 +80,7 @@ export const OpenAiHandlers = HttpApiBuilder.group(GatewayApi, "openai", (handle
             first_id: data[0]?.id ?? null,
             last_id: data.at(-1)?.id ?? null
           }
-        }).pipe(Effect.catchTag("AuthenticationFailed", (e) => Effect.die(e))))
+        }))
       .handleRaw("createChatCompletion", ({ request }) => chat(request))
       .handleRaw("createResponse", ({ request }) => responses(request))
       .handleRaw("generateImages", ({ request }) => Effect.flatMap(images, (handler) => handler(request)))

@@ -18,6 +18,11 @@ describe("official SDKs against the embedded default", () => {
         expect(models.data.map((m) => m.id)).toEqual(["mock-gpt", "mock-claude", "mock-image"])
         const aModels = yield* Effect.promise(() => anthropic.models.list())
         expect(aModels.data.map((m) => m.id)).toContain("mock-claude")
+        expect((yield* Effect.promise(() => openai.models.retrieve("mock-gpt"))).id).toBe("mock-gpt")
+        expect((yield* Effect.promise(() => anthropic.models.retrieve("mock-claude"))).display_name).toContain("Mock Claude")
+        const missing = yield* Effect.promise(() => openai.models.retrieve("no-such-model").then(() => undefined, (e) => e))
+        expect(missing).toBeInstanceOf(OpenAI.NotFoundError)
+        expect(missing.code).toBe("model_not_found")
 
         const chat = yield* Effect.promise(() =>
           openai.chat.completions.create({ model: "mock-gpt", messages: [{ role: "user", content: "Hello" }] })
