@@ -299,7 +299,21 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
         return { ...routed, prices: priceSheet(routed.model.config.pricing, percent) }
       })
 
-    const generate = (g: Generation): Effect.Effect<GenerationResult, Refusal> =>
+    /**
+     * Routes the request, then, in the server-owned supervisor and uninterruptibly but for what the
+     * body restores: admits it (the reservation) and appends StreamStarted, durable before anything
+     * goes upstream; then runs the body, which must bill.
+     */
+    const supervised = <A>(
+      g: Generation,
+      body: (s: {
+        readonly candidates: ReadonlyArray<Candidate>
+        readonly prices: PriceSheet
+        readonly reservation: Reservation
+        readonly cancelled: Deferred.Deferred<void>
+        readonly restore: <AX, EX, RX>(effect: Effect.Effect<AX, EX, RX>) => Effect.Effect<AX, EX, RX>
+      }) => Effect.Effect<A, Refusal>
+    ): Effect.Effect<A, Refusal> =>
       Effect.gen(function*() {
         const { candidates, model, prices } = yield* prepare(g)
         return yield* supervisor.run((cancelled) =>
@@ -307,63 +321,70 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
             Effect.gen(function*() {
               const reservation = yield* admission.admit(g.key, worstCase(g, model, prices))
               yield* started(g, candidates[0]!, reservation)
-
-              const call = withFailover(candidates, policy, (c) =>
-                upstreams.send({
-                  providerName: c.deployment.providerName,
-                  provider: c.deployment.provider,
-                  endpoint: c.path.upstreamEndpoint,
-                  body: c.upstreamBody,
-                  requestId: g.requestId
-                }).pipe(
-                  Effect.timeoutFail({
-                    duration: Duration.millis(c.deployment.provider.timeouts.first_byte_ms),
-                    onTimeout: () =>
-                      new UpstreamError({ kind: "timeout", message: `The upstream ${c.deployment.providerName} did not answer in time.` })
-                  })
-                ))
-              const exit = yield* restore(
-                Effect.raceFirst(call, Deferred.await(cancelled).pipe(Effect.zipRight(Effect.interrupt)))
-              ).pipe(Effect.exit)
-
-              if (Exit.isSuccess(exit)) {
-                const { candidate, value } = exit.value
-                const usage = usageOfReply(candidate.path.upstreamEndpoint, value.body)
-                yield* bill(g, prices, reservation, { usage, estimated: false, outcome: "completed" })
-                if (value.body === null || typeof value.body !== "object" || Array.isArray(value.body)) {
-                  return yield* notAnObject(candidate.deployment.providerName)
-                }
-                const translated = attempt(() => candidate.path.response(value.body as Json, g.body, g.model))
-                if (!translated.ok) {
-                  return yield* new UpstreamFailure({
-                    status: 502,
-                    type: "api_error",
-                    code: "upstream_error",
-                    message: `The upstream's answer could not be translated: ${translated.error.message}`
-                  })
-                }
-                return { status: value.status, body: translated.value }
-              }
-              if (Exit.isInterrupted(exit)) {
-                // The client left while the upstream worked: bill the prompt it read, from an estimate.
-                yield* bill(g, prices, reservation, {
-                  usage: { ...zeroUsage, input_tokens: estimateInput(g) },
-                  estimated: true,
-                  outcome: "cancelled"
-                })
-                return yield* Effect.interrupt
-              }
-              yield* bill(g, prices, reservation, { usage: zeroUsage, estimated: false, outcome: "failed" })
-              const failure = Cause.failureOption(exit.cause)
-              if (Option.isSome(failure)) {
-                yield* Effect.logWarning(`${g.requestId}: upstream failed after ${failure.value.attempts} attempt(s): ${failure.value.last.message}`)
-                return yield* toFailure(failure.value.last)
-              }
-              return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
+              return yield* body({ candidates, prices, reservation, cancelled, restore })
             })
           )
         )
       })
+
+    const generate = (g: Generation): Effect.Effect<GenerationResult, Refusal> =>
+      supervised(g, ({ cancelled, candidates, prices, reservation, restore }) =>
+        Effect.gen(function*() {
+
+          const call = withFailover(candidates, policy, (c) =>
+            upstreams.send({
+              providerName: c.deployment.providerName,
+              provider: c.deployment.provider,
+              endpoint: c.path.upstreamEndpoint,
+              body: c.upstreamBody,
+              requestId: g.requestId
+            }).pipe(
+              Effect.timeoutFail({
+                duration: Duration.millis(c.deployment.provider.timeouts.first_byte_ms),
+                onTimeout: () =>
+                  new UpstreamError({ kind: "timeout", message: `The upstream ${c.deployment.providerName} did not answer in time.` })
+              })
+            ))
+          const exit = yield* restore(
+            Effect.raceFirst(call, Deferred.await(cancelled).pipe(Effect.zipRight(Effect.interrupt)))
+          ).pipe(Effect.exit)
+
+          if (Exit.isSuccess(exit)) {
+            const { candidate, value } = exit.value
+            const usage = usageOfReply(candidate.path.upstreamEndpoint, value.body)
+            yield* bill(g, prices, reservation, { usage, estimated: false, outcome: "completed" })
+            if (value.body === null || typeof value.body !== "object" || Array.isArray(value.body)) {
+              return yield* notAnObject(candidate.deployment.providerName)
+            }
+            const translated = attempt(() => candidate.path.response(value.body as Json, g.body, g.model))
+            if (!translated.ok) {
+              return yield* new UpstreamFailure({
+                status: 502,
+                type: "api_error",
+                code: "upstream_error",
+                message: `The upstream's answer could not be translated: ${translated.error.message}`
+              })
+            }
+            return { status: value.status, body: translated.value }
+          }
+          if (Exit.isInterrupted(exit)) {
+            // The client left while the upstream worked: bill the prompt it read, from an estimate.
+            yield* bill(g, prices, reservation, {
+              usage: { ...zeroUsage, input_tokens: estimateInput(g) },
+              estimated: true,
+              outcome: "cancelled"
+            })
+            return yield* Effect.interrupt
+          }
+          yield* bill(g, prices, reservation, { usage: zeroUsage, estimated: false, outcome: "failed" })
+          const failure = Cause.failureOption(exit.cause)
+          if (Option.isSome(failure)) {
+            yield* Effect.logWarning(`${g.requestId}: upstream failed after ${failure.value.attempts} attempt(s): ${failure.value.last.message}`)
+            return yield* toFailure(failure.value.last)
+          }
+          return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
+        })
+      )
 
     /**
      * A streamed generation: resolves once the first upstream event is in hand (until then failures
@@ -372,165 +393,158 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
     const generateStream = (
       g: Generation & { readonly includeUsage: boolean }
     ): Effect.Effect<Stream.Stream<Uint8Array>, Refusal> =>
-      Effect.gen(function*() {
-        const { candidates, model, prices } = yield* prepare(g)
-        return yield* supervisor.run((cancelled) =>
-          Effect.uninterruptibleMask((restore) =>
+      supervised(g, ({ cancelled, candidates, prices, reservation, restore }) =>
+        Effect.gen(function*() {
+          const began = Date.now()
+
+          // Each attempt opens the upstream in its own scope; a failed attempt's connection closes at once.
+          const open = (c: Candidate) =>
             Effect.gen(function*() {
-              const reservation = yield* admission.admit(g.key, worstCase(g, model, prices))
-              yield* started(g, candidates[0]!, reservation)
-              const began = Date.now()
-
-              // Each attempt opens the upstream in its own scope; a failed attempt's connection closes at once.
-              const open = (c: Candidate) =>
-                Effect.gen(function*() {
-                  const scope = yield* Scope.make()
-                  const t = c.deployment.provider.timeouts
-                  const opened = yield* Effect.gen(function*() {
-                    const bytes = yield* upstreams.open({
-                      providerName: c.deployment.providerName,
-                      provider: c.deployment.provider,
-                      endpoint: c.path.upstreamEndpoint,
-                      body: c.upstreamBody,
-                      requestId: g.requestId
-                    })
-                    const pull = yield* Stream.toPull(sseEvents(bytes))
-                    let first: ReadonlyArray<SseEvent> = []
-                    while (first.length === 0) {
-                      const chunk = yield* pull.pipe(
-                        Effect.mapError(Option.getOrElse(() =>
-                          new UpstreamError({ kind: "protocol", message: `The upstream ${c.deployment.providerName} ended before its first event.` })
-                        ))
-                      )
-                      first = [...chunk]
-                    }
-                    return { pull, first }
-                  }).pipe(
-                    Scope.extend(scope),
-                    Effect.timeoutFail({
-                      duration: Duration.millis(t.first_byte_ms),
-                      onTimeout: () =>
-                        new UpstreamError({ kind: "timeout", message: `The upstream ${c.deployment.providerName} sent no first event in time.` })
-                    }),
-                    Effect.onError(() => Scope.close(scope, Exit.void))
-                  )
-                  return { ...opened, scope, candidate: c }
+              const scope = yield* Scope.make()
+              const t = c.deployment.provider.timeouts
+              const opened = yield* Effect.gen(function*() {
+                const bytes = yield* upstreams.open({
+                  providerName: c.deployment.providerName,
+                  provider: c.deployment.provider,
+                  endpoint: c.path.upstreamEndpoint,
+                  body: c.upstreamBody,
+                  requestId: g.requestId
                 })
-
-              const exit = yield* restore(
-                Effect.raceFirst(
-                  withFailover(candidates, policy, open),
-                  Deferred.await(cancelled).pipe(Effect.zipRight(Effect.interrupt))
-                )
-              ).pipe(Effect.exit)
-
-              if (Exit.isFailure(exit)) {
-                const cancelledEarly = Exit.isInterrupted(exit)
-                yield* bill(g, prices, reservation, {
-                  usage: cancelledEarly ? { ...zeroUsage, input_tokens: estimateInput(g) } : zeroUsage,
-                  estimated: cancelledEarly,
-                  outcome: cancelledEarly ? "cancelled" : "failed"
-                })
-                if (cancelledEarly) return yield* Effect.interrupt
-                const failure = Cause.failureOption(exit.cause)
-                if (Option.isSome(failure) && failure.value instanceof Exhausted) {
-                  yield* Effect.logWarning(`${g.requestId}: upstream failed after ${failure.value.attempts} attempt(s): ${failure.value.last.message}`)
-                  return yield* toFailure(failure.value.last)
-                }
-                return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
-              }
-
-              // The first event is in hand: from here on nothing is retried.
-              const { candidate, first, pull, scope } = exit.value.value
-              const t = candidate.deployment.provider.timeouts
-              const relay = relayFor({
-                client: g.endpoint as "chat.completions" | "responses" | "messages",
-                upstream: candidate.path.upstreamEndpoint as "chat.completions" | "responses" | "messages",
-                model: g.model,
-                includeUsage: g.includeUsage,
-                request: g.body
-              })
-              // A small bounded buffer: a slow client slows the upstream reads instead of growing memory.
-              const out = yield* Queue.bounded<Take.Take<Uint8Array>>(16)
-              const clientGone = yield* Deferred.make<void>()
-              const offerEvents = (events: ReadonlyArray<SseEvent>) =>
-                events.length === 0 ? Effect.void : Queue.offer(out, Take.of(bytesOf(events)))
-
-              const pump = Effect.gen(function*() {
-                yield* offerEvents(first.flatMap(relay.push))
-                const idle = Duration.millis(t.idle_ms)
-                for (;;) {
-                  const next = yield* pull.pipe(
-                    Effect.timeoutFail({
-                      duration: idle,
-                      onTimeout: () => Option.some(new UpstreamError({ kind: "timeout", message: "The upstream went quiet mid-stream." }))
-                    }),
-                    Effect.map(Option.some),
-                    Effect.catchAll((e) => (Option.isNone(e) ? Effect.succeed(Option.none()) : Effect.fail(e.value)))
+                const pull = yield* Stream.toPull(sseEvents(bytes))
+                let first: ReadonlyArray<SseEvent> = []
+                while (first.length === 0) {
+                  const chunk = yield* pull.pipe(
+                    Effect.mapError(Option.getOrElse(() =>
+                      new UpstreamError({ kind: "protocol", message: `The upstream ${c.deployment.providerName} ended before its first event.` })
+                    ))
                   )
-                  if (Option.isNone(next)) break
-                  yield* offerEvents([...next.value].flatMap(relay.push))
-                  if (relay.finished()) break
+                  first = [...chunk]
                 }
-                if (!relay.finished()) {
-                  return yield* Effect.fail(new UpstreamError({ kind: "protocol", message: "The upstream stream ended before its final event." }))
-                }
-                yield* offerEvents(relay.end())
+                return { pull, first }
               }).pipe(
-                Effect.catchAllDefect((d) =>
-                  d instanceof UpstreamStreamError
-                    ? Effect.fail(new UpstreamError({ kind: "status", status: 502, message: d.message, body: { error: { type: d.type } } }))
-                    : Effect.die(d)
-                ),
+                Scope.extend(scope),
                 Effect.timeoutFail({
-                  duration: Duration.millis(Math.max(1, t.total_ms - (Date.now() - began))),
-                  onTimeout: () => new UpstreamError({ kind: "timeout", message: "The upstream stream took longer than its total timeout." })
-                })
+                  duration: Duration.millis(t.first_byte_ms),
+                  onTimeout: () =>
+                    new UpstreamError({ kind: "timeout", message: `The upstream ${c.deployment.providerName} sent no first event in time.` })
+                }),
+                Effect.onError(() => Scope.close(scope, Exit.void))
               )
+              return { ...opened, scope, candidate: c }
+            })
 
-              const finish = Effect.gen(function*() {
-                const result = yield* restore(
-                  Effect.raceFirst(pump, Deferred.await(clientGone).pipe(Effect.zipRight(Effect.interrupt)))
-                ).pipe(Effect.exit)
-                yield* Scope.close(scope, Exit.void) // closes the upstream connection if it is still open
-                if (Exit.isFailure(result) && !Exit.isInterrupted(result)) {
-                  // After the first chunk an error is the stream's last event; for chat no [DONE] follows.
-                  const failure = Cause.failureOption(result.cause)
-                  const e = Option.isSome(failure) ? failure.value : undefined
-                  const upstreamType = (e?.body as { error?: { type?: string } } | undefined)?.error?.type
-                  yield* offerEvents([
-                    errorEvent(
-                      g.requestId,
-                      upstreamType ?? "api_error",
-                      e?.kind === "timeout" ? "upstream_timeout" : "upstream_error",
-                      e?.message ?? "The upstream failed mid-stream."
-                    )
-                  ]).pipe(Effect.timeout("1 second"), Effect.ignore)
-                }
-                yield* Queue.offer(out, Take.end).pipe(Effect.timeout("1 second"), Effect.ignore)
-                const reported = relay.usage()
-                const complete = Exit.isSuccess(result) && reported !== undefined
-                yield* bill(g, prices, reservation, {
-                  usage: complete ? reported! : {
-                    ...zeroUsage,
-                    ...reported,
-                    input_tokens: reported?.input_tokens || relay.inputTokens() || estimateInput(g),
-                    output_tokens: Math.max(reported?.output_tokens ?? 0, Math.ceil(relay.outputChars() / 4))
-                  },
-                  estimated: !complete,
-                  outcome: Exit.isSuccess(result) ? "completed" : Exit.isInterrupted(result) ? "cancelled" : "failed"
-                })
-              })
-              yield* supervisor.fork(finish)
+          const exit = yield* restore(
+            Effect.raceFirst(
+              withFailover(candidates, policy, open),
+              Deferred.await(cancelled).pipe(Effect.zipRight(Effect.interrupt))
+            )
+          ).pipe(Effect.exit)
 
-              return Stream.fromQueue(out).pipe(
-                Stream.flattenTake,
-                Stream.ensuring(Deferred.succeed(clientGone, undefined))
+          if (Exit.isFailure(exit)) {
+            const cancelledEarly = Exit.isInterrupted(exit)
+            yield* bill(g, prices, reservation, {
+              usage: cancelledEarly ? { ...zeroUsage, input_tokens: estimateInput(g) } : zeroUsage,
+              estimated: cancelledEarly,
+              outcome: cancelledEarly ? "cancelled" : "failed"
+            })
+            if (cancelledEarly) return yield* Effect.interrupt
+            const failure = Cause.failureOption(exit.cause)
+            if (Option.isSome(failure) && failure.value instanceof Exhausted) {
+              yield* Effect.logWarning(`${g.requestId}: upstream failed after ${failure.value.attempts} attempt(s): ${failure.value.last.message}`)
+              return yield* toFailure(failure.value.last)
+            }
+            return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
+          }
+
+          // The first event is in hand: from here on nothing is retried.
+          const { candidate, first, pull, scope } = exit.value.value
+          const t = candidate.deployment.provider.timeouts
+          const relay = relayFor({
+            client: g.endpoint as "chat.completions" | "responses" | "messages",
+            upstream: candidate.path.upstreamEndpoint as "chat.completions" | "responses" | "messages",
+            model: g.model,
+            includeUsage: g.includeUsage,
+            request: g.body
+          })
+          // A small bounded buffer: a slow client slows the upstream reads instead of growing memory.
+          const out = yield* Queue.bounded<Take.Take<Uint8Array>>(16)
+          const clientGone = yield* Deferred.make<void>()
+          const offerEvents = (events: ReadonlyArray<SseEvent>) =>
+            events.length === 0 ? Effect.void : Queue.offer(out, Take.of(bytesOf(events)))
+
+          const pump = Effect.gen(function*() {
+            yield* offerEvents(first.flatMap(relay.push))
+            const idle = Duration.millis(t.idle_ms)
+            for (;;) {
+              const next = yield* pull.pipe(
+                Effect.timeoutFail({
+                  duration: idle,
+                  onTimeout: () => Option.some(new UpstreamError({ kind: "timeout", message: "The upstream went quiet mid-stream." }))
+                }),
+                Effect.map(Option.some),
+                Effect.catchAll((e) => (Option.isNone(e) ? Effect.succeed(Option.none()) : Effect.fail(e.value)))
               )
+              if (Option.isNone(next)) break
+              yield* offerEvents([...next.value].flatMap(relay.push))
+              if (relay.finished()) break
+            }
+            if (!relay.finished()) {
+              return yield* Effect.fail(new UpstreamError({ kind: "protocol", message: "The upstream stream ended before its final event." }))
+            }
+            yield* offerEvents(relay.end())
+          }).pipe(
+            Effect.catchAllDefect((d) =>
+              d instanceof UpstreamStreamError
+                ? Effect.fail(new UpstreamError({ kind: "status", status: 502, message: d.message, body: { error: { type: d.type } } }))
+                : Effect.die(d)
+            ),
+            Effect.timeoutFail({
+              duration: Duration.millis(Math.max(1, t.total_ms - (Date.now() - began))),
+              onTimeout: () => new UpstreamError({ kind: "timeout", message: "The upstream stream took longer than its total timeout." })
             })
           )
-        )
-      })
+
+          const finish = Effect.gen(function*() {
+            const result = yield* restore(
+              Effect.raceFirst(pump, Deferred.await(clientGone).pipe(Effect.zipRight(Effect.interrupt)))
+            ).pipe(Effect.exit)
+            yield* Scope.close(scope, Exit.void) // closes the upstream connection if it is still open
+            if (Exit.isFailure(result) && !Exit.isInterrupted(result)) {
+              // After the first chunk an error is the stream's last event; for chat no [DONE] follows.
+              const failure = Cause.failureOption(result.cause)
+              const e = Option.isSome(failure) ? failure.value : undefined
+              const upstreamType = (e?.body as { error?: { type?: string } } | undefined)?.error?.type
+              yield* offerEvents([
+                errorEvent(
+                  g.requestId,
+                  upstreamType ?? "api_error",
+                  e?.kind === "timeout" ? "upstream_timeout" : "upstream_error",
+                  e?.message ?? "The upstream failed mid-stream."
+                )
+              ]).pipe(Effect.timeout("1 second"), Effect.ignore)
+            }
+            yield* Queue.offer(out, Take.end).pipe(Effect.timeout("1 second"), Effect.ignore)
+            const reported = relay.usage()
+            const complete = Exit.isSuccess(result) && reported !== undefined
+            yield* bill(g, prices, reservation, {
+              usage: complete ? reported! : {
+                ...zeroUsage,
+                ...reported,
+                input_tokens: reported?.input_tokens || relay.inputTokens() || estimateInput(g),
+                output_tokens: Math.max(reported?.output_tokens ?? 0, Math.ceil(relay.outputChars() / 4))
+              },
+              estimated: !complete,
+              outcome: Exit.isSuccess(result) ? "completed" : Exit.isInterrupted(result) ? "cancelled" : "failed"
+            })
+          })
+          yield* supervisor.fork(finish)
+
+          return Stream.fromQueue(out).pipe(
+            Stream.flattenTake,
+            Stream.ensuring(Deferred.succeed(clientGone, undefined))
+          )
+        })
+      )
 
     return { generate, generateStream } as const
   })
