@@ -330,7 +330,6 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
     const generate = (g: Generation): Effect.Effect<GenerationResult, Refusal> =>
       supervised(g, ({ cancelled, candidates, prices, reservation, restore }) =>
         Effect.gen(function*() {
-
           const call = withFailover(candidates, policy, (c) =>
             upstreams.send({
               providerName: c.deployment.providerName,
@@ -523,7 +522,6 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                 )
               ]).pipe(Effect.timeout("1 second"), Effect.ignore)
             }
-            yield* Queue.offer(out, Take.end).pipe(Effect.timeout("1 second"), Effect.ignore)
             const reported = relay.usage()
             const complete = Exit.isSuccess(result) && reported !== undefined
             yield* bill(g, prices, reservation, {
@@ -536,6 +534,8 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
               estimated: !complete,
               outcome: Exit.isSuccess(result) ? "completed" : Exit.isInterrupted(result) ? "cancelled" : "failed"
             })
+            // The stream ends once it is billed, so /v1/usage shows a call as soon as its answer is complete.
+            yield* Queue.offer(out, Take.end).pipe(Effect.timeout("1 second"), Effect.ignore)
           })
           yield* supervisor.fork(finish)
 

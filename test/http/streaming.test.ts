@@ -144,7 +144,8 @@ describe("streaming", () => {
         expect(finish).toEqual(["tool_calls"])
         expect(usageSeen).toBe(false) // the client did not ask for it
         expect(fake.received.at(-1)!.body.stream_options).toEqual({ include_usage: true }) // the gateway did
-        const [billed] = yield* awaitBilled(key.keyId, 1)
+        // Billed before the stream ended: no waiting needed to see it.
+        const [billed] = yield* billedFor(key.keyId)
         expect(billed!.usage).toMatchObject({ input_tokens: 40, output_tokens: 12 })
         expect(billed!.estimated).toBe(false)
 
