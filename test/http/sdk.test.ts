@@ -63,5 +63,39 @@ describe("official SDKs against the embedded default", () => {
         expect(usage.totals.images).toBe(2)
         expect(usage.by_model.map((m: { model: string }) => m.model).sort()).toEqual(["mock-claude", "mock-gpt", "mock-image"])
       }))
+
+    it.effect("streams from the built-in mock models, same style and cross-style, through both SDKs", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        const openai = new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 })
+        const anthropic = new Anthropic({ apiKey: secret, baseURL: base, maxRetries: 0 })
+        for (const model of ["mock-gpt", "mock-claude"]) {
+          const text = yield* Effect.promise(async () => {
+            let t = ""
+            const s = await openai.chat.completions.create({ model, stream: true, messages: [{ role: "user", content: "Stream please" }] })
+            for await (const c of s) t += c.choices[0]?.delta?.content ?? ""
+            return t
+          })
+          expect(text).toBe(`Hello from ${model}! This is a deterministic mock answer to: "Stream please".`)
+          const message = yield* Effect.promise(() =>
+            anthropic.messages.stream({ model, max_tokens: 200, messages: [{ role: "user", content: "Stream please" }] }).finalMessage()
+          )
+          expect(message.content[0]).toMatchObject({ type: "text", text: `Hello from ${model}! This is a deterministic mock answer to: "Stream please".` })
+          expect(message.usage.output_tokens).toBeGreaterThan(0)
+          const response = yield* Effect.promise(async () => {
+            const s = await openai.responses.create({ model, input: "Stream please", stream: true })
+            let done: any
+            for await (const e of s) if (e.type === "response.completed") done = e.response
+            return done
+          })
+          expect(response.output_text ?? response.output[0].content[0].text).toContain(`Hello from ${model}!`)
+        }
+        const usage = yield* Effect.promise(() =>
+          fetch(`${base}/v1/usage`, { headers: { authorization: `Bearer ${secret}` } }).then((r) => r.json() as Promise<any>)
+        )
+        expect(usage.totals.requests).toBe(6)
+        expect(usage.totals.estimated_requests).toBe(0)
+      }))
   })
 })
