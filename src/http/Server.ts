@@ -2,7 +2,7 @@
 import { HttpApiBuilder, HttpMiddleware } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
-import { createServer } from "node:http"
+import { createServer, type Server } from "node:http"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { AnthropicHandlers } from "./AnthropicHandlers.ts"
@@ -26,10 +26,29 @@ export const HttpAppLive = HttpApiBuilder.serve().pipe(
   HttpMiddleware.withTracerDisabledWhen(() => true)
 )
 
-/** node:http on the configured host and port. */
+/**
+ * node:http on the configured host and port. On shutdown, connections are closed as soon as they fall
+ * idle (a stream that was still running when the server stopped accepting keeps its connection to the
+ * end, then lets it go instead of holding the process until the keep-alive timeout).
+ */
 export const NodeServerLive = Layer.unwrapEffect(
-  Effect.map(GatewayConfig, (config) =>
-    NodeHttpServer.layer(() => createServer({ keepAliveTimeout: 65_000 }), { port: config.port, host: config.host }))
+  Effect.map(GatewayConfig, (config) => {
+    let server: Server | undefined
+    const listen = NodeHttpServer.layer(() => (server = createServer({ keepAliveTimeout: 65_000 })), {
+      port: config.port,
+      host: config.host
+    })
+    const closeIdleOnShutdown = Layer.scopedDiscard(Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        const s = server
+        if (!s) return
+        const timer = setInterval(() => s.closeIdleConnections(), 200)
+        timer.unref()
+        s.once("close", () => clearInterval(timer))
+      })
+    ))
+    return Layer.provideMerge(closeIdleOnShutdown, listen)
+  })
 )
 
 export const HttpLive = HttpAppLive.pipe(Layer.provideMerge(NodeServerLive))
