@@ -86,27 +86,46 @@ export class UsageReport extends Effect.Service<UsageReport>()("Accounts/UsageRe
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    const forKey = (key: KeyRecord, window: { readonly from?: string | undefined; readonly to?: string | undefined }) =>
+    /** Usage rows of one key or of all a vendor's keys over a window of days, added up three ways. */
+    const breakdown = (
+      scope: { readonly keyId: string } | { readonly vendorId: string },
+      window: { readonly from?: string | undefined; readonly to?: string | undefined }
+    ) =>
       Effect.gen(function*() {
-        const params: Array<unknown> = [key.keyId]
-        let where = "key_id = $1"
-        if (window.from) where += ` AND day >= $${params.push(window.from)}::date`
-        if (window.to) where += ` AND day <= $${params.push(window.to)}::date`
-        const rows = yield* sql.unsafe<Row>(
-          `SELECT model, day::text AS day, requests::text, input_tokens::text, output_tokens::text, cached_tokens::text,
-                  reasoning_tokens::text, images::text, cost_nanos::text, estimated_requests::text,
-                  estimated_cost_nanos::text
-             FROM usage_daily WHERE ${where} ORDER BY day, model`,
+        const params: Array<unknown> = ["keyId" in scope ? scope.keyId : scope.vendorId]
+        let where = "keyId" in scope ? "u.key_id = $1" : "u.key_id IN (SELECT key_id FROM api_keys WHERE vendor_id = $1)"
+        if (window.from) where += ` AND u.day >= $${params.push(window.from)}::date`
+        if (window.to) where += ` AND u.day <= $${params.push(window.to)}::date`
+        const rows = yield* sql.unsafe<Row & { readonly key_id: string }>(
+          `SELECT u.key_id, u.model, u.day::text AS day, u.requests::text AS requests, u.input_tokens::text AS input_tokens,
+                  u.output_tokens::text AS output_tokens, u.cached_tokens::text AS cached_tokens,
+                  u.reasoning_tokens::text AS reasoning_tokens, u.images::text AS images, u.cost_nanos::text AS cost_nanos,
+                  u.estimated_requests::text AS estimated_requests, u.estimated_cost_nanos::text AS estimated_cost_nanos
+             FROM usage_daily u WHERE ${where} ORDER BY u.day, u.key_id, u.model`,
           params
         ).pipe(Effect.orDie)
         const totals = zero()
-        const byModel = new Map<string, Acc>()
-        const byDay = new Map<string, Acc>()
+        const groups = { key_id: new Map<string, Acc>(), model: new Map<string, Acc>(), day: new Map<string, Acc>() }
         for (const r of rows) {
           add(totals, r)
-          add(byModel.get(r.model) ?? byModel.set(r.model, zero()).get(r.model)!, r)
-          add(byDay.get(r.day) ?? byDay.set(r.day, zero()).get(r.day)!, r)
+          for (const field of ["key_id", "model", "day"] as const) {
+            const m = groups[field]
+            add(m.get(r[field]) ?? m.set(r[field], zero()).get(r[field])!, r)
+          }
         }
+        const list = <F extends string>(field: F, m: Map<string, Acc>) =>
+          [...m].map(([k, a]) => ({ [field]: k, ...render(a) }) as { [P in F]: string } & Counters)
+        return {
+          totals: render(totals),
+          by_key: list("key_id", groups.key_id),
+          by_model: list("model", groups.model),
+          by_day: list("day", groups.day)
+        }
+      })
+
+    const forKey = (key: KeyRecord, window: { readonly from?: string | undefined; readonly to?: string | undefined }) =>
+      Effect.gen(function*() {
+        const { by_day, by_model, totals } = yield* breakdown({ keyId: key.keyId }, window)
         // The account as the log has it now, across every gateway process.
         const [account] = yield* sql<{ quota: string; used: string; reserved: string }>`
           SELECT quota_nanos::text AS quota, used_nanos::text AS used, reserved_nanos::text AS reserved
@@ -138,12 +157,12 @@ export class UsageReport extends Effect.Service<UsageReport>()("Accounts/UsageRe
             remaining_nanos: (remaining > 0n ? remaining : 0n).toString()
           },
           window: { from: window.from ?? null, to: window.to ?? null },
-          totals: render(totals),
-          by_model: [...byModel].map(([model, a]) => ({ model, ...render(a) })),
-          by_day: [...byDay].map(([day, a]) => ({ day, ...render(a) }))
+          totals,
+          by_model,
+          by_day
         }
       })
 
-    return { forKey } as const
+    return { forKey, breakdown } as const
   })
 }) {}

@@ -1,5 +1,4 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { Catalog } from "../accounts/Catalog.ts"
 import type {
@@ -10,7 +9,7 @@ import type {
 } from "../accounts/errors.ts"
 import type { KeyRecord } from "../accounts/KeyRecord.ts"
 import { Keys } from "../accounts/Keys.ts"
-import { isDay } from "../accounts/UsageReport.ts"
+import { isDay, UsageReport } from "../accounts/UsageReport.ts"
 import { Vendors } from "../accounts/Vendors.ts"
 import { InvalidRequest, NotFound, PermissionDenied } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
@@ -85,7 +84,7 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
     const keys = yield* Keys
     const vendors = yield* Vendors
     const catalog = yield* Catalog
-    const sql = yield* SqlClient.SqlClient
+    const report = yield* UsageReport
     const maxBytes = (yield* GatewayConfig).file.server.max_body_bytes
 
     return handlers
@@ -221,44 +220,7 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
             }
           }
           const vendor = yield* vendors.get(session.vendorId).pipe(Effect.orDie)
-          const params: Array<unknown> = [session.vendorId]
-          let where = "k.vendor_id = $1"
-          if (urlParams.from) where += ` AND u.day >= $${params.push(urlParams.from)}::date`
-          if (urlParams.to) where += ` AND u.day <= $${params.push(urlParams.to)}::date`
-          const rows = yield* sql.unsafe<{ key_id: string; model: string; day: string; requests: string; input: string; output: string; images: string; cost: string; estimated: string }>(
-            `SELECT u.key_id, u.model, u.day::text AS day, u.requests::text AS requests, u.input_tokens::text AS input,
-                    u.output_tokens::text AS output, u.images::text AS images, u.cost_nanos::text AS cost,
-                    u.estimated_requests::text AS estimated
-               FROM usage_daily u JOIN api_keys k ON k.key_id = u.key_id
-              WHERE ${where} ORDER BY u.day, u.key_id, u.model`,
-            params
-          ).pipe(Effect.orDie)
-          type Acc = { requests: bigint; input: bigint; output: bigint; images: bigint; cost: bigint; estimated: bigint }
-          const zero = (): Acc => ({ requests: 0n, input: 0n, output: 0n, images: 0n, cost: 0n, estimated: 0n })
-          const add = (a: Acc, r: typeof rows[number]) => {
-            a.requests += BigInt(r.requests)
-            a.input += BigInt(r.input)
-            a.output += BigInt(r.output)
-            a.images += BigInt(r.images)
-            a.cost += BigInt(r.cost)
-            a.estimated += BigInt(r.estimated)
-          }
-          const render = (a: Acc) => ({
-            requests: Number(a.requests),
-            input_tokens: Number(a.input),
-            output_tokens: Number(a.output),
-            images: Number(a.images),
-            estimated_requests: Number(a.estimated),
-            cost_usd: formatUsd(a.cost),
-            cost_nanos: a.cost.toString()
-          })
-          const totals = zero()
-          const group = (field: "key_id" | "model" | "day") => {
-            const m = new Map<string, Acc>()
-            for (const r of rows) add(m.get(r[field]) ?? m.set(r[field], zero()).get(r[field])!, r)
-            return [...m].map(([k, a]) => ({ [field]: k, ...render(a) }))
-          }
-          for (const r of rows) add(totals, r)
+          const usage = yield* report.breakdown({ vendorId: session.vendorId }, urlParams)
           return {
             object: "vendor_usage",
             vendor: { id: vendor.vendorId, name: vendor.name },
@@ -268,10 +230,7 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
               remaining_usd: formatUsd(vendor.creditNanos - vendor.creditUsedNanos)
             },
             window: { from: urlParams.from ?? null, to: urlParams.to ?? null },
-            totals: render(totals),
-            by_key: group("key_id"),
-            by_model: group("model"),
-            by_day: group("day")
+            ...usage
           }
         }))
   }))
