@@ -9,8 +9,6 @@ import { Keys } from "./accounts/Keys.ts"
 import { KeyStore } from "./accounts/KeyStore.ts"
 import { UsageReport } from "./accounts/UsageReport.ts"
 import { Vendors } from "./accounts/Vendors.ts"
-import { GatewayConfig } from "./config/GatewayConfig.ts"
-import * as Database from "./db/Database.ts"
 import { Gateway } from "./gateway/Gateway.ts"
 import { RequestSupervisor } from "./gateway/RequestSupervisor.ts"
 import { EventLog } from "./ledger/EventLog.ts"
@@ -27,9 +25,3 @@ export const GatewayLive = Gateway.Default.pipe(
   Layer.provideMerge(Layer.mergeAll(Upstreams.Default, RequestSupervisor.Default)),
   Layer.provideMerge(AccountsLive)
 )
-
-/** Everything from the given config and database layers, without HTTP. */
-export const coreFrom = <E1, R1, E2, R2>(
-  config: Layer.Layer<GatewayConfig, E1, R1>,
-  database: Layer.Layer<Database.Database | import("@effect/sql").SqlClient.SqlClient, E2, R2>
-) => GatewayLive.pipe(Layer.provideMerge(database), Layer.provideMerge(config))

@@ -1,7 +1,9 @@
 /**
- * Admission: a request runs only if the key can pay its worst-case cost. The worst case is reserved
- * in memory while the request runs and released when it is billed, so concurrent requests of one key
- * cannot together spend past its quota in this process.
+ * Admission, first step: a cheap in-process check that the key can pay a request's worst-case cost,
+ * counting what this process's requests in flight hold. It turns away requests of exhausted keys
+ * before they reach the event log (where a refused append would roll a whole group-commit batch back);
+ * the authoritative check, shared by every process, is the reservation guarded in the StreamStarted
+ * append (see ledger/projections/applySql.ts).
  */
 import { Effect } from "effect"
 import { QuotaExceeded } from "./errors.ts"
@@ -44,9 +46,6 @@ export class Admission extends Effect.Service<Admission>()("Accounts/Admission",
           })
         })
       })
-    return {
-      admit,
-      reservedFor: (keyId: string) => reserved.get(keyId) ?? 0n
-    } as const
+    return { admit } as const
   })()
 }) {}

@@ -5,6 +5,7 @@
 import { Context, Effect, Layer } from "effect"
 import type { ModelConfig, ProviderConfig, ServerOptionConfig } from "../config/ConfigFile.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { type PriceSheet, priceSheet } from "./Pricing.ts"
 
 export interface ResolvedDeployment {
   readonly providerName: string
@@ -32,6 +33,8 @@ export interface CatalogService {
   readonly modelsFor: (access: ModelAccess) => ReadonlyArray<CatalogModel>
   /** The model if the key may call it. */
   readonly find: (access: ModelAccess, modelId: string) => CatalogModel | undefined
+  /** The prices a key pays for a model: the model's list prices times its Server Option's percent. */
+  readonly pricesFor: (serverOption: string, modelId: string) => PriceSheet
 }
 
 export class Catalog extends Context.Tag("Accounts/Catalog")<Catalog, CatalogService>() {
@@ -63,6 +66,11 @@ export class Catalog extends Context.Tag("Accounts/Catalog")<Catalog, CatalogSer
         serverOptions,
         defaultServerOption: file.default_server_option ?? [...serverOptions.keys()][0],
         modelsFor,
+        pricesFor: (serverOption, modelId) =>
+          priceSheet(
+            models.get(modelId)?.config.pricing ?? { input_per_mtok: 0n, output_per_mtok: 0n, per_image: 0n },
+            serverOptions.get(serverOption)?.price_percent ?? 100
+          ),
         find: (access, modelId) => {
           const option = serverOptions.get(access.serverOption)
           if (!option || !option.models.includes(modelId)) return undefined

@@ -9,7 +9,7 @@ import { Admission, type Reservation } from "../accounts/Admission.ts"
 import { Catalog, type CatalogModel, type ResolvedDeployment } from "../accounts/Catalog.ts"
 import { QuotaExceeded } from "../accounts/errors.ts"
 import type { KeyRecord } from "../accounts/KeyRecord.ts"
-import { costOf, type PriceSheet, priceSheet, zeroUsage } from "../accounts/Pricing.ts"
+import { costOf, type PriceSheet, zeroUsage } from "../accounts/Pricing.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { EventLog, replicaId } from "../ledger/EventLog.ts"
 import { type Endpoint, streamOf } from "../ledger/events.ts"
@@ -200,7 +200,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
         images: g.images
       }, prices).total_nanos
 
-    const started = (g: Generation, first: Candidate, reservation: Reservation) => {
+    const started = (g: Generation, first: Candidate, reservation: Reservation, prices: PriceSheet) => {
       const limits = rateLimitsOf(g.key)
       const rateLimits = limits.requests_per_minute !== undefined || limits.tokens_per_minute !== undefined
         ? limits
@@ -221,6 +221,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
           reserved_nanos: reservation.amount,
           replica: replicaId,
           input_estimate_tokens: estimateInput(g),
+          prices,
           ...(rateLimits ? { rate_limits: rateLimits } : {})
         }]
       }).pipe(
@@ -294,10 +295,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
 
     /** Everything before the supervised part: routing, prices. */
     const prepare = (g: Generation) =>
-      Effect.map(route(g), (routed) => {
-        const percent = catalog.serverOptions.get(g.key.serverOption)?.price_percent ?? 100
-        return { ...routed, prices: priceSheet(routed.model.config.pricing, percent) }
-      })
+      Effect.map(route(g), (routed) => ({ ...routed, prices: catalog.pricesFor(g.key.serverOption, g.model) }))
 
     /**
      * Routes the request, then, in the server-owned supervisor and uninterruptibly but for what the
@@ -320,7 +318,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
           Effect.uninterruptibleMask((restore) =>
             Effect.gen(function*() {
               const reservation = yield* admission.admit(g.key, worstCase(g, model, prices))
-              yield* started(g, candidates[0]!, reservation)
+              yield* started(g, candidates[0]!, reservation, prices)
               return yield* body({ candidates, prices, reservation, cancelled, restore })
             })
           )
@@ -339,7 +337,8 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
               requestId: g.requestId
             }).pipe(
               Effect.timeoutFail({
-                duration: Duration.millis(c.deployment.provider.timeouts.first_byte_ms),
+                // A non-streamed answer arrives whole: its first byte is its last.
+                duration: Duration.millis(Math.min(c.deployment.provider.timeouts.first_byte_ms, c.deployment.provider.timeouts.total_ms)),
                 onTimeout: () =>
                   new UpstreamError({ kind: "timeout", message: `The upstream ${c.deployment.providerName} did not answer in time.` })
               })

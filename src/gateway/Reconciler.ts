@@ -11,7 +11,7 @@ import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Schedule } from "effect"
 import { Catalog } from "../accounts/Catalog.ts"
 import { KeyStore } from "../accounts/KeyStore.ts"
-import { costOf, priceSheet, zeroUsage } from "../accounts/Pricing.ts"
+import { costOf, zeroUsage } from "../accounts/Pricing.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { Database } from "../db/Database.ts"
 import { EventLog, replicaId } from "../ledger/EventLog.ts"
@@ -52,13 +52,8 @@ export class Reconciler extends Effect.Service<Reconciler>()("Gateway/Reconciler
         const [started] = yield* log.read({ streamId: streamOf.request(row.request_id), limit: 1, settledOnly: false })
         if (!started || started.event._tag !== "StreamStarted") return false
         const s = started.event
-        const model = catalog.models.get(s.model)
-        const key = keys.byId(s.key_id)
-        const percent = (key && catalog.serverOptions.get(key.serverOption)?.price_percent) ?? 100
-        const prices = priceSheet(
-          model?.config.pricing ?? { input_per_mtok: 0n, output_per_mtok: 0n, per_image: 0n },
-          percent
-        )
+        // The prices in force when it started (older events without them: today's prices for its key).
+        const prices = s.prices ?? catalog.pricesFor(keys.byId(s.key_id)?.serverOption ?? "", s.model)
         const usage = { ...zeroUsage, input_tokens: s.input_estimate_tokens ?? 0 }
         const basis = `process ${row.replica} stopped before billing this request; input estimated from the ` +
           `request's size (${usage.input_tokens} tokens), output unknown (billed as 0)`

@@ -100,6 +100,15 @@ export const Usage = Schema.Struct({
 })
 export type Usage = typeof Usage.Type
 
+/** The prices a request is billed at (per million tokens and per image, nanos; the Server Option's percent). */
+export const Prices = Schema.Struct({
+  input_per_mtok_nanos: Nanos,
+  cached_input_per_mtok_nanos: Nanos,
+  output_per_mtok_nanos: Nanos,
+  per_image_nanos: Nanos,
+  price_percent: Schema.Int
+})
+
 export const StreamStarted = Schema.TaggedStruct("StreamStarted", {
   request_id: Id,
   key_id: Id,
@@ -114,6 +123,8 @@ export const StreamStarted = Schema.TaggedStruct("StreamStarted", {
   replica: Schema.String,
   /** The gateway's estimate of the prompt's tokens (about four characters a token), for reconciliation. */
   input_estimate_tokens: Schema.optional(Schema.Int),
+  /** The prices in force when it started: what a reconciliation bills at. */
+  prices: Schema.optional(Prices),
   /** The key's rate limits when it started; the append is refused past them (shared by every process). */
   rate_limits: Schema.optional(Schema.Struct({
     requests_per_minute: Schema.optional(Schema.Int),
@@ -156,13 +167,7 @@ export const Billed = Schema.TaggedStruct("Billed", {
   /** The key had a tokens-per-minute limit: this request's tokens count towards the minute it was billed in. */
   counts_tokens_per_minute: Schema.optional(Schema.Boolean),
   /** The prices used, so an auditor can recompute the cost from the event alone. */
-  prices: Schema.Struct({
-    input_per_mtok_nanos: Nanos,
-    cached_input_per_mtok_nanos: Nanos,
-    output_per_mtok_nanos: Nanos,
-    per_image_nanos: Nanos,
-    price_percent: Schema.Int
-  })
+  prices: Prices
 })
 
 export const DomainEvent = Schema.Union(

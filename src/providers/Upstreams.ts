@@ -2,7 +2,7 @@
 import { Effect } from "effect"
 import { HttpUpstream } from "./http/HttpUpstream.ts"
 import * as Mock from "./mock/MockUpstream.ts"
-import type { UpstreamRequest } from "./Upstream.ts"
+import type { UpstreamClient, UpstreamRequest } from "./Upstream.ts"
 
 export class Upstreams extends Effect.Service<Upstreams>()("Providers/Upstreams", {
   effect: Effect.gen(function*() {
@@ -10,7 +10,7 @@ export class Upstreams extends Effect.Service<Upstreams>()("Providers/Upstreams"
     return {
       send: (request: UpstreamRequest) => request.provider.type === "mock" ? Mock.send(request) : http.send(request),
       open: (request: UpstreamRequest) => request.provider.type === "mock" ? Mock.open(request) : http.open(request)
-    } as const
+    } satisfies UpstreamClient
   }),
   dependencies: [HttpUpstream.Default]
 }) {}

@@ -30,5 +30,3 @@ export const textOfBlocks = (content: unknown, param: string): string => {
     return refuse(`${param}.${i}.type`, "only text can be carried here")
   }).join("\n")
 }
-
-export const dataUrlOf = (mediaType: string, data: string) => `data:${mediaType};base64,${data}`

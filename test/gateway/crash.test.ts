@@ -105,6 +105,8 @@ describe("a gateway killed with streams in flight", () => {
     expect(byStream.size).toBe(4)
     for (const [stream, list] of byStream) {
       expect(list.map((e) => e.event_type), stream).toEqual(["StreamStarted", "UsageReported", "Billed"])
+      // Billed at the prices recorded when the request started, reconciled or not.
+      expect(list[2].data.prices, stream).toEqual(list[0].data.prices)
     }
     const billed = [...byStream.values()].map((l) => l[2].data)
     expect(billed.filter((b) => b.outcome === "completed")).toHaveLength(1)

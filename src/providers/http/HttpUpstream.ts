@@ -4,9 +4,9 @@
  * configured headers go upstream. Non-2xx answers, timeouts and connection failures become typed
  * `UpstreamError`s whose messages name the provider, never its URL or credential.
  */
-import { HttpClient, HttpClientRequest } from "@effect/platform"
+import { type HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
-import { Duration, Effect, Redacted, Stream } from "effect"
+import { Effect, Redacted, Stream } from "effect"
 import { Agent } from "undici"
 import type { ProviderConfig } from "../../config/ConfigFile.ts"
 import { type UpstreamEndpoint, UpstreamError, type UpstreamRequest } from "../Upstream.ts"
@@ -48,6 +48,15 @@ const connectionError = (providerName: string, e: { readonly reason: string; rea
     message: `The upstream ${providerName} could not be reached or broke off (${e.reason}).`
   })
 
+const parseBody = (text: string): unknown => {
+  if (text === "") return null
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text // not JSON: keep the text
+  }
+}
+
 const retryAfterMs = (value: string | undefined): number | undefined => {
   if (!value) return undefined
   const seconds = Number(value)
@@ -73,91 +82,56 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
       return client
     }
 
-    const send = (request: UpstreamRequest) => {
+    /** POSTs the request's body to its provider; connection failures become typed errors. */
+    const post = (request: UpstreamRequest, extraHeaders: Record<string, string> = {}) => {
       const p = request.provider
-      const model = String(request.body.model ?? "")
       return clientFor(request.providerName, p).execute(
-        HttpClientRequest.post(urlOf(p, request.endpoint, model)).pipe(
-          HttpClientRequest.setHeaders(headersOf(p)),
+        HttpClientRequest.post(urlOf(p, request.endpoint, String(request.body.model ?? ""))).pipe(
+          HttpClientRequest.setHeaders({ ...headersOf(p), ...extraHeaders }),
           HttpClientRequest.bodyUnsafeJson(request.body)
         )
-      ).pipe(
+      ).pipe(Effect.catchTag("RequestError", "ResponseError", (e) => Effect.fail(connectionError(request.providerName, e))))
+    }
+
+    /** A non-2xx answer, its body (JSON when it is) and Retry-After kept for the gateway. */
+    const statusError = (request: UpstreamRequest, res: HttpClientResponse.HttpClientResponse, text: string) => {
+      const ra = retryAfterMs(res.headers["retry-after"])
+      return new UpstreamError({
+        kind: "status",
+        status: res.status,
+        body: parseBody(text),
+        message: `The upstream ${request.providerName} answered ${res.status}.`,
+        ...(ra !== undefined ? { retryAfterMs: ra } : {})
+      })
+    }
+
+    // Timeouts (first byte, idle, total) are the gateway's: it knows what has reached the client.
+    const send = (request: UpstreamRequest) =>
+      post(request).pipe(
         Effect.flatMap((res) =>
-          res.text.pipe(Effect.map((text) => {
-            let body: unknown = text
-            try {
-              body = text === "" ? null : JSON.parse(text)
-            } catch {
-              // not JSON: keep the text
-            }
-            return { status: res.status, body, retryAfter: res.headers["retry-after"] }
-          }))
-        ),
-        Effect.scoped,
-        Effect.timeoutFail({
-          duration: Duration.millis(p.timeouts.total_ms),
-          onTimeout: () =>
-            new UpstreamError({
-              kind: "timeout",
-              message: `The upstream ${request.providerName} did not answer within ${p.timeouts.total_ms} ms.`
-            })
-        }),
-        Effect.catchTag("RequestError", "ResponseError", (e) => Effect.fail(connectionError(request.providerName, e))),
-        Effect.flatMap(({ body, retryAfter, status }) => {
-          if (status >= 200 && status < 300) return Effect.succeed({ status, body })
-          const ra = retryAfterMs(retryAfter)
-          return Effect.fail(
-            new UpstreamError({
-              kind: "status",
-              status,
-              body,
-              message: `The upstream ${request.providerName} answered ${status}.`,
-              ...(ra !== undefined ? { retryAfterMs: ra } : {})
-            })
-          )
-        })
-      )
-    }
-    const open = (request: UpstreamRequest) => {
-      const p = request.provider
-      const model = String(request.body.model ?? "")
-      return clientFor(request.providerName, p).execute(
-        HttpClientRequest.post(urlOf(p, request.endpoint, model)).pipe(
-          HttpClientRequest.setHeaders({ ...headersOf(p), accept: "text/event-stream" }),
-          HttpClientRequest.bodyUnsafeJson(request.body)
-        )
-      ).pipe(
-        Effect.catchTag("RequestError", "ResponseError", (e) => Effect.fail(connectionError(request.providerName, e))),
-        Effect.flatMap((res) => {
-          if (res.status >= 200 && res.status < 300) {
-            return Effect.succeed(
-              res.stream.pipe(Stream.mapError((e) => connectionError(request.providerName, e)))
+          res.text.pipe(
+            Effect.catchTag("ResponseError", (e) => Effect.fail(connectionError(request.providerName, e))),
+            Effect.flatMap((text) =>
+              res.status >= 200 && res.status < 300
+                ? Effect.succeed({ status: res.status, body: parseBody(text) })
+                : Effect.fail(statusError(request, res, text))
             )
-          }
-          return res.text.pipe(
-            Effect.orElseSucceed(() => ""),
-            Effect.flatMap((text) => {
-              let body: unknown = text
-              try {
-                body = JSON.parse(text)
-              } catch {
-                // keep the text
-              }
-              const ra = retryAfterMs(res.headers["retry-after"])
-              return Effect.fail(
-                new UpstreamError({
-                  kind: "status",
-                  status: res.status,
-                  body,
-                  message: `The upstream ${request.providerName} answered ${res.status}.`,
-                  ...(ra !== undefined ? { retryAfterMs: ra } : {})
-                })
-              )
-            })
           )
-        })
+        ),
+        Effect.scoped
       )
-    }
+
+    const open = (request: UpstreamRequest) =>
+      post(request, { accept: "text/event-stream" }).pipe(
+        Effect.flatMap((res) =>
+          res.status >= 200 && res.status < 300
+            ? Effect.succeed(res.stream.pipe(Stream.mapError((e) => connectionError(request.providerName, e))))
+            : res.text.pipe(
+              Effect.orElseSucceed(() => ""),
+              Effect.flatMap((text) => Effect.fail(statusError(request, res, text)))
+            )
+        )
+      )
 
     return { send, open } as const
   })
