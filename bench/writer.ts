@@ -2,7 +2,8 @@
  * Event writer throughput, with group commit: `npm run bench:writer`.
  * Appends the three events of many requests (StreamStarted, then UsageReported + Billed, as the
  * gateway does) from many concurrent fibers, on PGlite (in memory) and, when DATABASE_URL or
- * TEST_DATABASE_URL is set, on Postgres (a fresh database, dropped afterwards). Prints events/s and
+ * TEST_DATABASE_URL is set, on Postgres (a fresh database, dropped afterwards); WRITER_BACKENDS=postgres
+ * (or pglite) measures one only. Prints events/s and
  * how many appends each transaction carried; then checks replay still verifies.
  */
 import { NodeContext } from "@effect/platform-node"
@@ -114,9 +115,10 @@ const withDb = <A, E>(db: Layer.Layer<SqlClient.SqlClient | Database.Database, E
   effect.pipe(Effect.provide(EventLog.Default.pipe(Layer.provideMerge(Database.migrated(db)))), Effect.provide(NodeContext.layer))
 
 const main = Effect.gen(function*() {
-  const rows = [yield* withDb(Database.pglite("memory://"), run("pglite"))]
+  const backends = (process.env.WRITER_BACKENDS ?? "pglite,postgres").split(",")
+  const rows = backends.includes("pglite") ? [yield* withDb(Database.pglite("memory://"), run("pglite"))] : []
   const url = process.env.DATABASE_URL || process.env.TEST_DATABASE_URL
-  if (url) {
+  if (url && backends.includes("postgres")) {
     const name = `tollgate_bench_${randomBytes(4).toString("hex")}`
     const admin = PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })
     const exec = (statement: string) =>

@@ -1,13 +1,15 @@
 /**
- * A real upstream over HTTP, through undici (one connection pool per provider, with its connect
- * timeout). Headers are rebuilt, never copied from the client: only the provider's own credential and
- * configured headers go upstream. Non-2xx answers, timeouts and connection failures become typed
- * `UpstreamError`s whose messages name the provider, never its URL or credential.
+ * A real upstream over HTTP, through undici's dispatcher directly (one connection pool per provider,
+ * with its connect timeout): no fetch, no web streams, no per-call client objects, which keeps the
+ * call to a few microseconds of the gateway's time. Headers are rebuilt, never copied from the client:
+ * only the provider's own credential and configured headers go upstream. Non-2xx answers and
+ * connection failures become typed `UpstreamError`s whose messages name the provider, never its URL
+ * or credential. Interrupting a call aborts it, which closes its connection.
  */
-import { type HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
-import { NodeHttpClient } from "@effect/platform-node"
-import { Effect, Redacted, Stream } from "effect"
-import { Agent } from "undici"
+import { NodeStream } from "@effect/platform-node"
+import { Effect, Redacted } from "effect"
+import type { IncomingHttpHeaders } from "node:http"
+import { Agent, type Dispatcher } from "undici"
 import type { ProviderConfig } from "../../config/ConfigFile.ts"
 import { type UpstreamEndpoint, UpstreamError, type UpstreamRequest } from "../Upstream.ts"
 
@@ -42,11 +44,14 @@ export const headersOf = (p: ProviderConfig): Record<string, string> => {
   return headers
 }
 
-const connectionError = (providerName: string, e: { readonly reason: string; readonly cause?: unknown }) =>
-  new UpstreamError({
-    kind: /timeout/i.test(String((e.cause as Error | undefined)?.name ?? "") + String(e.cause)) ? "timeout" : "connection",
-    message: `The upstream ${providerName} could not be reached or broke off (${e.reason}).`
+const connectionError = (providerName: string, cause: unknown) => {
+  const name = String((cause as Error | undefined)?.name ?? "")
+  const code = String((cause as { code?: unknown } | undefined)?.code ?? "")
+  return new UpstreamError({
+    kind: /timeout/i.test(name + code) ? "timeout" : "connection",
+    message: `The upstream ${providerName} could not be reached or broke off (${code || name || "error"}).`
   })
+}
 
 const parseBody = (text: string): unknown => {
   if (text === "") return null
@@ -57,6 +62,11 @@ const parseBody = (text: string): unknown => {
   }
 }
 
+const header = (headers: IncomingHttpHeaders, name: string) => {
+  const v = headers[name]
+  return Array.isArray(v) ? v[0] : v
+}
+
 const retryAfterMs = (value: string | undefined): number | undefined => {
   if (!value) return undefined
   const seconds = Number(value)
@@ -65,71 +75,91 @@ const retryAfterMs = (value: string | undefined): number | undefined => {
   return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now())
 }
 
+/** A non-2xx answer, its body (JSON when it is) and Retry-After kept for the gateway. */
+const statusError = (request: UpstreamRequest, status: number, headers: IncomingHttpHeaders, text: string) => {
+  const ra = retryAfterMs(header(headers, "retry-after"))
+  return new UpstreamError({
+    kind: "status",
+    status,
+    body: parseBody(text),
+    message: `The upstream ${request.providerName} answered ${status}.`,
+    ...(ra !== undefined ? { retryAfterMs: ra } : {})
+  })
+}
+
+const textOf = (body: Dispatcher.ResponseData["body"]) => body.text().catch(() => "")
+
 export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/HttpUpstream", {
   scoped: Effect.gen(function*() {
-    const clients = new Map<string, HttpClient.HttpClient>()
-    const agents: Array<Agent> = []
-    yield* Effect.addFinalizer(() => Effect.promise(() => Promise.all(agents.map((a) => a.close()))).pipe(Effect.ignore))
+    const agents = new Map<string, Agent>()
+    yield* Effect.addFinalizer(() => Effect.promise(() => Promise.all([...agents.values()].map((a) => a.close()))).pipe(Effect.ignore))
 
-    const clientFor = (name: string, p: ProviderConfig) => {
-      let client = clients.get(name)
-      if (!client) {
-        const agent = new Agent({ connect: { timeout: p.timeouts.connect_ms }, keepAliveTimeout: 30_000 })
-        agents.push(agent)
-        client = NodeHttpClient.makeUndici(agent)
-        clients.set(name, client)
+    const agentFor = (name: string, p: ProviderConfig) => {
+      let agent = agents.get(name)
+      if (!agent) {
+        agent = new Agent({ connect: { timeout: p.timeouts.connect_ms }, keepAliveTimeout: 30_000 })
+        agents.set(name, agent)
       }
-      return client
+      return agent
     }
 
-    /** POSTs the request's body to its provider; connection failures become typed errors. */
-    const post = (request: UpstreamRequest, extraHeaders: Record<string, string> = {}) => {
+    /**
+     * POSTs the request's body to its provider and resolves with the response once its headers are in.
+     * Timeouts (first byte, idle, total) are the gateway's: it knows what has reached the client.
+     */
+    const post = (request: UpstreamRequest, signal: AbortSignal, accept?: string) => {
       const p = request.provider
-      return clientFor(request.providerName, p).execute(
-        HttpClientRequest.post(urlOf(p, request.endpoint, String(request.body.model ?? ""))).pipe(
-          HttpClientRequest.setHeaders({ ...headersOf(p), ...extraHeaders }),
-          HttpClientRequest.bodyUnsafeJson(request.body)
-        )
-      ).pipe(Effect.catchTag("RequestError", "ResponseError", (e) => Effect.fail(connectionError(request.providerName, e))))
-    }
-
-    /** A non-2xx answer, its body (JSON when it is) and Retry-After kept for the gateway. */
-    const statusError = (request: UpstreamRequest, res: HttpClientResponse.HttpClientResponse, text: string) => {
-      const ra = retryAfterMs(res.headers["retry-after"])
-      return new UpstreamError({
-        kind: "status",
-        status: res.status,
-        body: parseBody(text),
-        message: `The upstream ${request.providerName} answered ${res.status}.`,
-        ...(ra !== undefined ? { retryAfterMs: ra } : {})
+      const url = new URL(urlOf(p, request.endpoint, String(request.body.model ?? "")))
+      const headers = headersOf(p)
+      if (accept) headers.accept = accept
+      return agentFor(request.providerName, p).request({
+        origin: url.origin,
+        path: url.pathname + url.search,
+        method: "POST",
+        headers,
+        body: JSON.stringify(request.body),
+        signal,
+        headersTimeout: 0,
+        bodyTimeout: 0
       })
     }
 
-    // Timeouts (first byte, idle, total) are the gateway's: it knows what has reached the client.
     const send = (request: UpstreamRequest) =>
-      post(request).pipe(
-        Effect.flatMap((res) =>
-          res.text.pipe(
-            Effect.catchTag("ResponseError", (e) => Effect.fail(connectionError(request.providerName, e))),
-            Effect.flatMap((text) =>
-              res.status >= 200 && res.status < 300
-                ? Effect.succeed({ status: res.status, body: parseBody(text) })
-                : Effect.fail(statusError(request, res, text))
+      Effect.async<{ status: number; body: unknown }, UpstreamError>((resume, signal) => {
+        post(request, signal).then(
+          async (res) => {
+            const text = await res.body.text()
+            resume(
+              res.statusCode >= 200 && res.statusCode < 300
+                ? Effect.succeed({ status: res.statusCode, body: parseBody(text) })
+                : Effect.fail(statusError(request, res.statusCode, res.headers, text))
             )
-          )
-        ),
-        Effect.scoped
-      )
+          }
+        ).catch((e) => resume(Effect.fail(connectionError(request.providerName, e))))
+      })
 
     const open = (request: UpstreamRequest) =>
-      post(request, { accept: "text/event-stream" }).pipe(
+      Effect.acquireRelease(
+        Effect.async<Dispatcher.ResponseData, UpstreamError>((resume, signal) => {
+          post(request, signal, "text/event-stream").then(
+            (res) => resume(Effect.succeed(res)),
+            (e) => resume(Effect.fail(connectionError(request.providerName, e)))
+          )
+        }),
+        // Closing the scope (a client that left, a timeout) closes the upstream connection.
+        (res) => Effect.sync(() => res.body.destroy())
+      ).pipe(
         Effect.flatMap((res) =>
-          res.status >= 200 && res.status < 300
-            ? Effect.succeed(res.stream.pipe(Stream.mapError((e) => connectionError(request.providerName, e))))
-            : res.text.pipe(
-              Effect.orElseSucceed(() => ""),
-              Effect.flatMap((text) => Effect.fail(statusError(request, res, text)))
+          res.statusCode >= 200 && res.statusCode < 300
+            ? Effect.succeed(
+              NodeStream.fromReadable<UpstreamError, Uint8Array>(
+                () => res.body,
+                (e) => connectionError(request.providerName, e),
+                { closeOnDone: false }
+              )
             )
+            : Effect.flatMap(Effect.promise(() => textOf(res.body)), (text) =>
+              Effect.fail(statusError(request, res.statusCode, res.headers, text)))
         )
       )
 
