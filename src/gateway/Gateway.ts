@@ -4,7 +4,7 @@
  * client, answer (JSON, or SSE in the client's style), then UsageReported and Billed, exactly once.
  * The request runs in the server-owned supervisor; its billing step is uninterruptible.
  */
-import { Cause, Deferred, Duration, Effect, Exit, Option, Queue, Schedule, Scope, Stream, Take } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, FiberId, Option, Queue, Schedule, Scope, Stream, Take } from "effect"
 import { Admission, type Reservation } from "../accounts/Admission.ts"
 import { Catalog, type CatalogModel, type ResolvedDeployment } from "../accounts/Catalog.ts"
 import { QuotaExceeded } from "../accounts/errors.ts"
@@ -120,6 +120,46 @@ const sseEvents = <E>(bytes: Stream.Stream<Uint8Array, E>) =>
       })
     )
   })
+
+/**
+ * The end of a stream's patience, without a fiber or a timeout per chunk: `rung` fails with a timeout
+ * once the upstream has been quiet for `idleMs` or `deadline` has passed, and is interrupted when the
+ * client leaves. `touch` notes upstream activity; one timer re-arms itself lazily.
+ */
+const streamAlarm = (o: { readonly idleMs: number; readonly deadline: number }) => {
+  const rung = Deferred.unsafeMake<never, UpstreamError>(FiberId.none)
+  let last = Date.now()
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const check = () => {
+    const now = Date.now()
+    const idleAt = last + o.idleMs
+    if (now >= o.deadline || now >= idleAt) {
+      timer = undefined
+      const message = now >= o.deadline
+        ? "The upstream stream took longer than its total timeout."
+        : "The upstream went quiet mid-stream."
+      Deferred.unsafeDone(rung, Exit.fail(new UpstreamError({ kind: "timeout", message })))
+      return
+    }
+    timer = setTimeout(check, Math.min(idleAt, o.deadline) - now)
+  }
+  check()
+  return {
+    rung: Deferred.await(rung),
+    touch: () => {
+      last = Date.now()
+    },
+    stop: () => {
+      if (timer) clearTimeout(timer)
+      timer = undefined
+    },
+    clientLeft: () => {
+      if (timer) clearTimeout(timer)
+      timer = undefined
+      Deferred.unsafeDone(rung, Exit.interrupt(FiberId.none))
+    }
+  }
+}
 
 const estimateInput = (g: Generation) => Math.ceil(textOf(g.body).length / 4)
 
@@ -308,25 +348,24 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
         readonly candidates: ReadonlyArray<Candidate>
         readonly prices: PriceSheet
         readonly reservation: Reservation
-        readonly cancelled: Deferred.Deferred<void>
         readonly restore: <AX, EX, RX>(effect: Effect.Effect<AX, EX, RX>) => Effect.Effect<AX, EX, RX>
       }) => Effect.Effect<A, Refusal>
     ): Effect.Effect<A, Refusal> =>
       Effect.gen(function*() {
         const { candidates, model, prices } = yield* prepare(g)
-        return yield* supervisor.run((cancelled) =>
+        return yield* supervisor.run(
           Effect.uninterruptibleMask((restore) =>
             Effect.gen(function*() {
               const reservation = yield* admission.admit(g.key, worstCase(g, model, prices))
               yield* started(g, candidates[0]!, reservation, prices)
-              return yield* body({ candidates, prices, reservation, cancelled, restore })
+              return yield* body({ candidates, prices, reservation, restore })
             })
           )
         )
       })
 
     const generate = (g: Generation): Effect.Effect<GenerationResult, Refusal> =>
-      supervised(g, ({ cancelled, candidates, prices, reservation, restore }) =>
+      supervised(g, ({ candidates, prices, reservation, restore }) =>
         Effect.gen(function*() {
           const call = withFailover(candidates, policy, (c) =>
             upstreams.send({
@@ -343,9 +382,8 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                   new UpstreamError({ kind: "timeout", message: `The upstream ${c.deployment.providerName} did not answer in time.` })
               })
             ))
-          const exit = yield* restore(
-            Effect.raceFirst(call, Deferred.await(cancelled).pipe(Effect.zipRight(Effect.interrupt)))
-          ).pipe(Effect.exit)
+          // A client that leaves interrupts this fiber: only the restored upstream call stops.
+          const exit = yield* restore(call).pipe(Effect.exit)
 
           if (Exit.isSuccess(exit)) {
             const { candidate, value } = exit.value
@@ -391,7 +429,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
     const generateStream = (
       g: Generation & { readonly includeUsage: boolean }
     ): Effect.Effect<Stream.Stream<Uint8Array>, Refusal> =>
-      supervised(g, ({ cancelled, candidates, prices, reservation, restore }) =>
+      supervised(g, ({ candidates, prices, reservation, restore }) =>
         Effect.gen(function*() {
           const began = Date.now()
 
@@ -431,12 +469,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
               return { ...opened, scope, candidate: c }
             })
 
-          const exit = yield* restore(
-            Effect.raceFirst(
-              withFailover(candidates, policy, open),
-              Deferred.await(cancelled).pipe(Effect.zipRight(Effect.interrupt))
-            )
-          ).pipe(Effect.exit)
+          const exit = yield* restore(withFailover(candidates, policy, open)).pipe(Effect.exit)
 
           if (Exit.isFailure(exit)) {
             const cancelledEarly = Exit.isInterrupted(exit)
@@ -466,23 +499,21 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
           })
           // A small bounded buffer: a slow client slows the upstream reads instead of growing memory.
           const out = yield* Queue.bounded<Take.Take<Uint8Array>>(16)
-          const clientGone = yield* Deferred.make<void>()
           const offerEvents = (events: ReadonlyArray<SseEvent>) =>
             events.length === 0 ? Effect.void : Queue.offer(out, Take.of(bytesOf(events)))
+          // One alarm ends the pump early: the client left (interrupt), or the upstream went quiet for
+          // idle_ms or ran past total_ms (a timeout). One timer per stream, not a timeout per chunk.
+          const alarm = streamAlarm({ idleMs: t.idle_ms, deadline: began + t.total_ms })
 
           const pump = Effect.gen(function*() {
             yield* offerEvents(first.flatMap(relay.push))
-            const idle = Duration.millis(t.idle_ms)
             for (;;) {
               const next = yield* pull.pipe(
-                Effect.timeoutFail({
-                  duration: idle,
-                  onTimeout: () => Option.some(new UpstreamError({ kind: "timeout", message: "The upstream went quiet mid-stream." }))
-                }),
                 Effect.map(Option.some),
                 Effect.catchAll((e) => (Option.isNone(e) ? Effect.succeed(Option.none()) : Effect.fail(e.value)))
               )
               if (Option.isNone(next)) break
+              alarm.touch()
               yield* offerEvents([...next.value].flatMap(relay.push))
               if (relay.finished()) break
             }
@@ -495,17 +526,12 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
               d instanceof UpstreamStreamError
                 ? Effect.fail(new UpstreamError({ kind: "status", status: 502, message: d.message, body: { error: { type: d.type } } }))
                 : Effect.die(d)
-            ),
-            Effect.timeoutFail({
-              duration: Duration.millis(Math.max(1, t.total_ms - (Date.now() - began))),
-              onTimeout: () => new UpstreamError({ kind: "timeout", message: "The upstream stream took longer than its total timeout." })
-            })
+            )
           )
 
           const finish = Effect.gen(function*() {
-            const result = yield* restore(
-              Effect.raceFirst(pump, Deferred.await(clientGone).pipe(Effect.zipRight(Effect.interrupt)))
-            ).pipe(Effect.exit)
+            const result = yield* restore(Effect.raceFirst(pump, alarm.rung)).pipe(Effect.exit)
+            alarm.stop()
             yield* Scope.close(scope, Exit.void) // closes the upstream connection if it is still open
             if (Exit.isFailure(result) && !Exit.isInterrupted(result)) {
               // After the first chunk an error is the stream's last event; for chat no [DONE] follows.
@@ -540,7 +566,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
 
           return Stream.fromQueue(out).pipe(
             Stream.flattenTake,
-            Stream.ensuring(Deferred.succeed(clientGone, undefined))
+            Stream.ensuring(Effect.sync(alarm.clientLeft))
           )
         })
       )

@@ -5,7 +5,7 @@
  * `server.shutdown_grace_ms`) for in-flight requests to finish and bill, then interrupts the rest,
  * whose billing steps are uninterruptible.
  */
-import { Deferred, Duration, Effect, Fiber, FiberSet } from "effect"
+import { Duration, Effect, Fiber, FiberSet } from "effect"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 
 export class RequestSupervisor extends Effect.Service<RequestSupervisor>()("Gateway/RequestSupervisor", {
@@ -26,15 +26,13 @@ export class RequestSupervisor extends Effect.Service<RequestSupervisor>()("Gate
     )
 
     /**
-     * Runs `work` in the supervisor. `cancelled` completes when the caller goes away (client
-     * disconnect): the work sees it and winds down its upstream call itself.
+     * Runs `work` in the supervisor. When the caller goes away (client disconnect) the work fiber is
+     * interrupted, which stops only the parts it left interruptible (its upstream call); it goes on to
+     * bill, then ends.
      */
-    const run = <A, E>(work: (cancelled: Deferred.Deferred<void>) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
-      Effect.gen(function*() {
-        const cancelled = yield* Deferred.make<void>()
-        const fiber = yield* FiberSet.run(fibers, work(cancelled))
-        return yield* Fiber.join(fiber).pipe(Effect.onInterrupt(() => Deferred.succeed(cancelled, undefined)))
-      })
+    const run = <A, E>(work: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+      Effect.flatMap(FiberSet.run(fibers, work), (fiber) =>
+        Fiber.join(fiber).pipe(Effect.onInterrupt(() => Fiber.interruptFork(fiber))))
 
     /** Runs `work` in the supervisor without waiting for it (the rest of a stream after its first chunk). */
     const fork = <A, E>(work: Effect.Effect<A, E>): Effect.Effect<void> =>
