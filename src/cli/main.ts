@@ -18,6 +18,7 @@ import { human } from "./format.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
 import { type Operation, OperationFailed, run } from "./operations.ts"
 import { serve } from "./serve.ts"
+import { isWorker, supervise } from "./workers.ts"
 
 const json = Options.boolean("json").pipe(Options.withDescription("print the result as JSON"))
 const list = (s: string) => s.split(",").map((x) => x.trim()).filter((x) => x !== "")
@@ -49,7 +50,18 @@ const operation = (op: Operation, asJson: boolean) =>
 
 // ---- commands -----------------------------------------------------------------------------------
 
-const serveCommand = Command.make("serve", {}, () => serve).pipe(
+const workers = Options.integer("workers").pipe(
+  Options.withDescription("server processes on the one port (Postgres backend only); default 1, or TOLLGATE_WORKERS"),
+  Options.optional
+)
+
+const serveCommand = Command.make("serve", { workers }, (o) =>
+  Effect.gen(function*() {
+    const n = Option.getOrElse(o.workers, () => Number(process.env.TOLLGATE_WORKERS ?? 1))
+    if (!Number.isInteger(n) || n < 1) return yield* exitWith(`--workers must be a whole number of at least 1 (got ${n})`)
+    if (isWorker || n === 1) return yield* serve
+    return yield* supervise(n).pipe(Effect.provide(GatewayConfig.layer))
+  })).pipe(
   Command.withDescription("start the gateway (embedded PGlite in TOLLGATE_DATA_DIR, or Postgres at DATABASE_URL)")
 )
 
@@ -242,6 +254,7 @@ cli(process.argv).pipe(
     OperationFailed: (e) => exitWith(e.message),
     ConfigFileError: (e) => exitWith(e.message),
     DataDirBusy: (e) => exitWith(e.message),
+    WorkersUnsupported: (e) => exitWith(e.message),
     ServeError: (e) => exitWith(`cannot serve: ${(e.cause as Error | undefined)?.message ?? "the HTTP server failed"}`),
     SqlError: (e) => exitWith(`database: ${e.message}${e.cause instanceof Error ? ` (${e.cause.message})` : ""}`)
   }),

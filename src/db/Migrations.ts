@@ -8,6 +8,7 @@ import * as Migrator from "@effect/sql/Migrator"
 import { Effect } from "effect"
 import { fileURLToPath } from "node:url"
 
+// Resolved from this module: src/db here, dist/bin in the bundle (bin/tollgate.mjs); both are two levels deep.
 export const migrationsDir = fileURLToPath(new URL("../../migrations", import.meta.url))
 
 const sqlFiles = (dir: string) =>
