@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# npm run bench: the mock upstream, the Node floor proxy and Tollgate (on Postgres and on the embedded
-# default) measured back to back with the shared harness (../shared/bench): non-streamed chat, chat
-# streams (20 chunks) and messages streams, 50 connections, one table with ratios and RSS, written to
-# bench/results/<time>/summary.md. Everything it starts it stops, by PID. Loopback only.
-# Env: DURATION (10 s per test), CONNS (50), BENCH_DATABASE_URL (default: postgres on 127.0.0.1:5432/test).
+# npm run bench: the Node floor proxy, the mock upstream and Tollgate (on Postgres with one process and
+# with `--workers 2`, and on the embedded default) measured back to back with the shared harness
+# (../shared/bench): non-streamed chat, chat streams (20 chunks) and messages streams, 50 connections,
+# one table with ratios to the floor and RSS, written to bench/results/<time>/summary.md. Then, per
+# Tollgate target, an accounting run (a fixed number of requests, none cut off) whose Billed events must
+# equal its successful requests, and `replay --verify`. Everything it starts it stops, by PID. Loopback only.
+# Env: DURATION (10 s per test), CONNS (50), TARGETS (all: "pg pg_w2 embedded"),
+#      BENCH_DATABASE_URL (default: postgres on 127.0.0.1:5432/test).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 HARNESS="${BENCH_HARNESS:-$ROOT/../shared/bench}"
@@ -18,7 +21,7 @@ cleanup() {
   if [[ -n "$DB" ]]; then (cd "$ROOT" && node -e '
     const pg = require("pg"); const c = new pg.Client({ connectionString: process.argv[1] })
     c.connect().then(() => c.query(`DROP DATABASE IF EXISTS ${process.argv[2]} WITH (FORCE)`)).finally(() => c.end())' "$PG_URL" "$DB") || true; fi
-  rm -rf "$WORK"
+  [[ -n "${KEEP_WORK:-}" ]] && echo "kept $WORK" || rm -rf "$WORK"
 }
 trap cleanup EXIT
 
@@ -29,7 +32,7 @@ cp -r "$HARNESS"/. "$WORK/harness"
 free_port() { node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
 wait_http() { for _ in $(seq 1 120); do curl -sf "$1" >/dev/null && return 0; sleep 0.25; done; echo "no answer from $1" >&2; return 1; }
 
-P_MOCK=$(free_port); P_FLOOR=$(free_port); P_PG=$(free_port); P_EMB=$(free_port)
+P_MOCK=$(free_port); P_FLOOR=$(free_port)
 node "$WORK/harness/mock-upstream.mjs" --port "$P_MOCK" >"$WORK/mock.log" 2>&1 & PIDS+=($!)
 wait_http "http://127.0.0.1:$P_MOCK/health"
 node "$WORK/harness/node-floor-proxy.mjs" --port "$P_FLOOR" --upstream "http://127.0.0.1:$P_MOCK" >"$WORK/floor.log" 2>&1 & PIDS+=($!)
@@ -47,8 +50,12 @@ models:
     deployments: [{ provider: anthropic }]
     pricing: { input_per_mtok: "0.80", output_per_mtok: "4" }
     max_output_tokens: 1024
+  # stream-probe.mjs names the mock's pacing in the model: 5 chunks, 100 ms apart.
+  "gpt-4o-mini@chunks=5,delay_ms=100,first_byte_ms=0":
+    deployments: [{ provider: openai }]
+    pricing: { input_per_mtok: "0.15", output_per_mtok: "0.60" }
 server_options:
-  default: { models: [gpt-4o-mini, claude-3-5-haiku-latest] }
+  default: { models: [gpt-4o-mini, claude-3-5-haiku-latest, "gpt-4o-mini@chunks=5,delay_ms=100,first_byte_ms=0"] }
 YAML
 
 DB="tollgate_bench_$RANDOM$RANDOM"
@@ -57,27 +64,92 @@ DB="tollgate_bench_$RANDOM$RANDOM"
   c.connect().then(() => c.query(`CREATE DATABASE ${process.argv[2]}`)).then(() => c.end(), (e) => { console.error(e.message); process.exit(1) })' "$PG_URL" "$DB")
 DB_URL="$(node -e 'const u=new URL(process.argv[1]);u.pathname="/"+process.argv[2];console.log(u.toString())' "$PG_URL" "$DB")"
 
-start_tollgate() { # name port env...
-  local name="$1" port="$2"; shift 2
+TARGETS="${TARGETS:-pg pg_w2 embedded}"
+start_tollgate() { # name port workers env...
+  local name="$1" port="$2" workers="$3"; shift 3
   env "$@" TOLLGATE_CONFIG="$WORK/tollgate.yaml" TOLLGATE_PORT="$port" TOLLGATE_LOG_LEVEL=warning \
-    node --max-semi-space-size=32 "$ROOT/bin/tollgate.mjs" serve >"$WORK/$name.log" 2>&1 &
+    node "$ROOT/bin/tollgate.mjs" serve --workers "$workers" >"$WORK/$name.log" 2>&1 &
   PIDS+=($!)
   wait_http "http://127.0.0.1:$port/v1"
 }
-start_tollgate tg_pg "$P_PG" DATABASE_URL="$DB_URL"; PG_PID=${PIDS[-1]}
-start_tollgate tg_embedded "$P_EMB" TOLLGATE_DATA_DIR="$WORK/data"; EMB_PID=${PIDS[-1]}
-key() { env "$@" TOLLGATE_CONFIG="$WORK/tollgate.yaml" node "$ROOT/bin/tollgate.mjs" keys create --quota-usd 1000000 --json 2>/dev/null | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).key))'; }
-KEY_PG=$(key DATABASE_URL="$DB_URL")
-KEY_EMB=$(key TOLLGATE_DATA_DIR="$WORK/data")
+key() { env "$@" TOLLGATE_CONFIG="$WORK/tollgate.yaml" node "$ROOT/bin/tollgate.mjs" keys create --quota-usd 1000000 --json 2>/dev/null | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const k=JSON.parse(s);console.log(k.key+" "+k.id)})'; }
+
+declare -A PORT PID KEY KEYID DBENV
+DBENV[pg]="DATABASE_URL=$DB_URL"; DBENV[pg_w2]="DATABASE_URL=$DB_URL"; DBENV[embedded]="TOLLGATE_DATA_DIR=$WORK/data"
+HARNESS_TARGETS=(floor="http://127.0.0.1:$P_FLOOR" mock="http://127.0.0.1:$P_MOCK")
+HARNESS_ENV=(BENCH_PID_FLOOR="$FLOOR_PID")
+for t in $TARGETS; do
+  PORT[$t]=$(free_port)
+  workers=1; [[ "$t" == pg_w2 ]] && workers=2
+  start_tollgate "tg_$t" "${PORT[$t]}" "$workers" ${DBENV[$t]}; PID[$t]=${PIDS[-1]}
+  read -r KEY[$t] KEYID[$t] < <(key ${DBENV[$t]})
+  HARNESS_TARGETS+=(tollgate_$t="http://127.0.0.1:${PORT[$t]}")
+  up="$(echo "$t" | tr '[:lower:]' '[:upper:]')"
+  HARNESS_ENV+=(BENCH_API_KEY_TOLLGATE_$up="${KEY[$t]}" BENCH_PID_TOLLGATE_$up="${PID[$t]}")
+done
 
 mkdir -p "$OUT"
-BENCH_API_KEY_TOLLGATE_PG="$KEY_PG" BENCH_API_KEY_TOLLGATE_EMBEDDED="$KEY_EMB" \
-BENCH_PID_FLOOR="$FLOOR_PID" BENCH_PID_TOLLGATE_PG="$PG_PID" BENCH_PID_TOLLGATE_EMBEDDED="$EMB_PID" \
-OUT_DIR="$OUT" bash "$WORK/harness/run-bench.sh" \
-  mock="http://127.0.0.1:$P_MOCK" floor="http://127.0.0.1:$P_FLOOR" \
-  tollgate_pg="http://127.0.0.1:$P_PG" tollgate_embedded="http://127.0.0.1:$P_EMB"
+env "${HARNESS_ENV[@]}" OUT_DIR="$OUT" bash "$WORK/harness/run-bench.sh" "${HARNESS_TARGETS[@]}"
 
+# ---- time to first chunk at rest: one paced stream at a time (the median of 7), floor vs Tollgate ----
+probe() { # url [key]
+  BENCH_HEADERS="${2:+Authorization: Bearer $2}" node "$WORK/harness/stream-probe.mjs" --url "$1" --chunks 5 --delay 100 --repeat 7 --json 2>>"$WORK/probe.err" |
+    node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const r=JSON.parse(s);console.log(r.first_read_ms+" "+r.verdict)}catch{console.log("- failed")}})'
+}
+read -r FLOOR_FIRST FLOOR_VERDICT < <(probe "http://127.0.0.1:$P_FLOOR")
+{
+  echo
+  echo "Time to first chunk at rest (stream-probe.mjs: 5 chunks 100 ms apart, median of 7, one at a time):"
+  echo
+  echo "| target | first chunk ms | added over the floor ms | verdict |"
+  echo "|---|---:|---:|---|"
+  echo "| floor | $FLOOR_FIRST | - | $FLOOR_VERDICT |"
+  for t in $TARGETS; do
+    read -r first verdict < <(probe "http://127.0.0.1:${PORT[$t]}" "${KEY[$t]}")
+    echo "| tollgate_$t | $first | $(node -e 'const a=Number(process.argv[1]),b=Number(process.argv[2]);console.log(Number.isFinite(a-b)?(a-b).toFixed(2):"-")' "$first" "$FLOOR_FIRST") | $verdict |"
+  done
+} >>"$OUT/summary.md"
+
+# ---- accounting: every successful request billed exactly once -----------------------------------
+billed_of() { # db-env key-id -> "billed distinct_requests"
+  env $1 TOLLGATE_CONFIG="$WORK/tollgate.yaml" node "$ROOT/bin/tollgate.mjs" events --limit 1000000 --json 2>/dev/null |
+    node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const b=JSON.parse(s).filter(e=>e.event_type==="Billed"&&e.data.key_id===process.argv[1]);console.log(b.length+" "+new Set(b.map(e=>e.stream_id)).size)})' "$2"
+}
+{
+  echo
+  echo "Accounting (per target: a fresh key, ${ACCOUNTING_REQUESTS:-3000} requests at ${CONNS:-50} concurrency, each awaited to its end):"
+  echo
+  echo "| target | requests | successful | Billed events | distinct requests billed | equal |"
+  echo "|---|---:|---:|---:|---:|---|"
+} >>"$OUT/summary.md"
+FAIL=0
+for t in $TARGETS; do
+  read -r k kid < <(key ${DBENV[$t]})
+  res=$(node "$ROOT/bench/accounting.mjs" --url "http://127.0.0.1:${PORT[$t]}" --key "$k" --requests "${ACCOUNTING_REQUESTS:-3000}" --concurrency "${CONNS:-50}")
+  echo "accounting tollgate_$t: $res" >&2
+  ok=$(node -e 'console.log(JSON.parse(process.argv[1]).ok)' "$res")
+  read -r billed distinct < <(billed_of "${DBENV[$t]}" "$kid")
+  eq=yes; [[ "$billed" == "$ok" && "$distinct" == "$ok" ]] || { eq=NO; FAIL=1; }
+  echo "| tollgate_$t | ${ACCOUNTING_REQUESTS:-3000} | $ok | $billed | $distinct | $eq |" >>"$OUT/summary.md"
+done
+
+# Stop the gateways (each drains and bills what it has in flight), then replay every figure from the log.
+for t in $TARGETS; do kill -TERM "${PID[$t]}" 2>/dev/null || true; done
+for t in $TARGETS; do wait "${PID[$t]}" 2>/dev/null || true; done
+{
+  echo
+  echo "Replay after the load (\`tollgate replay --verify\`):"
+  echo
+  for db in "DATABASE_URL=$DB_URL" "TOLLGATE_DATA_DIR=$WORK/data"; do
+    [[ "$db" == TOLLGATE_DATA_DIR* && " $TARGETS " != *" embedded "* ]] && continue
+    [[ "$db" == DATABASE_URL* && " $TARGETS " != *" pg"* ]] && continue
+    r=$(env $db TOLLGATE_CONFIG="$WORK/tollgate.yaml" node "$ROOT/bin/tollgate.mjs" replay --verify --json 2>&1 || true)
+    echo "- ${db%%=*}: $(node -e 'try{const r=JSON.parse(process.argv[1]);console.log((r.ok?"clean":"MISMATCH")+", "+(r.events??r.events_replayed??"?")+" events")}catch{console.log("failed: "+process.argv[1].slice(0,300))}' "$r")"
+  done
+  echo
+  echo "Machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); node $(node -v); $(date -u +%Y-%m-%d)"
+} >>"$OUT/summary.md"
 echo
-echo "== replay --verify after the load"
-DATABASE_URL="$DB_URL" TOLLGATE_CONFIG="$WORK/tollgate.yaml" node "$ROOT/bin/tollgate.mjs" replay --verify
+sed -n '/^Accounting/,$p' "$OUT/summary.md"
 echo "results: $OUT"
+exit $FAIL

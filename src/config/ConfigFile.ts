@@ -6,6 +6,8 @@ import { Schema } from "effect"
 import { UsdAmount } from "./Money.ts"
 
 const Name = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._:@/-]*$/), Schema.maxLength(128))
+/** Model ids may also carry `,` and `=` (provider variants such as `name@key=value,key=value`). */
+const ModelName = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._:@/,=-]*$/), Schema.maxLength(128))
 const PositiveInt = Schema.Int.pipe(Schema.positive())
 
 export const ProviderStyle = Schema.Literal("openai", "anthropic")
@@ -145,7 +147,7 @@ export const ConfigFile = Schema.Struct({
     })
   }),
   providers: Schema.Record({ key: Name, value: ProviderConfig }),
-  models: Schema.Record({ key: Name, value: ModelConfig }),
+  models: Schema.Record({ key: ModelName, value: ModelConfig }),
   server_options: Schema.Record({ key: Name, value: ServerOptionConfig }),
   /** The Server Option given to keys created without one. */
   default_server_option: Schema.optional(Schema.String)

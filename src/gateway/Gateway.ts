@@ -507,7 +507,8 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
 
           const pump = Effect.gen(function*() {
             yield* offerEvents(first.flatMap(relay.push))
-            for (;;) {
+            // The first read may already hold the terminal event: then there is nothing more to wait for.
+            while (!relay.finished()) {
               const next = yield* pull.pipe(
                 Effect.map(Option.some),
                 Effect.catchAll((e) => (Option.isNone(e) ? Effect.succeed(Option.none()) : Effect.fail(e.value)))
@@ -515,7 +516,6 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
               if (Option.isNone(next)) break
               alarm.touch()
               yield* offerEvents([...next.value].flatMap(relay.push))
-              if (relay.finished()) break
             }
             if (!relay.finished()) {
               return yield* Effect.fail(new UpstreamError({ kind: "protocol", message: "The upstream stream ended before its final event." }))

@@ -38,6 +38,6 @@ export class RequestSupervisor extends Effect.Service<RequestSupervisor>()("Gate
     const fork = <A, E>(work: Effect.Effect<A, E>): Effect.Effect<void> =>
       Effect.asVoid(FiberSet.run(fibers, work))
 
-    return { run, fork } as const
+    return { run, fork, inFlight: FiberSet.size(fibers) } as const
   })
 }) {}

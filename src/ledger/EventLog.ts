@@ -311,6 +311,8 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     return {
       append,
       read,
+      /** Appends waiting for the writer (not counting the batch being committed). */
+      queued: Queue.size(queue),
       onCommitted: (listener: CommittedListener) =>
         Effect.acquireRelease(Effect.sync(() => listeners.add(listener)), () => Effect.sync(() => listeners.delete(listener)))
     } as const

@@ -30,5 +30,7 @@ export const Discovery = Schema.Struct({
     models: Schema.String,
     usage: Schema.String
   }),
-  compatible_with: Schema.Array(Schema.String)
+  compatible_with: Schema.Array(Schema.String),
+  /** This process's load: requests being served (streams included) and appends waiting for the event writer. */
+  load: Schema.optional(Schema.Struct({ requests_in_flight: Schema.Number, events_queued: Schema.Number })),
 }).annotations({ identifier: "Discovery" })

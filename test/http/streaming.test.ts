@@ -442,6 +442,33 @@ describe("streaming", () => {
         expect(fake.closedEarly()).toBe(before + 1)
       }))
 
+    it.effect("an upstream that holds its response open after the last event: the stream ends at once, the connection is closed", () =>
+      Effect.gen(function*() {
+        const { fake, key, openai } = yield* setup
+        fake.script("/v1/chat/completions", { events: chatToolStream, lingerMs: 3_000 })
+        const before = fake.closedEarly()
+        const started = Date.now()
+        const content = yield* Effect.promise(async () => {
+          let t = ""
+          for await (const c of await openai.chat.completions.create({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] })) {
+            t += c.choices[0]?.delta?.content ?? ""
+          }
+          return t
+        })
+        expect(content).toBe("Checking both.")
+        expect(Date.now() - started).toBeLessThan(2_000) // not held until the upstream ends its response
+        const billed = yield* awaitBilled(key.keyId, 1)
+        expect(billed).toHaveLength(1)
+        expect(billed[0]!.outcome).toBe("completed")
+        for (let i = 0; i < 50 && fake.closedEarly() === before; i++) yield* Effect.sleep("20 millis")
+        expect(fake.closedEarly()).toBe(before + 1)
+        // The gateway is still serving (closing a half-read upstream body must not crash it).
+        const again = yield* Effect.promise(() =>
+          openai.chat.completions.create({ model: "gpt", messages: [{ role: "user", content: "y" }] })
+        )
+        expect(again.choices[0]?.message).toBeDefined()
+      }))
+
     it.effect("every streamed request has exactly one Billed, and the log replays clean", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient

@@ -31,6 +31,8 @@ export interface Reply {
   readonly eventDelayMs?: number
   /** With `events`: destroy the socket after this many events. */
   readonly dropAfter?: number
+  /** Streams: keep the response open this long after the last event before ending it. */
+  readonly lingerMs?: number
 }
 
 const block = (e: string | { readonly event?: string; readonly data: unknown }) =>
@@ -174,8 +176,11 @@ export const FakeUpstream = Effect.acquireRelease(
               // Let what was written reach the gateway first, then break the connection.
               if (reply.dropAfter !== undefined && i >= reply.dropAfter) return void setTimeout(() => req.socket.destroy(), 30)
               if (i >= events.length) {
-                finished = true
-                return res.end()
+                const end = () => {
+                  finished = true
+                  res.end()
+                }
+                return void (reply.lingerMs ? setTimeout(end, reply.lingerMs) : end())
               }
               res.write(block(events[i++]!))
               if (reply.eventDelayMs) setTimeout(next, reply.eventDelayMs)

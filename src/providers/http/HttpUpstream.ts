@@ -146,8 +146,9 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
             (e) => resume(Effect.fail(connectionError(request.providerName, e)))
           )
         }),
-        // Closing the scope (a client that left, a timeout) closes the upstream connection.
-        (res) => Effect.sync(() => res.body.destroy())
+        // Closing the scope (the stream is complete, the client left, a timeout) closes the upstream
+        // connection; destroying a body not read to its end reports an abort, which is expected here.
+        (res) => Effect.sync(() => res.body.on("error", () => {}).destroy())
       ).pipe(
         Effect.flatMap((res) =>
           res.statusCode >= 200 && res.statusCode < 300
