@@ -50,12 +50,17 @@ models:
     deployments: [{ provider: anthropic }]
     pricing: { input_per_mtok: "0.80", output_per_mtok: "4" }
     max_output_tokens: 1024
+  # Cross-style: a chat client, an anthropic-style upstream (events decoded and re-emitted).
+  chat-via-anthropic:
+    deployments: [{ provider: anthropic, model: claude-3-5-haiku-latest }]
+    pricing: { input_per_mtok: "0.80", output_per_mtok: "4" }
+    max_output_tokens: 1024
   # stream-probe.mjs names the mock's pacing in the model: 5 chunks, 100 ms apart.
   "gpt-4o-mini@chunks=5,delay_ms=100,first_byte_ms=0":
     deployments: [{ provider: openai }]
     pricing: { input_per_mtok: "0.15", output_per_mtok: "0.60" }
 server_options:
-  default: { models: [gpt-4o-mini, claude-3-5-haiku-latest, "gpt-4o-mini@chunks=5,delay_ms=100,first_byte_ms=0"] }
+  default: { models: [gpt-4o-mini, claude-3-5-haiku-latest, chat-via-anthropic, "gpt-4o-mini@chunks=5,delay_ms=100,first_byte_ms=0"] }
 YAML
 
 DB="tollgate_bench_$RANDOM$RANDOM"
@@ -90,6 +95,26 @@ done
 
 mkdir -p "$OUT"
 env "${HARNESS_ENV[@]}" OUT_DIR="$OUT" bash "$WORK/harness/run-bench.sh" "${HARNESS_TARGETS[@]}"
+
+# ---- cross-style streams: chat clients served by an anthropic-style upstream, vs same-style ----------
+{
+  echo
+  echo "Cross-style streams (chat client, anthropic-style upstream: decoded to canonical ops, re-emitted as chat chunks), same load:"
+  echo
+  echo "| target | cross-style req/s | same-style chat stream req/s | ratio |"
+  echo "|---|---:|---:|---:|"
+  for t in $TARGETS; do
+    [[ "$t" == embedded ]] && continue
+    node "$WORK/harness/sse-load.mjs" --url "http://127.0.0.1:${PORT[$t]}" --model chat-via-anthropic -c "${CONNS:-50}" -d "${DURATION:-10}" \
+      --warmup 2 --header "Authorization: Bearer ${KEY[$t]}" --json --label "cross_$t" >"$OUT/tollgate_$t.cross.json" 2>/dev/null || echo '{}' >"$OUT/tollgate_$t.cross.json"
+    node -e '
+      const fs = require("fs"); const read = (f) => { try { return JSON.parse(fs.readFileSync(f, "utf8")) } catch { return {} } }
+      const x = read(process.argv[1]), s = read(process.argv[2])
+      const r = (n) => (Number.isFinite(n) ? Math.round(n) : "-")
+      console.log(`| tollgate_${process.argv[3]} | ${r(x.rps)} | ${r(s.rps)} | ${x.rps && s.rps ? Math.round((100 * x.rps) / s.rps) + "%" : "-"} |`)' \
+      "$OUT/tollgate_$t.cross.json" "$OUT/tollgate_$t.stream.json" "$t"
+  done
+} >>"$OUT/summary.md"
 
 # ---- time to first chunk at rest: one paced stream at a time (the median of 7), floor vs Tollgate ----
 probe() { # url [key]

@@ -312,7 +312,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       append,
       read,
       /** Appends waiting for the writer (not counting the batch being committed). */
-      queued: Queue.size(queue),
+      queued: Effect.map(Queue.size(queue), (n) => Math.max(0, n)), // negative while the writer waits
       onCommitted: (listener: CommittedListener) =>
         Effect.acquireRelease(Effect.sync(() => listeners.add(listener)), () => Effect.sync(() => listeners.delete(listener)))
     } as const

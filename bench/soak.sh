@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# npm run bench:soak: Tollgate on Postgres under steady load (chat streams and non-streamed chat, half
+# the connections each) for SOAK_SECONDS (300), sampling every 10 s its RSS and, from GET /v1, the
+# requests in flight and the appends waiting for the event writer. Passes when, after the first minute
+# (warm-up: heap and pools grow to their working size), RSS grows by less than 10% and the writer queue
+# stays under 1,000. Then `replay --verify`. Loopback only; everything it starts it stops, by PID.
+# Env: SOAK_SECONDS (300), CONNS (50), BENCH_DATABASE_URL (default: postgres on 127.0.0.1:5432/test).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+HARNESS="${BENCH_HARNESS:-$ROOT/../shared/bench}"
+PG_URL="${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}"
+SECONDS_TOTAL="${SOAK_SECONDS:-300}"
+CONNS="${CONNS:-50}"
+WORK="$(mktemp -d -t tollgate-soak-XXXX)"
+OUT="$ROOT/bench/results/soak-$(date +%Y%m%d-%H%M%S)"
+PIDS=()
+DB="tollgate_soak_$RANDOM$RANDOM"
+pg() { (cd "$ROOT" && node -e '
+  const pg = require("pg"); const c = new pg.Client({ connectionString: process.argv[1] })
+  c.connect().then(() => c.query(process.argv[2])).then(() => c.end(), (e) => { console.error(e.message); process.exit(1) })' "$PG_URL" "$1"); }
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  pg "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+cp -r "$HARNESS"/. "$WORK/harness"
+(cd "$WORK/harness" && npm ci --no-audit --no-fund >/dev/null 2>&1 || npm install --no-audit --no-fund >/dev/null)
+free_port() { node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
+wait_http() { for _ in $(seq 1 120); do curl -sf "$1" >/dev/null && return 0; sleep 0.25; done; echo "no answer from $1" >&2; return 1; }
+
+P_MOCK=$(free_port); P_TG=$(free_port)
+node "$WORK/harness/mock-upstream.mjs" --port "$P_MOCK" >"$WORK/mock.log" 2>&1 & PIDS+=($!)
+wait_http "http://127.0.0.1:$P_MOCK/health"
+cat >"$WORK/tollgate.yaml" <<YAML
+providers:
+  openai: { style: openai, base_url: "http://127.0.0.1:$P_MOCK/v1", api_key: soak }
+models:
+  gpt-4o-mini:
+    deployments: [{ provider: openai }]
+    pricing: { input_per_mtok: "0.15", output_per_mtok: "0.60" }
+server_options:
+  default: { models: [gpt-4o-mini] }
+YAML
+pg "CREATE DATABASE $DB"
+DB_URL="$(node -e 'const u=new URL(process.argv[1]);u.pathname="/"+process.argv[2];console.log(u.toString())' "$PG_URL" "$DB")"
+export DATABASE_URL="$DB_URL" TOLLGATE_CONFIG="$WORK/tollgate.yaml"
+TOLLGATE_PORT="$P_TG" TOLLGATE_LOG_LEVEL=warning node "$ROOT/bin/tollgate.mjs" serve >"$WORK/tollgate.log" 2>&1 & PIDS+=($!)
+TG=$!
+wait_http "http://127.0.0.1:$P_TG/v1"
+KEY=$(node "$ROOT/bin/tollgate.mjs" keys create --quota-usd 1000000 --json 2>/dev/null | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).key))')
+
+mkdir -p "$OUT"
+half=$((CONNS / 2))
+node "$WORK/harness/sse-load.mjs" --url "http://127.0.0.1:$P_TG" -c "$half" -d "$SECONDS_TOTAL" --header "Authorization: Bearer $KEY" --json --label stream >"$OUT/stream.json" 2>"$WORK/stream.err" & LOAD1=$!; PIDS+=($LOAD1)
+node "$WORK/harness/sse-load.mjs" --url "http://127.0.0.1:$P_TG" -c "$half" -d "$SECONDS_TOTAL" --no-stream --header "Authorization: Bearer $KEY" --json --label chat >"$OUT/chat.json" 2>"$WORK/chat.err" & LOAD2=$!; PIDS+=($LOAD2)
+
+echo "soak: ${SECONDS_TOTAL}s at $CONNS connections against pid $TG; sampling every 10 s" >&2
+echo "t_s rss_mb in_flight events_queued" >"$OUT/samples.txt"
+for ((t = 10; t <= SECONDS_TOTAL; t += 10)); do
+  sleep 10
+  rss=$(awk '/^VmRSS:/{printf "%.1f", $2/1024}' /proc/$TG/status)
+  load=$(curl -s --max-time 5 "http://127.0.0.1:$P_TG/v1" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const l=JSON.parse(s).load;console.log(l.requests_in_flight+" "+l.events_queued)}catch{console.log("- -")}})')
+  echo "$t $rss $load" | tee -a "$OUT/samples.txt" >&2
+done
+wait "$LOAD1" "$LOAD2" || true
+
+node - "$OUT" <<'NODE' | tee "$OUT/summary.md"
+const fs = require("fs"), dir = process.argv[2]
+const rows = fs.readFileSync(`${dir}/samples.txt`, "utf8").trim().split("\n").slice(1).map((l) => l.split(" "))
+const s = rows.map(([t, rss, inflight, queued]) => ({ t: +t, rss: +rss, inflight: +inflight, queued: +queued }))
+const after = s.filter((x) => x.t > 60)
+const first = after[0] ?? s[0], last = s.at(-1)
+const growth = (100 * (last.rss - first.rss)) / first.rss
+const maxQueued = Math.max(...s.map((x) => x.queued).filter(Number.isFinite))
+const load = ["stream", "chat"].map((n) => { try { return JSON.parse(fs.readFileSync(`${dir}/${n}.json`, "utf8")) } catch { return {} } })
+console.log(`Soak: ${last.t} s, ${load.map((l) => `${l.label}: ${l.requests} requests (${Math.round(l.rps)} req/s, ${l.errors} errors)`).join("; ")}`)
+console.log(`RSS after the first minute ${first.rss} MB, at the end ${last.rss} MB (${growth >= 0 ? "+" : ""}${growth.toFixed(1)}%); peak writer queue ${maxQueued}`)
+const ok = growth < 10 && maxQueued < 1000
+console.log(ok ? "flat: PASS" : "growth: FAIL")
+process.exitCode = ok ? 0 : 1
+NODE
+status=${PIPESTATUS[0]}
+kill -TERM "$TG"; wait "$TG" 2>/dev/null || true
+echo "replay --verify: $(node "$ROOT/bin/tollgate.mjs" replay --verify --json 2>&1 | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const r=JSON.parse(s);console.log(r.ok?"clean":"MISMATCH")}catch{console.log("failed")}})')" | tee -a "$OUT/summary.md"
+echo "results: $OUT" >&2
+exit "$status"
