@@ -19,14 +19,21 @@ const configFor = (url: string): ConfigFileEncoded => ({
   providers: {
     openai: { style: "openai", base_url: `${url}/v1`, api_key: "up-openai" },
     anthropic: { style: "anthropic", base_url: url, api_key: "up-anthropic" },
-    backup: { style: "openai", base_url: `${url}/backup/v1`, api_key: "up-backup" }
+    backup: { style: "openai", base_url: `${url}/backup/v1`, api_key: "up-backup" },
+    slow: {
+      style: "openai",
+      base_url: `${url}/slow/v1`,
+      api_key: "up-slow",
+      timeouts: { first_byte_ms: 300, idle_ms: 300, total_ms: 1_500 }
+    }
   },
   models: {
     gpt: { deployments: [{ provider: "openai", model: "gpt-up" }], pricing: { input_per_mtok: "1", output_per_mtok: "2" } },
     claude: { deployments: [{ provider: "anthropic", model: "claude-up" }], pricing: { input_per_mtok: "3", output_per_mtok: "15" } },
-    "gpt-ha": { deployments: [{ provider: "openai", model: "gpt-up" }, { provider: "backup", model: "gpt-backup" }] }
+    "gpt-ha": { deployments: [{ provider: "openai", model: "gpt-up" }, { provider: "backup", model: "gpt-backup" }] },
+    "gpt-slow": { deployments: [{ provider: "slow", model: "gpt-up" }] }
   },
-  server_options: { all: { models: ["gpt", "claude", "gpt-ha"] } }
+  server_options: { all: { models: ["gpt", "claude", "gpt-ha", "gpt-slow"] } }
 })
 
 const chunk = (delta: unknown, finish: string | null = null) => ({
@@ -467,6 +474,79 @@ describe("streaming", () => {
           openai.chat.completions.create({ model: "gpt", messages: [{ role: "user", content: "y" }] })
         )
         expect(again.choices[0]?.message).toBeDefined()
+      }))
+
+    /** POSTs a chat request for `gpt-slow` and reads the whole answer as text. */
+    const slowCall = (base: string, secret: string, stream: boolean) =>
+      Effect.promise(async () => {
+        const started = Date.now()
+        const res = await fetch(`${base}/v1/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+          body: JSON.stringify({ model: "gpt-slow", stream, messages: [{ role: "user", content: "x" }] })
+        })
+        return { status: res.status, type: res.headers.get("content-type"), text: await res.text(), ms: Date.now() - started }
+      })
+
+    it.effect("timeouts: no answer within first_byte_ms is retried, then a 504 upstream_timeout; billed once as failed", () =>
+      Effect.gen(function*() {
+        const { base, fake, key, secret } = yield* setup
+        fake.script("/slow/v1/chat/completions", { delayMs: 2_000 }, { delayMs: 2_000 })
+        const r = yield* slowCall(base, secret, false)
+        expect(r.status).toBe(504)
+        expect(JSON.parse(r.text).error).toMatchObject({ code: "upstream_timeout" })
+        expect(r.ms).toBeLessThan(1_500) // two attempts of 300 ms and a short backoff, not the upstream's 2 s
+        expect(fake.received.filter((x) => x.path === "/slow/v1/chat/completions")).toHaveLength(2)
+        const billed = yield* awaitBilled(key.keyId, 1)
+        expect(billed).toHaveLength(1)
+        expect(billed[0]).toMatchObject({ outcome: "failed" })
+      }))
+
+    it.effect("timeouts: a stream whose first event does not come within first_byte_ms is a JSON 504, not a stream", () =>
+      Effect.gen(function*() {
+        const { base, fake, key, secret } = yield* setup
+        fake.script("/slow/v1/chat/completions", { delayMs: 2_000, events: chatToolStream }, { delayMs: 2_000, events: chatToolStream })
+        const r = yield* slowCall(base, secret, true)
+        expect(r.status).toBe(504)
+        expect(r.ms).toBeLessThan(1_500)
+        expect(r.type).toContain("application/json")
+        expect(JSON.parse(r.text).error).toMatchObject({ code: "upstream_timeout" })
+        const billed = yield* awaitBilled(key.keyId, 1)
+        expect(billed).toHaveLength(1)
+        expect(billed[0]).toMatchObject({ outcome: "failed" })
+      }))
+
+    it.effect("timeouts: a stream that goes quiet for idle_ms ends with an error event, no [DONE]; billed once, estimated", () =>
+      Effect.gen(function*() {
+        const { base, fake, key, secret } = yield* setup
+        fake.script("/slow/v1/chat/completions", { events: chatToolStream, eventDelayMs: 2_000 })
+        const r = yield* slowCall(base, secret, true)
+        expect(r.status).toBe(200)
+        expect(r.ms).toBeLessThan(1_500)
+        expect(r.text).toContain("event: error")
+        expect(r.text).toContain("upstream_timeout")
+        expect(r.text).toContain("went quiet")
+        expect(r.text).not.toContain("[DONE]")
+        const billed = yield* awaitBilled(key.keyId, 1)
+        expect(billed).toHaveLength(1)
+        expect(billed[0]).toMatchObject({ outcome: "failed", estimated: true })
+      }))
+
+    it.effect("timeouts: total_ms bounds a stream that keeps trickling within idle_ms", () =>
+      Effect.gen(function*() {
+        const { base, fake, key, secret } = yield* setup
+        const trickle = [chunk({ role: "assistant", content: "" }), ...Array.from({ length: 40 }, (_, i) => text(`w${i} `)), chunk({}, "stop"), { data: "[DONE]" }]
+        fake.script("/slow/v1/chat/completions", { events: trickle, eventDelayMs: 100 })
+        const r = yield* slowCall(base, secret, true)
+        expect(r.ms).toBeGreaterThanOrEqual(1_400)
+        expect(r.ms).toBeLessThan(3_000) // the upstream would take over 4 s
+        expect(r.text).toContain("w3 ")
+        expect(r.text).toContain("total timeout")
+        expect(r.text).not.toContain("[DONE]")
+        const billed = yield* awaitBilled(key.keyId, 1)
+        expect(billed).toHaveLength(1)
+        expect(billed[0]).toMatchObject({ outcome: "failed", estimated: true })
+        expect(billed[0]!.usage.output_tokens).toBeGreaterThan(0)
       }))
 
     it.effect("every streamed request has exactly one Billed, and the log replays clean", () =>

@@ -139,16 +139,18 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
       })
 
     const open = (request: UpstreamRequest) =>
-      Effect.acquireRelease(
-        Effect.async<Dispatcher.ResponseData, UpstreamError>((resume, signal) => {
-          post(request, signal, "text/event-stream").then(
-            (res) => resume(Effect.succeed(res)),
-            (e) => resume(Effect.fail(connectionError(request.providerName, e)))
-          )
-        }),
-        // Closing the scope (the stream is complete, the client left, a timeout) closes the upstream
-        // connection; destroying a body not read to its end reports an abort, which is expected here.
-        (res) => Effect.sync(() => res.body.on("error", () => {}).destroy())
+      // The wait for the answer stays interruptible (a first-byte timeout, a client that left); once it
+      // is in, closing the scope (the stream is complete, the client left, a timeout) closes the upstream
+      // connection. Destroying a body not read to its end reports an abort, which is expected here.
+      Effect.uninterruptibleMask((restore) =>
+        restore(
+          Effect.async<Dispatcher.ResponseData, UpstreamError>((resume, signal) => {
+            post(request, signal, "text/event-stream").then(
+              (res) => resume(Effect.succeed(res)),
+              (e) => resume(Effect.fail(connectionError(request.providerName, e)))
+            )
+          })
+        ).pipe(Effect.tap((res) => Effect.addFinalizer(() => Effect.sync(() => res.body.on("error", () => {}).destroy()))))
       ).pipe(
         Effect.flatMap((res) =>
           res.statusCode >= 200 && res.statusCode < 300
