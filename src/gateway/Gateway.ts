@@ -464,7 +464,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                   onTimeout: () =>
                     new UpstreamError({ kind: "timeout", message: `The upstream ${c.deployment.providerName} sent no first event in time.` })
                 }),
-                Effect.onError(() => Scope.close(scope, Exit.void))
+                Effect.onError((cause) => Scope.close(scope, Exit.failCause(cause)))
               )
               return { ...opened, scope, candidate: c }
             })
@@ -532,7 +532,8 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
           const finish = Effect.gen(function*() {
             const result = yield* restore(Effect.raceFirst(pump, alarm.rung)).pipe(Effect.exit)
             alarm.stop()
-            yield* Scope.close(scope, Exit.void) // closes the upstream connection if it is still open
+            // A complete stream hands its upstream connection back for reuse; any other end closes it.
+            yield* Scope.close(scope, Exit.isSuccess(result) ? Exit.void : Exit.interrupt(FiberId.none))
             if (Exit.isFailure(result) && !Exit.isInterrupted(result)) {
               // After the first chunk an error is the stream's last event; for chat no [DONE] follows.
               const failure = Cause.failureOption(result.cause)

@@ -449,6 +449,24 @@ describe("streaming", () => {
         expect(fake.closedEarly()).toBe(before + 1)
       }))
 
+    it.effect("a completed stream hands its upstream connection back: the next call reuses it", () =>
+      Effect.gen(function*() {
+        const { fake, openai } = yield* setup
+        // The upstream ends each response a moment after its last event, as real ones do.
+        fake.script("/v1/chat/completions", { events: chatToolStream, lingerMs: 100 }, { events: chatToolStream, lingerMs: 100 })
+        for (let i = 0; i < 2; i++) {
+          yield* Effect.promise(async () => {
+            for await (const _ of await openai.chat.completions.create({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] })) {
+              // read to the end
+            }
+          })
+          yield* Effect.sleep("200 millis")
+        }
+        const ports = fake.received.filter((r) => r.path === "/v1/chat/completions").map((r) => r.remotePort)
+        expect(ports).toHaveLength(2)
+        expect(ports[1]).toBe(ports[0])
+      }))
+
     it.effect("an upstream that holds its response open after the last event: the stream ends at once, the connection is closed", () =>
       Effect.gen(function*() {
         const { fake, key, openai } = yield* setup
@@ -467,7 +485,8 @@ describe("streaming", () => {
         const billed = yield* awaitBilled(key.keyId, 1)
         expect(billed).toHaveLength(1)
         expect(billed[0]!.outcome).toBe("completed")
-        for (let i = 0; i < 50 && fake.closedEarly() === before; i++) yield* Effect.sleep("20 millis")
+        // The tail is drained for at most a second, then the connection is dropped.
+        for (let i = 0; i < 100 && fake.closedEarly() === before; i++) yield* Effect.sleep("20 millis")
         expect(fake.closedEarly()).toBe(before + 1)
         // The gateway is still serving (closing a half-read upstream body must not crash it).
         const again = yield* Effect.promise(() =>

@@ -16,6 +16,8 @@ export interface Received {
   readonly url: string
   readonly headers: IncomingHttpHeaders
   readonly body: any
+  /** The gateway's end of the connection: the same port on two requests means a reused connection. */
+  readonly remotePort: number | undefined
 }
 
 export interface Reply {
@@ -159,7 +161,7 @@ export const FakeUpstream = Effect.acquireRelease(
         } catch {
           // keep text
         }
-        received.push({ method: req.method ?? "", path, url, headers: req.headers, body })
+        received.push({ method: req.method ?? "", path, url, headers: req.headers, body, remotePort: req.socket.remotePort })
         const reply = scripts.get(path)?.shift() ?? (body?.stream === true ? { events: defaultStream(path, body) } : {})
         const answer = () => {
           if (reply.drop) return req.socket.destroy()

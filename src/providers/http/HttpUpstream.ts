@@ -7,7 +7,7 @@
  * or credential. Interrupting a call aborts it, which closes its connection.
  */
 import { NodeStream } from "@effect/platform-node"
-import { Effect, Redacted } from "effect"
+import { Effect, Exit, Redacted } from "effect"
 import type { IncomingHttpHeaders } from "node:http"
 import { Agent, type Dispatcher } from "undici"
 import type { ProviderConfig } from "../../config/ConfigFile.ts"
@@ -89,6 +89,20 @@ const statusError = (request: UpstreamRequest, status: number, headers: Incoming
 
 const textOf = (body: Dispatcher.ResponseData["body"]) => body.text().catch(() => "")
 
+/** How long, and how many bytes, a completed stream's tail may take to drain before its connection is dropped. */
+const DRAIN_MS = 1_000
+const DRAIN_BYTES = 64 * 1024
+
+/** Lets a stream's upstream body go: drained back into the pool when it completed, destroyed otherwise. */
+const release = (body: Dispatcher.ResponseData["body"], completed: boolean) => {
+  body.on("error", () => {}) // destroying a body not read to its end reports an abort: expected here
+  if (completed && !body.destroyed) {
+    body.dump({ limit: DRAIN_BYTES, signal: AbortSignal.timeout(DRAIN_MS) }).catch(() => body.destroy())
+  } else {
+    body.destroy()
+  }
+}
+
 export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/HttpUpstream", {
   scoped: Effect.gen(function*() {
     const agents = new Map<string, Agent>()
@@ -139,9 +153,10 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
       })
 
     const open = (request: UpstreamRequest) =>
-      // The wait for the answer stays interruptible (a first-byte timeout, a client that left); once it
-      // is in, closing the scope (the stream is complete, the client left, a timeout) closes the upstream
-      // connection. Destroying a body not read to its end reports an abort, which is expected here.
+      // The wait for the answer stays interruptible (a first-byte timeout, a client that left). Once it
+      // is in, the scope decides the connection's fate when it closes: a stream that completed has its
+      // last bytes drained (bounded) so the connection goes back to the pool for the next call, with no
+      // new TCP or TLS handshake; any other end (the client left, an error, a timeout) destroys it.
       Effect.uninterruptibleMask((restore) =>
         restore(
           Effect.async<Dispatcher.ResponseData, UpstreamError>((resume, signal) => {
@@ -150,7 +165,7 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
               (e) => resume(Effect.fail(connectionError(request.providerName, e)))
             )
           })
-        ).pipe(Effect.tap((res) => Effect.addFinalizer(() => Effect.sync(() => res.body.on("error", () => {}).destroy()))))
+        ).pipe(Effect.tap((res) => Effect.addFinalizer((exit) => Effect.sync(() => release(res.body, Exit.isSuccess(exit))))))
       ).pipe(
         Effect.flatMap((res) =>
           res.statusCode >= 200 && res.statusCode < 300
