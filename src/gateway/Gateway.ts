@@ -4,7 +4,7 @@
  * client, answer (JSON, or SSE in the client's style), then UsageReported and Billed, exactly once.
  * The request runs in the server-owned supervisor; its billing step is uninterruptible.
  */
-import { Cause, Deferred, Duration, Effect, Exit, FiberId, Option, Queue, Schedule, Scope, Stream, Take } from "effect"
+import { Cause, type Chunk, Deferred, Duration, Effect, Exit, FiberId, Option, Queue, Schedule, Scope, Stream, Take } from "effect"
 import { Admission, type Reservation } from "../accounts/Admission.ts"
 import { Catalog, type CatalogModel, type ResolvedDeployment } from "../accounts/Catalog.ts"
 import { QuotaExceeded } from "../accounts/errors.ts"
@@ -107,19 +107,21 @@ const bytesOf = (events: ReadonlyArray<SseEvent>) => encoder.encode(events.map(e
 const errorEvent = (requestId: string, type: string, code: string, message: string) =>
   named("error", { type: "error", error: { type, code, message, param: null }, request_id: requestId })
 
-/** Parses upstream bytes into SSE events. */
-const sseEvents = <E>(bytes: Stream.Stream<Uint8Array, E>) =>
-  Stream.suspend(() => {
-    let state = initialParser
-    return bytes.pipe(
-      Stream.decodeText(),
-      Stream.mapConcat((text) => {
-        const [next, events] = feed(state, text)
-        state = next
-        return events
-      })
-    )
+/**
+ * Reads upstream bytes as SSE events: each pull yields the events the next bytes complete (maybe none).
+ * Parsing here, rather than in more stream stages, keeps a pull to one step of Effect's stream machinery.
+ */
+const sseReader = <E>(pull: Effect.Effect<Chunk.Chunk<Uint8Array>, Option.Option<E>>) => {
+  const decoder = new TextDecoder()
+  let state = initialParser
+  return Effect.map(pull, (chunk): ReadonlyArray<SseEvent> => {
+    let text = ""
+    for (const bytes of chunk) text += decoder.decode(bytes, { stream: true })
+    const [next, events] = feed(state, text)
+    state = next
+    return events
   })
+}
 
 /**
  * The end of a stream's patience, without a fiber or a timeout per chunk: `rung` fails with a timeout
@@ -446,7 +448,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                   body: c.upstreamBody,
                   requestId: g.requestId
                 })
-                const pull = yield* Stream.toPull(sseEvents(bytes))
+                const pull = sseReader(yield* Stream.toPull(bytes))
                 let first: ReadonlyArray<SseEvent> = []
                 while (first.length === 0) {
                   const chunk = yield* pull.pipe(
@@ -454,7 +456,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                       new UpstreamError({ kind: "protocol", message: `The upstream ${c.deployment.providerName} ended before its first event.` })
                     ))
                   )
-                  first = [...chunk]
+                  first = chunk
                 }
                 return { pull, first }
               }).pipe(
@@ -515,7 +517,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
               )
               if (Option.isNone(next)) break
               alarm.touch()
-              yield* offerEvents([...next.value].flatMap(relay.push))
+              yield* offerEvents(next.value.flatMap(relay.push))
             }
             if (!relay.finished()) {
               return yield* Effect.fail(new UpstreamError({ kind: "protocol", message: "The upstream stream ended before its final event." }))
