@@ -5,7 +5,7 @@
 # one table with ratios to the floor and RSS, written to bench/results/<time>/summary.md. Then, per
 # Tollgate target, an accounting run (a fixed number of requests, none cut off) whose Billed events must
 # equal its successful requests, and `replay --verify`. Everything it starts it stops, by PID. Loopback only.
-# Env: DURATION (10 s per test), CONNS (50), TARGETS (all: "pg pg_w2 embedded"),
+# Env: DURATION (8 s per test), CONNS (50), TARGETS (all: "pg pg_w2 embedded"), ACCOUNTING_REQUESTS (3000),
 #      BENCH_DATABASE_URL (default: postgres on 127.0.0.1:5432/test).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -70,9 +70,10 @@ DB="tollgate_bench_$RANDOM$RANDOM"
 DB_URL="$(node -e 'const u=new URL(process.argv[1]);u.pathname="/"+process.argv[2];console.log(u.toString())' "$PG_URL" "$DB")"
 
 TARGETS="${TARGETS:-pg pg_w2 embedded}"
-start_tollgate() { # name port workers env...
+export DURATION="${DURATION:-8}" # per test; the whole run stays under five minutes
+start_tollgate() { # name port workers env...   (TOLLGATE_NODE_OPTIONS: V8 flags for Tollgate only)
   local name="$1" port="$2" workers="$3"; shift 3
-  env "$@" TOLLGATE_CONFIG="$WORK/tollgate.yaml" TOLLGATE_PORT="$port" TOLLGATE_LOG_LEVEL=warning \
+  env "$@" NODE_OPTIONS="${TOLLGATE_NODE_OPTIONS:-}" TOLLGATE_CONFIG="$WORK/tollgate.yaml" TOLLGATE_PORT="$port" TOLLGATE_LOG_LEVEL=warning \
     node "$ROOT/bin/tollgate.mjs" serve --workers "$workers" >"$WORK/$name.log" 2>&1 &
   PIDS+=($!)
   wait_http "http://127.0.0.1:$port/v1"
@@ -105,7 +106,7 @@ env "${HARNESS_ENV[@]}" OUT_DIR="$OUT" bash "$WORK/harness/run-bench.sh" "${HARN
   echo "|---|---:|---:|---:|"
   for t in $TARGETS; do
     [[ "$t" == embedded ]] && continue
-    node "$WORK/harness/sse-load.mjs" --url "http://127.0.0.1:${PORT[$t]}" --model chat-via-anthropic -c "${CONNS:-50}" -d "${DURATION:-10}" \
+    node "$WORK/harness/sse-load.mjs" --url "http://127.0.0.1:${PORT[$t]}" --model chat-via-anthropic -c "${CONNS:-50}" -d "$DURATION" \
       --warmup 2 --header "Authorization: Bearer ${KEY[$t]}" --json --label "cross_$t" >"$OUT/tollgate_$t.cross.json" 2>/dev/null || echo '{}' >"$OUT/tollgate_$t.cross.json"
     node -e '
       const fs = require("fs"); const read = (f) => { try { return JSON.parse(fs.readFileSync(f, "utf8")) } catch { return {} } }
@@ -136,9 +137,16 @@ read -r FLOOR_FIRST FLOOR_VERDICT < <(probe "http://127.0.0.1:$P_FLOOR")
 } >>"$OUT/summary.md"
 
 # ---- accounting: every successful request billed exactly once -----------------------------------
-billed_of() { # db-env key-id -> "billed distinct_requests"
-  env $1 TOLLGATE_CONFIG="$WORK/tollgate.yaml" node "$ROOT/bin/tollgate.mjs" events --limit 1000000 --json 2>/dev/null |
-    node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const b=JSON.parse(s).filter(e=>e.event_type==="Billed"&&e.data.key_id===process.argv[1]);console.log(b.length+" "+new Set(b.map(e=>e.stream_id)).size)})' "$2"
+billed_of() { # target key-id -> "billed distinct_requests"
+  if [[ "$1" == embedded ]]; then
+    TOLLGATE_DATA_DIR="$WORK/data" TOLLGATE_CONFIG="$WORK/tollgate.yaml" node "$ROOT/bin/tollgate.mjs" events --limit 1000000 --json 2>/dev/null |
+      node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const b=JSON.parse(s).filter(e=>e.event_type==="Billed"&&e.data.key_id===process.argv[1]);console.log(b.length+" "+new Set(b.map(e=>e.stream_id)).size)})' "$2"
+  else
+    (cd "$ROOT" && node -e '
+      const pg = require("pg"); const c = new pg.Client({ connectionString: process.argv[1] })
+      c.connect().then(() => c.query("SELECT count(*)::int AS n, count(DISTINCT stream_id)::int AS d FROM event_log WHERE event_type = $1 AND data->>$2 = $3", ["Billed", "key_id", process.argv[2]]))
+        .then((r) => { console.log(r.rows[0].n + " " + r.rows[0].d); return c.end() })' "$DB_URL" "$2")
+  fi
 }
 {
   echo
@@ -153,7 +161,7 @@ for t in $TARGETS; do
   res=$(node "$ROOT/bench/accounting.mjs" --url "http://127.0.0.1:${PORT[$t]}" --key "$k" --requests "${ACCOUNTING_REQUESTS:-3000}" --concurrency "${CONNS:-50}")
   echo "accounting tollgate_$t: $res" >&2
   ok=$(node -e 'console.log(JSON.parse(process.argv[1]).ok)' "$res")
-  read -r billed distinct < <(billed_of "${DBENV[$t]}" "$kid")
+  read -r billed distinct < <(billed_of "$t" "$kid")
   eq=yes; [[ "$billed" == "$ok" && "$distinct" == "$ok" ]] || { eq=NO; FAIL=1; }
   echo "| tollgate_$t | ${ACCOUNTING_REQUESTS:-3000} | $ok | $billed | $distinct | $eq |" >>"$OUT/summary.md"
 done

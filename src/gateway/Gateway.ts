@@ -4,7 +4,7 @@
  * client, answer (JSON, or SSE in the client's style), then UsageReported and Billed, exactly once.
  * The request runs in the server-owned supervisor; its billing step is uninterruptible.
  */
-import { Cause, type Chunk, Deferred, Duration, Effect, Exit, FiberId, Option, Queue, Schedule, Scope, Stream, Take } from "effect"
+import { Cause, type Chunk, Deferred, Duration, Effect, Exit, FiberId, LogLevel, Option, Queue, Schedule, Scope, Stream, Take } from "effect"
 import { Admission, type Reservation } from "../accounts/Admission.ts"
 import { Catalog, type CatalogModel, type ResolvedDeployment } from "../accounts/Catalog.ts"
 import { QuotaExceeded } from "../accounts/errors.ts"
@@ -163,6 +163,13 @@ const streamAlarm = (o: { readonly idleMs: number; readonly deadline: number }) 
   }
 }
 
+/** Billing is retried while the log is unreachable (about 25 s in all); after that the reconciler bills. */
+const billRetry = {
+  schedule: Schedule.exponential("100 millis"),
+  times: 8,
+  while: (e: { readonly _tag: string }) => e._tag === "LedgerUnavailable"
+}
+
 const estimateInput = (g: Generation) => Math.ceil(textOf(g.body).length / 4)
 
 export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
@@ -317,16 +324,18 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
           }
         ]
       }).pipe(
-        Effect.retry({
-          schedule: Schedule.exponential("100 millis"),
-          times: 8,
-          while: (e) => e._tag === "LedgerUnavailable"
-        }),
+        Effect.retry(billRetry),
         Effect.tap(() =>
-          Effect.logDebug(
-            `${g.requestId} ${g.endpoint} ${g.model} key=${g.key.keyId} ${settled.outcome} in=${settled.usage.input_tokens} ` +
-              `out=${settled.usage.output_tokens} images=${settled.usage.images} cost=${cost.total_nanos}n` +
-              (settled.estimated ? " (estimated)" : "")
+          // Built only when debug logging is on: this runs for every request.
+          Effect.whenLogLevel(
+            Effect.suspend(() =>
+              Effect.logDebug(
+                `${g.requestId} ${g.endpoint} ${g.model} key=${g.key.keyId} ${settled.outcome} in=${settled.usage.input_tokens} ` +
+                  `out=${settled.usage.output_tokens} images=${settled.usage.images} cost=${cost.total_nanos}n` +
+                  (settled.estimated ? " (estimated)" : "")
+              )
+            ),
+            LogLevel.Debug
           )
         ),
         // If the log stays unreachable the request stays open in it; the reconciler bills it from StreamStarted.
