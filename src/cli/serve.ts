@@ -61,4 +61,8 @@ export const ServeLive = Layer.mergeAll(BannerLive, DevKeyLive, OperatorLive, Ke
   Layer.provide(NodeContext.layer)
 )
 
-export const serve = Layer.launch(ServeLive)
+/**
+ * No trace exporter is configured, so spans (Effect's and @effect/sql's, one per statement) would be
+ * built for nobody: they are switched off for the whole server.
+ */
+export const serve = Layer.launch(ServeLive.pipe(Layer.provide(Layer.setTracerEnabled(false))))
