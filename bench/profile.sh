@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# npm run bench:profile [-- chat|stream] : one Tollgate process on Postgres behind the harness's mock,
+# under 50 connections for PROFILE_SECONDS (8) after a 2 s warm-up, with `node --cpu-prof`. Prints
+# req/s, the CPU Tollgate and Postgres used (in cores), peak RSS, and the profile's self time by
+# package and by function; the .cpuprofile is kept under bench/results/ (open it in Chrome DevTools).
+# This is the tool behind the "what each change bought" figures in the README. Loopback only;
+# everything it starts it stops, by PID. Env: BENCH_DATABASE_URL, TOLLGATE_NODE_OPTIONS, PROFILE=0 (no profiler).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+HARNESS="${BENCH_HARNESS:-$ROOT/../shared/bench}"
+PG_URL="${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}"
+TEST="${1:-chat}"
+SECS="${PROFILE_SECONDS:-8}"
+WORK="$(mktemp -d -t tollgate-profile-XXXX)"
+OUT="$ROOT/bench/results/profile-$TEST-$(date +%Y%m%d-%H%M%S)"
+PIDS=()
+DB="tollgate_profile_$RANDOM$RANDOM"
+pg() { (cd "$ROOT" && node -e '
+  const pg = require("pg"); const c = new pg.Client({ connectionString: process.argv[1] })
+  c.connect().then(() => c.query(process.argv[2])).then(() => c.end(), (e) => { console.error(e.message); process.exit(1) })' "$PG_URL" "$1"); }
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  pg "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+cp -r "$HARNESS"/. "$WORK/harness"
+(cd "$WORK/harness" && npm ci --no-audit --no-fund >/dev/null 2>&1 || npm install --no-audit --no-fund >/dev/null)
+free_port() { node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
+wait_http() { for _ in $(seq 1 120); do curl -sf "$1" >/dev/null && return 0; sleep 0.25; done; echo "no answer from $1" >&2; return 1; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+pg_ticks() { local t=0; for p in $(pgrep -u postgres postgres || true); do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo "$t"; }
+
+P_MOCK=$(free_port); P_TG=$(free_port)
+node "$WORK/harness/mock-upstream.mjs" --port "$P_MOCK" >"$WORK/mock.log" 2>&1 & PIDS+=($!)
+wait_http "http://127.0.0.1:$P_MOCK/health"
+cat >"$WORK/tollgate.yaml" <<YAML
+providers:
+  openai: { style: openai, base_url: "http://127.0.0.1:$P_MOCK/v1", api_key: profile }
+models:
+  gpt-4o-mini:
+    deployments: [{ provider: openai }]
+    pricing: { input_per_mtok: "0.15", output_per_mtok: "0.60" }
+server_options:
+  default: { models: [gpt-4o-mini] }
+YAML
+pg "CREATE DATABASE $DB"
+export DATABASE_URL="$(node -e 'const u=new URL(process.argv[1]);u.pathname="/"+process.argv[2];console.log(u.toString())' "$PG_URL" "$DB")"
+export TOLLGATE_CONFIG="$WORK/tollgate.yaml"
+KEY=$(node "$ROOT/bin/tollgate.mjs" keys create --quota-usd 1000000 --json 2>/dev/null | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).key))')
+mkdir -p "$OUT"
+PROF_FLAGS=(); [[ "${PROFILE:-1}" != 0 ]] && PROF_FLAGS=(--cpu-prof --cpu-prof-dir="$OUT")
+NODE_OPTIONS="${TOLLGATE_NODE_OPTIONS:-}" TOLLGATE_PORT="$P_TG" TOLLGATE_LOG_LEVEL=warning \
+  node "${PROF_FLAGS[@]}" "$ROOT/bin/tollgate.mjs" serve >"$WORK/tollgate.log" 2>&1 & PIDS+=($!)
+TG=$!
+wait_http "http://127.0.0.1:$P_TG/v1"
+
+load() { # seconds
+  if [[ "$TEST" == chat ]]; then
+    printf '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say hello in twenty words."}]}' >"$WORK/body.json"
+    WRK_BODY_FILE="$WORK/body.json" timeout $(($1 + 20)) wrk -t1 -c50 -d"${1}s" --timeout 10s -s "$WORK/harness/wrk-post.lua" \
+      -H "Authorization: Bearer $KEY" "http://127.0.0.1:$P_TG/v1/chat/completions" | grep '^WRK_JSON' | sed 's/^WRK_JSON //'
+  else
+    node "$WORK/harness/sse-load.mjs" --url "http://127.0.0.1:$P_TG" -c 50 -d "$1" --header "Authorization: Bearer $KEY" --json
+  fi
+}
+load 2 >/dev/null
+t0=$(date +%s%N); c0=$(cpu_ticks "$TG"); p0=$(pg_ticks)
+result=$(load "$SECS")
+t1=$(date +%s%N); c1=$(cpu_ticks "$TG"); p1=$(pg_ticks)
+hwm=$(awk '/^VmHWM:/{printf "%.0f", $2/1024}' "/proc/$TG/status")
+kill -INT "$TG"; wait "$TG" 2>/dev/null || true
+node -e '
+  const [r, c, p, ns, hwm] = [JSON.parse(process.argv[1]), +process.argv[2], +process.argv[3], +process.argv[4], process.argv[5]]
+  const s = ns / 1e9, hz = 100
+  console.log(`${process.argv[6]}: ${Math.round(r.rps)} req/s, p50 ${(r.latency_ms ?? r.total_ms)?.p50} ms; Tollgate ${(c / hz / s).toFixed(2)} cores, Postgres ${(p / hz / s).toFixed(2)} cores; peak RSS ${hwm} MB`)
+  console.log(`CPU per request: ${Math.round((c / hz / s) / r.rps * 1e6)} µs of Tollgate, ${Math.round((p / hz / s) / r.rps * 1e6)} µs of Postgres`)' \
+  "$result" "$((c1 - c0))" "$((p1 - p0))" "$((t1 - t0))" "$hwm" "$TEST" | tee "$OUT/summary.txt"
+if [[ "${PROFILE:-1}" != 0 ]]; then
+  node - "$(ls -S "$OUT"/*.cpuprofile | head -1)" <<'NODE' | tee -a "$OUT/summary.txt"
+const p = JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"))
+const byId = new Map(p.nodes.map((n) => [n.id, n])), self = new Map()
+let total = 0
+p.samples.forEach((s, i) => { const t = p.timeDeltas[i] ?? 0; total += t; self.set(s, (self.get(s) ?? 0) + t) })
+const byPkg = new Map(), byFn = new Map()
+for (const [id, t] of self) {
+  const cf = byId.get(id).callFrame
+  const url = cf.url.replace(/.*node_modules\//, "").replace(/.*\/dist\/bin\//, "tollgate:")
+  const pkg = url.startsWith("tollgate:") ? "tollgate (src)" : url.match(/^(@[^/]+\/[^/]+|[^/:]+)\//)?.[1] ?? (url || cf.functionName)
+  byPkg.set(pkg, (byPkg.get(pkg) ?? 0) + t)
+  const fn = `${cf.functionName || "(anonymous)"} ${url}:${cf.lineNumber + 1}`
+  byFn.set(fn, (byFn.get(fn) ?? 0) + t)
+}
+const show = (title, m, n) => {
+  console.log(title)
+  for (const [k, t] of [...m].sort((a, b) => b[1] - a[1]).slice(0, n)) console.log(`${((100 * t) / total).toFixed(1).padStart(6)}%  ${k}`)
+}
+show("self time by package:", byPkg, 12)
+show("self time by function:", byFn, 20)
+NODE
+fi
+echo "profile: $OUT" >&2
