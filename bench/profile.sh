@@ -5,37 +5,17 @@
 # package and by function; the .cpuprofile is kept under bench/results/ (open it in Chrome DevTools).
 # This is the tool behind the "what each change bought" figures in the README. Loopback only;
 # everything it starts it stops, by PID. Env: BENCH_DATABASE_URL, TOLLGATE_NODE_OPTIONS, PROFILE=0 (no profiler).
-set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-HARNESS="${BENCH_HARNESS:-$ROOT/../shared/bench}"
-PG_URL="${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}"
+NAME=profile
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 TEST="${1:-chat}"
 SECS="${PROFILE_SECONDS:-8}"
-WORK="$(mktemp -d -t tollgate-profile-XXXX)"
 OUT="$ROOT/bench/results/profile-$TEST-$(date +%Y%m%d-%H%M%S)"
-PIDS=()
-DB="tollgate_profile_$RANDOM$RANDOM"
-pg() { (cd "$ROOT" && node -e '
-  const pg = require("pg"); const c = new pg.Client({ connectionString: process.argv[1] })
-  c.connect().then(() => c.query(process.argv[2])).then(() => c.end(), (e) => { console.error(e.message); process.exit(1) })' "$PG_URL" "$1"); }
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  pg "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-cp -r "$HARNESS"/. "$WORK/harness"
-(cd "$WORK/harness" && npm ci --no-audit --no-fund >/dev/null 2>&1 || npm install --no-audit --no-fund >/dev/null)
-free_port() { node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
-wait_http() { for _ in $(seq 1 120); do curl -sf "$1" >/dev/null && return 0; sleep 0.25; done; echo "no answer from $1" >&2; return 1; }
+copy_harness
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 pg_ticks() { local t=0; for p in $(pgrep -u postgres postgres || true); do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo "$t"; }
 
-P_MOCK=$(free_port); P_TG=$(free_port)
-node "$WORK/harness/mock-upstream.mjs" --port "$P_MOCK" >"$WORK/mock.log" 2>&1 & PIDS+=($!)
-wait_http "http://127.0.0.1:$P_MOCK/health"
+start_mock
+P_TG=$(free_port)
 cat >"$WORK/tollgate.yaml" <<YAML
 providers:
   openai: { style: openai, base_url: "http://127.0.0.1:$P_MOCK/v1", api_key: profile }
@@ -46,10 +26,10 @@ models:
 server_options:
   default: { models: [gpt-4o-mini] }
 YAML
-pg "CREATE DATABASE $DB"
-export DATABASE_URL="$(node -e 'const u=new URL(process.argv[1]);u.pathname="/"+process.argv[2];console.log(u.toString())' "$PG_URL" "$DB")"
+fresh_database
+export DATABASE_URL="$DB_URL"
 export TOLLGATE_CONFIG="$WORK/tollgate.yaml"
-KEY=$(node "$ROOT/bin/tollgate.mjs" keys create --quota-usd 1000000 --json 2>/dev/null | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).key))')
+read -r KEY _ < <(bench_key)
 mkdir -p "$OUT"
 PROF_FLAGS=(); [[ "${PROFILE:-1}" != 0 ]] && PROF_FLAGS=(--cpu-prof --cpu-prof-dir="$OUT")
 NODE_OPTIONS="${TOLLGATE_NODE_OPTIONS:-}" TOLLGATE_PORT="$P_TG" TOLLGATE_LOG_LEVEL=warning \

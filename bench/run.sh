@@ -7,34 +7,13 @@
 # equal its successful requests, and `replay --verify`. Everything it starts it stops, by PID. Loopback only.
 # Env: DURATION (8 s per test), CONNS (50), TARGETS (all: "pg pg_w2 embedded"), ACCOUNTING_REQUESTS (3000),
 #      BENCH_DATABASE_URL (default: postgres on 127.0.0.1:5432/test).
-set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-HARNESS="${BENCH_HARNESS:-$ROOT/../shared/bench}"
-PG_URL="${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}"
-WORK="$(mktemp -d -t tollgate-bench-XXXX)"
+NAME=bench
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 OUT="$ROOT/bench/results/$(date +%Y%m%d-%H%M%S)"
-PIDS=()
-DB=""
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  if [[ -n "$DB" ]]; then (cd "$ROOT" && node -e '
-    const pg = require("pg"); const c = new pg.Client({ connectionString: process.argv[1] })
-    c.connect().then(() => c.query(`DROP DATABASE IF EXISTS ${process.argv[2]} WITH (FORCE)`)).finally(() => c.end())' "$PG_URL" "$DB") || true; fi
-  [[ -n "${KEEP_WORK:-}" ]] && echo "kept $WORK" || rm -rf "$WORK"
-}
-trap cleanup EXIT
+copy_harness
 
-# The harness folder is read-only in CI: run a copy with its two dependencies installed.
-cp -r "$HARNESS"/. "$WORK/harness"
-(cd "$WORK/harness" && npm ci --no-audit --no-fund >/dev/null 2>&1 || npm install --no-audit --no-fund >/dev/null)
-
-free_port() { node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
-wait_http() { for _ in $(seq 1 120); do curl -sf "$1" >/dev/null && return 0; sleep 0.25; done; echo "no answer from $1" >&2; return 1; }
-
-P_MOCK=$(free_port); P_FLOOR=$(free_port)
-node "$WORK/harness/mock-upstream.mjs" --port "$P_MOCK" >"$WORK/mock.log" 2>&1 & PIDS+=($!)
-wait_http "http://127.0.0.1:$P_MOCK/health"
+start_mock
+P_FLOOR=$(free_port)
 node "$WORK/harness/node-floor-proxy.mjs" --port "$P_FLOOR" --upstream "http://127.0.0.1:$P_MOCK" >"$WORK/floor.log" 2>&1 & PIDS+=($!)
 FLOOR_PID=$!
 
@@ -63,11 +42,7 @@ server_options:
   default: { models: [gpt-4o-mini, claude-3-5-haiku-latest, chat-via-anthropic, "gpt-4o-mini@chunks=5,delay_ms=100,first_byte_ms=0"] }
 YAML
 
-DB="tollgate_bench_$RANDOM$RANDOM"
-(cd "$ROOT" && node -e '
-  const pg = require("pg"); const c = new pg.Client({ connectionString: process.argv[1] })
-  c.connect().then(() => c.query(`CREATE DATABASE ${process.argv[2]}`)).then(() => c.end(), (e) => { console.error(e.message); process.exit(1) })' "$PG_URL" "$DB")
-DB_URL="$(node -e 'const u=new URL(process.argv[1]);u.pathname="/"+process.argv[2];console.log(u.toString())' "$PG_URL" "$DB")"
+fresh_database
 
 TARGETS="${TARGETS:-pg pg_w2 embedded}"
 export DURATION="${DURATION:-8}" # per test; the whole run stays under five minutes
@@ -78,7 +53,7 @@ start_tollgate() { # name port workers env...   (TOLLGATE_NODE_OPTIONS: V8 flags
   PIDS+=($!)
   wait_http "http://127.0.0.1:$port/v1"
 }
-key() { env "$@" TOLLGATE_CONFIG="$WORK/tollgate.yaml" node "$ROOT/bin/tollgate.mjs" keys create --quota-usd 1000000 --json 2>/dev/null | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const k=JSON.parse(s);console.log(k.key+" "+k.id)})'; }
+key() { bench_key TOLLGATE_CONFIG="$WORK/tollgate.yaml" "$@"; }
 
 declare -A PORT PID KEY KEYID DBENV
 DBENV[pg]="DATABASE_URL=$DB_URL"; DBENV[pg_w2]="DATABASE_URL=$DB_URL"; DBENV[embedded]="TOLLGATE_DATA_DIR=$WORK/data"

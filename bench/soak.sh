@@ -5,35 +5,15 @@
 # (warm-up: heap and pools grow to their working size), RSS grows by less than 10% and the writer queue
 # stays under 1,000. Then `replay --verify`. Loopback only; everything it starts it stops, by PID.
 # Env: SOAK_SECONDS (300), CONNS (50), BENCH_DATABASE_URL (default: postgres on 127.0.0.1:5432/test).
-set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-HARNESS="${BENCH_HARNESS:-$ROOT/../shared/bench}"
-PG_URL="${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}"
+NAME=soak
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SECONDS_TOTAL="${SOAK_SECONDS:-300}"
 CONNS="${CONNS:-50}"
-WORK="$(mktemp -d -t tollgate-soak-XXXX)"
 OUT="$ROOT/bench/results/soak-$(date +%Y%m%d-%H%M%S)"
-PIDS=()
-DB="tollgate_soak_$RANDOM$RANDOM"
-pg() { (cd "$ROOT" && node -e '
-  const pg = require("pg"); const c = new pg.Client({ connectionString: process.argv[1] })
-  c.connect().then(() => c.query(process.argv[2])).then(() => c.end(), (e) => { console.error(e.message); process.exit(1) })' "$PG_URL" "$1"); }
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  pg "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+copy_harness
 
-cp -r "$HARNESS"/. "$WORK/harness"
-(cd "$WORK/harness" && npm ci --no-audit --no-fund >/dev/null 2>&1 || npm install --no-audit --no-fund >/dev/null)
-free_port() { node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
-wait_http() { for _ in $(seq 1 120); do curl -sf "$1" >/dev/null && return 0; sleep 0.25; done; echo "no answer from $1" >&2; return 1; }
-
-P_MOCK=$(free_port); P_TG=$(free_port)
-node "$WORK/harness/mock-upstream.mjs" --port "$P_MOCK" >"$WORK/mock.log" 2>&1 & PIDS+=($!)
-wait_http "http://127.0.0.1:$P_MOCK/health"
+start_mock
+P_TG=$(free_port)
 cat >"$WORK/tollgate.yaml" <<YAML
 providers:
   openai: { style: openai, base_url: "http://127.0.0.1:$P_MOCK/v1", api_key: soak }
@@ -44,13 +24,12 @@ models:
 server_options:
   default: { models: [gpt-4o-mini] }
 YAML
-pg "CREATE DATABASE $DB"
-DB_URL="$(node -e 'const u=new URL(process.argv[1]);u.pathname="/"+process.argv[2];console.log(u.toString())' "$PG_URL" "$DB")"
+fresh_database
 export DATABASE_URL="$DB_URL" TOLLGATE_CONFIG="$WORK/tollgate.yaml"
 TOLLGATE_PORT="$P_TG" TOLLGATE_LOG_LEVEL=warning node "$ROOT/bin/tollgate.mjs" serve >"$WORK/tollgate.log" 2>&1 & PIDS+=($!)
 TG=$!
 wait_http "http://127.0.0.1:$P_TG/v1"
-KEY=$(node "$ROOT/bin/tollgate.mjs" keys create --quota-usd 1000000 --json 2>/dev/null | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).key))')
+read -r KEY _ < <(bench_key)
 
 mkdir -p "$OUT"
 half=$((CONNS / 2))

@@ -5,10 +5,8 @@
  * processes; each served call has exactly one Billed; /v1/usage equals the sum of Billed; replay verifies.
  */
 import { Effect, Exit, Scope } from "effect"
-import * as fs from "node:fs"
-import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { freePort, start, tempDir, tollgateJson, waitForHttp, type Proc } from "../support/Processes.ts"
+import { freePort, meteredConfig, start, tempDir, tollgateJson, waitForHttp, type Proc } from "../support/Processes.ts"
 import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
 
 const T = 120_000
@@ -21,19 +19,7 @@ describe.skipIf(backend() !== "postgres")("two gateway processes on one Postgres
 
   beforeAll(async () => {
     const dir = tempDir("replicas")
-    const config = path.join(dir, "tollgate.yaml")
-    // Output at $1 per million tokens, input free, max_tokens 5: every call costs exactly its
-    // worst case, 5 tokens = 5000 nano-dollars, so a quota of N x 5000 covers exactly N calls.
-    fs.writeFileSync(config, [
-      "providers:",
-      "  mock: { type: mock, style: openai }",
-      "models:",
-      "  metered:",
-      "    deployments: [{ provider: mock }]",
-      "    pricing: { input_per_mtok: \"0\", output_per_mtok: \"1\" }",
-      "server_options:",
-      "  default: { models: [metered] }"
-    ].join("\n"))
+    const config = meteredConfig(dir)
     env = { TOLLGATE_CONFIG: config, DATABASE_URL: await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope)) }
     for (let i = 0; i < 2; i++) {
       const port = await freePort()

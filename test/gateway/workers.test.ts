@@ -8,27 +8,11 @@ import { Effect, Exit, Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { freePort, start, tempDir, tollgateJson, waitForHttp, type Proc } from "../support/Processes.ts"
+import { freePort, meteredConfig, start, tempDir, tollgateJson, waitForHttp, type Proc } from "../support/Processes.ts"
 import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
 
 const T = 120_000
 const N = 10
-
-const writeConfig = (dir: string) => {
-  const config = path.join(dir, "tollgate.yaml")
-  // Output at $1 per million tokens, input free, max_tokens 5: a call costs exactly its worst case.
-  fs.writeFileSync(config, [
-    "providers:",
-    "  mock: { type: mock, style: openai }",
-    "models:",
-    "  metered:",
-    "    deployments: [{ provider: mock }]",
-    "    pricing: { input_per_mtok: \"0\", output_per_mtok: \"1\" }",
-    "server_options:",
-    "  default: { models: [metered] }"
-  ].join("\n"))
-  return config
-}
 
 const childrenOf = (pid: number): Array<number> => {
   try {
@@ -42,7 +26,7 @@ describe("serve --workers on the embedded backend", () => {
   it("is refused: the embedded database belongs to one process", async () => {
     const dir = tempDir("workers-embedded")
     const p = start(["serve", "--workers", "2"], {
-      TOLLGATE_CONFIG: writeConfig(dir),
+      TOLLGATE_CONFIG: meteredConfig(dir),
       TOLLGATE_DATA_DIR: path.join(dir, "data"),
       TOLLGATE_PORT: String(await freePort())
     })
@@ -60,7 +44,7 @@ describe.skipIf(backend() !== "postgres")("serve --workers 2 on Postgres", () =>
 
   beforeAll(async () => {
     const dir = tempDir("workers")
-    env = { TOLLGATE_CONFIG: writeConfig(dir), DATABASE_URL: await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope)) }
+    env = { TOLLGATE_CONFIG: meteredConfig(dir), DATABASE_URL: await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope)) }
     const port = await freePort()
     server = start(["serve", "--workers", "2"], { ...env, TOLLGATE_PORT: String(port) })
     base = `http://127.0.0.1:${port}`

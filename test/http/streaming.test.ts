@@ -106,6 +106,16 @@ describe("streaming", () => {
         return rows.map((r) => ({ stream: r.stream_id, ...(typeof r.data === "string" ? JSON.parse(r.data) : r.data) }))
       })
 
+    /** A chat stream for `gpt` through the OpenAI SDK, read to its end: the text it carried. */
+    const streamedText = (openai: OpenAI) =>
+      Effect.promise(async () => {
+        let t = ""
+        for await (const c of await openai.chat.completions.create({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] })) {
+          t += c.choices[0]?.delta?.content ?? ""
+        }
+        return t
+      })
+
     /** Waits until the key has `n` Billed events (billing of a stream completes right after it ends). */
     const awaitBilled = (keyId: string, n: number) =>
       Effect.gen(function*() {
@@ -313,13 +323,7 @@ describe("streaming", () => {
       Effect.gen(function*() {
         const { fake, key, openai } = yield* setup
         fake.script("/v1/chat/completions", { status: 500, body: { error: { message: "boom" } } }, { events: chatToolStream })
-        const content = yield* Effect.promise(async () => {
-          let t = ""
-          for await (const c of await openai.chat.completions.create({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] })) {
-            t += c.choices[0]?.delta?.content ?? ""
-          }
-          return t
-        })
+        const content = yield* streamedText(openai)
         expect(content).toBe("Checking both.")
         expect(fake.received.filter((r) => r.path === "/v1/chat/completions")).toHaveLength(2)
         const billed = yield* awaitBilled(key.keyId, 1)
@@ -455,11 +459,7 @@ describe("streaming", () => {
         // The upstream ends each response a moment after its last event, as real ones do.
         fake.script("/v1/chat/completions", { events: chatToolStream, lingerMs: 100 }, { events: chatToolStream, lingerMs: 100 })
         for (let i = 0; i < 2; i++) {
-          yield* Effect.promise(async () => {
-            for await (const _ of await openai.chat.completions.create({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] })) {
-              // read to the end
-            }
-          })
+          yield* streamedText(openai)
           yield* Effect.sleep("200 millis")
         }
         const ports = fake.received.filter((r) => r.path === "/v1/chat/completions").map((r) => r.remotePort)
@@ -473,13 +473,7 @@ describe("streaming", () => {
         fake.script("/v1/chat/completions", { events: chatToolStream, lingerMs: 3_000 })
         const before = fake.closedEarly()
         const started = Date.now()
-        const content = yield* Effect.promise(async () => {
-          let t = ""
-          for await (const c of await openai.chat.completions.create({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] })) {
-            t += c.choices[0]?.delta?.content ?? ""
-          }
-          return t
-        })
+        const content = yield* streamedText(openai)
         expect(content).toBe("Checking both.")
         expect(Date.now() - started).toBeLessThan(2_000) // not held until the upstream ends its response
         const billed = yield* awaitBilled(key.keyId, 1)

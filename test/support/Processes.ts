@@ -148,3 +148,24 @@ export const freePort = () =>
     })
   })
 
+// ---- configs ------------------------------------------------------------------------------------
+
+/**
+ * Writes a tollgate.yaml with one mock model, `metered`: output at $1 per million tokens, input free,
+ * so a call with `max_tokens: 5` costs exactly its worst case, 5 tokens = 5,000 nano-dollars, and a
+ * quota of N x 5,000 covers exactly N calls. Returns its path.
+ */
+export const meteredConfig = (dir: string) => {
+  const config = path.join(dir, "tollgate.yaml")
+  fs.writeFileSync(config, [
+    "providers:",
+    "  mock: { type: mock, style: openai }",
+    "models:",
+    "  metered:",
+    "    deployments: [{ provider: mock }]",
+    "    pricing: { input_per_mtok: \"0\", output_per_mtok: \"1\" }",
+    "server_options:",
+    "  default: { models: [metered] }"
+  ].join("\n"))
+  return config
+}

@@ -1,0 +1,54 @@
+# What the bench scripts share (sourced, not run): a work folder with a copy of the shared harness, a
+# fresh Postgres database, the mock upstream, ports, and a cleanup that stops every process started
+# (by PID, from PIDS) and drops the database. Set NAME before sourcing (the work folder's label).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+HARNESS="${BENCH_HARNESS:-$ROOT/../shared/bench}"
+PG_URL="${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}"
+WORK="$(mktemp -d -t "tollgate-$NAME-XXXX")"
+PIDS=()
+DB=""
+
+# Runs one statement on the server's admin database.
+pg_admin() {
+  (cd "$ROOT" && node -e '
+    const pg = require("pg"); const c = new pg.Client({ connectionString: process.argv[1] })
+    c.connect().then(() => c.query(process.argv[2])).then(() => c.end(), (e) => { console.error(e.message); process.exit(1) })' "$PG_URL" "$1")
+}
+
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if [[ -n "$DB" ]]; then pg_admin "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true; fi
+  if [[ -n "${KEEP_WORK:-}" ]]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+free_port() { node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
+wait_http() { for _ in $(seq 1 120); do curl -sf "$1" >/dev/null && return 0; sleep 0.25; done; echo "no answer from $1" >&2; return 1; }
+
+# The harness folder is read-only in CI: run a copy with its two dependencies installed.
+copy_harness() {
+  cp -r "$HARNESS"/. "$WORK/harness"
+  (cd "$WORK/harness" && npm ci --no-audit --no-fund >/dev/null 2>&1 || npm install --no-audit --no-fund >/dev/null)
+}
+
+# Creates a fresh database; sets DB and DB_URL.
+fresh_database() {
+  DB="tollgate_${NAME}_$RANDOM$RANDOM"
+  pg_admin "CREATE DATABASE $DB"
+  DB_URL="$(node -e 'const u=new URL(process.argv[1]);u.pathname="/"+process.argv[2];console.log(u.toString())' "$PG_URL" "$DB")"
+}
+
+# Starts the harness's mock upstream; sets P_MOCK.
+start_mock() {
+  P_MOCK=$(free_port)
+  node "$WORK/harness/mock-upstream.mjs" --port "$P_MOCK" >"$WORK/mock.log" 2>&1 & PIDS+=($!)
+  wait_http "http://127.0.0.1:$P_MOCK/health"
+}
+
+# A key with a quota no benchmark exhausts, created with the given environment: prints "secret id".
+bench_key() {
+  env "$@" node "$ROOT/bin/tollgate.mjs" keys create --quota-usd 1000000 --json 2>/dev/null |
+    node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const k=JSON.parse(s);console.log(k.key+" "+k.id)})'
+}
