@@ -52,3 +52,17 @@ bench_key() {
   env "$@" node "$ROOT/bin/tollgate.mjs" keys create --quota-usd 1000000 --json 2>/dev/null |
     node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const k=JSON.parse(s);console.log(k.key+" "+k.id)})'
 }
+
+# Writes $WORK/tollgate.yaml: one model, gpt-4o-mini, on the mock upstream (openai style).
+one_model_config() {
+  cat >"$WORK/tollgate.yaml" <<YAML
+providers:
+  openai: { style: openai, base_url: "http://127.0.0.1:$P_MOCK/v1", api_key: bench }
+models:
+  gpt-4o-mini:
+    deployments: [{ provider: openai }]
+    pricing: { input_per_mtok: "0.15", output_per_mtok: "0.60" }
+server_options:
+  default: { models: [gpt-4o-mini] }
+YAML
+}

@@ -16,16 +16,7 @@ pg_ticks() { local t=0; for p in $(pgrep -u postgres postgres || true); do t=$((
 
 start_mock
 P_TG=$(free_port)
-cat >"$WORK/tollgate.yaml" <<YAML
-providers:
-  openai: { style: openai, base_url: "http://127.0.0.1:$P_MOCK/v1", api_key: profile }
-models:
-  gpt-4o-mini:
-    deployments: [{ provider: openai }]
-    pricing: { input_per_mtok: "0.15", output_per_mtok: "0.60" }
-server_options:
-  default: { models: [gpt-4o-mini] }
-YAML
+one_model_config
 fresh_database
 export DATABASE_URL="$DB_URL"
 export TOLLGATE_CONFIG="$WORK/tollgate.yaml"

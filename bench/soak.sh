@@ -14,16 +14,7 @@ copy_harness
 
 start_mock
 P_TG=$(free_port)
-cat >"$WORK/tollgate.yaml" <<YAML
-providers:
-  openai: { style: openai, base_url: "http://127.0.0.1:$P_MOCK/v1", api_key: soak }
-models:
-  gpt-4o-mini:
-    deployments: [{ provider: openai }]
-    pricing: { input_per_mtok: "0.15", output_per_mtok: "0.60" }
-server_options:
-  default: { models: [gpt-4o-mini] }
-YAML
+one_model_config
 fresh_database
 export DATABASE_URL="$DB_URL" TOLLGATE_CONFIG="$WORK/tollgate.yaml"
 TOLLGATE_PORT="$P_TG" TOLLGATE_LOG_LEVEL=warning node "$ROOT/bin/tollgate.mjs" serve >"$WORK/tollgate.log" 2>&1 & PIDS+=($!)
