@@ -125,16 +125,18 @@ const sseReader = <E>(pull: Effect.Effect<Chunk.Chunk<Uint8Array>, Option.Option
 
 /**
  * The end of a stream's patience, without a fiber or a timeout per chunk: `rung` fails with a timeout
- * once the upstream has been quiet for `idleMs` or `deadline` has passed, and is interrupted when the
- * client leaves. `touch` notes upstream activity; one timer re-arms itself lazily.
+ * once the upstream has kept us waiting for `idleMs` or `deadline` has passed, and is interrupted when
+ * the client leaves. The idle limit counts only time spent waiting on the upstream (`waiting(true)`),
+ * not time a slow client holds the relay back. One timer, re-armed lazily.
  */
 const streamAlarm = (o: { readonly idleMs: number; readonly deadline: number }) => {
   const rung = Deferred.unsafeMake<never, UpstreamError>(FiberId.none)
-  let last = Date.now()
+  let since = Date.now()
+  let waiting = false
   let timer: ReturnType<typeof setTimeout> | undefined
   const check = () => {
     const now = Date.now()
-    const idleAt = last + o.idleMs
+    const idleAt = waiting ? since + o.idleMs : now + o.idleMs
     if (now >= o.deadline || now >= idleAt) {
       timer = undefined
       const message = now >= o.deadline
@@ -146,18 +148,20 @@ const streamAlarm = (o: { readonly idleMs: number; readonly deadline: number }) 
     timer = setTimeout(check, Math.min(idleAt, o.deadline) - now)
   }
   check()
+  const stop = () => {
+    if (timer) clearTimeout(timer)
+    timer = undefined
+  }
   return {
     rung: Deferred.await(rung),
-    touch: () => {
-      last = Date.now()
+    /** Whether the relay is now waiting for the upstream's next bytes. */
+    waiting: (on: boolean) => {
+      waiting = on
+      since = Date.now()
     },
-    stop: () => {
-      if (timer) clearTimeout(timer)
-      timer = undefined
-    },
+    stop,
     clientLeft: () => {
-      if (timer) clearTimeout(timer)
-      timer = undefined
+      stop()
       Deferred.unsafeDone(rung, Exit.interrupt(FiberId.none))
     }
   }
@@ -520,12 +524,13 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
             yield* offerEvents(first.flatMap(relay.push))
             // The first read may already hold the terminal event: then there is nothing more to wait for.
             while (!relay.finished()) {
+              alarm.waiting(true)
               const next = yield* pull.pipe(
                 Effect.map(Option.some),
                 Effect.catchAll((e) => (Option.isNone(e) ? Effect.succeed(Option.none()) : Effect.fail(e.value)))
               )
+              alarm.waiting(false)
               if (Option.isNone(next)) break
-              alarm.touch()
               yield* offerEvents(next.value.flatMap(relay.push))
             }
             if (!relay.finished()) {

@@ -545,6 +545,35 @@ describe("streaming", () => {
         expect(billed[0]).toMatchObject({ outcome: "failed", estimated: true })
       }))
 
+    it.effect("timeouts: a slow client is not an idle upstream (backpressure does not count against idle_ms)", () =>
+      Effect.gen(function*() {
+        const { base, fake, key, secret } = yield* setup
+        const big = "x".repeat(16_384)
+        const usage = { data: { id: "chatcmpl-t", object: "chat.completion.chunk", created: 1, model: "gpt-up", choices: [], usage: { prompt_tokens: 4, completion_tokens: 400, total_tokens: 404 } } }
+        const many = [chunk({ role: "assistant", content: "" }), ...Array.from({ length: 400 }, () => text(big)), chunk({}, "stop"), usage, { data: "[DONE]" }]
+        fake.script("/slow/v1/chat/completions", { events: many })
+        const body = yield* Effect.promise(async () => {
+          const res = await fetch(`${base}/v1/chat/completions`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+            body: JSON.stringify({ model: "gpt-slow", stream: true, messages: [{ role: "user", content: "x" }] })
+          })
+          const reader = res.body!.getReader()
+          const decoder = new TextDecoder()
+          let seen = decoder.decode((await reader.read()).value, { stream: true })
+          await new Promise((r) => setTimeout(r, 800)) // the client stops reading for longer than idle_ms
+          for (;;) {
+            const { done, value } = await reader.read()
+            if (done) return seen
+            seen += decoder.decode(value, { stream: true })
+          }
+        })
+        expect(body).not.toContain("event: error")
+        expect(body.trimEnd().endsWith("data: [DONE]")).toBe(true)
+        const billed = yield* awaitBilled(key.keyId, 1)
+        expect(billed[0]).toMatchObject({ outcome: "completed", estimated: false })
+      }))
+
     it.effect("timeouts: total_ms bounds a stream that keeps trickling within idle_ms", () =>
       Effect.gen(function*() {
         const { base, fake, key, secret } = yield* setup
