@@ -4,7 +4,8 @@
  * client, answer (JSON, or SSE in the client's style), then UsageReported and Billed, exactly once.
  * The request runs in the server-owned supervisor; its billing step is uninterruptible.
  */
-import { Cause, type Chunk, Deferred, Duration, Effect, Exit, FiberId, LogLevel, Option, Queue, Schedule, Scope, Stream, Take } from "effect"
+import { Cause, type Chunk, Deferred, Duration, Effect, Exit, FiberId, LogLevel, Option, Schedule, Scope, Stream } from "effect"
+import type { Readable } from "node:stream"
 import { Admission, type Reservation } from "../accounts/Admission.ts"
 import { Catalog, type CatalogModel, type ResolvedDeployment } from "../accounts/Catalog.ts"
 import { QuotaExceeded } from "../accounts/errors.ts"
@@ -15,6 +16,7 @@ import { EventLog, replicaId } from "../ledger/EventLog.ts"
 import { type Endpoint, streamOf } from "../ledger/events.ts"
 import { UpstreamError } from "../providers/Upstream.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
+import { clientSink } from "../stream/ClientSink.ts"
 import { relayFor, UpstreamStreamError } from "../stream/Relay.ts"
 import { encode, feed, initialParser, named, type SseEvent } from "../stream/sse.ts"
 import { type Route, routeFor } from "../translate/Route.ts"
@@ -443,7 +445,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
      */
     const generateStream = (
       g: Generation & { readonly includeUsage: boolean }
-    ): Effect.Effect<Stream.Stream<Uint8Array>, Refusal> =>
+    ): Effect.Effect<Readable, Refusal> =>
       supervised(g, ({ candidates, prices, reservation, restore }) =>
         Effect.gen(function*() {
           const began = Date.now()
@@ -512,10 +514,9 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
             includeUsage: g.includeUsage,
             request: g.body
           })
-          // A small bounded buffer: a slow client slows the upstream reads instead of growing memory.
-          const out = yield* Queue.bounded<Take.Take<Uint8Array>>(16)
-          const offerEvents = (events: ReadonlyArray<SseEvent>) =>
-            events.length === 0 ? Effect.void : Queue.offer(out, Take.of(bytesOf(events)))
+          // A bounded buffer: a slow client slows the upstream reads instead of growing memory.
+          const out = clientSink()
+          const offerEvents = (events: ReadonlyArray<SseEvent>) => events.length === 0 ? Effect.void : out.write(bytesOf(events))
           // One alarm ends the pump early: the client left (interrupt), or the upstream went quiet for
           // idle_ms or ran past total_ms (a timeout). One timer per stream, not a timeout per chunk.
           const alarm = streamAlarm({ idleMs: t.idle_ms, deadline: began + t.total_ms })
@@ -577,14 +578,11 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
               outcome: Exit.isSuccess(result) ? "completed" : Exit.isInterrupted(result) ? "cancelled" : "failed"
             })
             // The stream ends once it is billed, so /v1/usage shows a call as soon as its answer is complete.
-            yield* Queue.offer(out, Take.end).pipe(Effect.timeout("1 second"), Effect.ignore)
+            yield* out.end
           })
+          out.onClose(alarm.clientLeft)
           yield* supervisor.fork(finish)
-
-          return Stream.fromQueue(out).pipe(
-            Stream.flattenTake,
-            Stream.ensuring(Effect.sync(alarm.clientLeft))
-          )
+          return out.readable
         })
       )
 

@@ -61,7 +61,7 @@ export const makeGenerationHandler = Effect.gen(function*() {
           const stream = yield* mapGatewayErrors(
             gateway.generateStream({ ...generation, includeUsage: options?.include_usage === true })
           )
-          return HttpServerResponse.stream(stream, {
+          return HttpServerResponse.raw(stream, {
             contentType: "text/event-stream",
             headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
           })
