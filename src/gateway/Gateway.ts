@@ -4,7 +4,7 @@
  * client, answer (JSON, or SSE in the client's style), then UsageReported and Billed, exactly once.
  * The request runs in the server-owned supervisor; its billing step is uninterruptible.
  */
-import { Cause, type Chunk, Deferred, Duration, Effect, Exit, FiberId, LogLevel, Option, Schedule, Scope, Stream } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, FiberId, LogLevel, Option, Schedule, Scope } from "effect"
 import type { Readable } from "node:stream"
 import { Admission, type Reservation } from "../accounts/Admission.ts"
 import { Catalog, type CatalogModel, type ResolvedDeployment } from "../accounts/Catalog.ts"
@@ -14,7 +14,7 @@ import { costOf, type PriceSheet, zeroUsage } from "../accounts/Pricing.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { EventLog, replicaId } from "../ledger/EventLog.ts"
 import { type Endpoint, streamOf } from "../ledger/events.ts"
-import { UpstreamError } from "../providers/Upstream.ts"
+import { type UpstreamBody, UpstreamError } from "../providers/Upstream.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
 import { clientSink } from "../stream/ClientSink.ts"
 import { relayFor, UpstreamStreamError } from "../stream/Relay.ts"
@@ -110,15 +110,16 @@ const errorEvent = (requestId: string, type: string, code: string, message: stri
   named("error", { type: "error", error: { type, code, message, param: null }, request_id: requestId })
 
 /**
- * Reads upstream bytes as SSE events: each pull yields the events the next bytes complete (maybe none).
- * Parsing here, rather than in more stream stages, keeps a pull to one step of Effect's stream machinery.
+ * Reads an upstream body as SSE events: each read yields the events the bytes that arrived complete
+ * (maybe none), or `undefined` at the end of the body.
  */
-const sseReader = <E>(pull: Effect.Effect<Chunk.Chunk<Uint8Array>, Option.Option<E>>) => {
+const sseReader = (body: UpstreamBody) => {
   const decoder = new TextDecoder()
   let state = initialParser
-  return Effect.map(pull, (chunk): ReadonlyArray<SseEvent> => {
+  return Effect.map(body.read, (chunks): ReadonlyArray<SseEvent> | undefined => {
+    if (chunks === undefined) return undefined
     let text = ""
-    for (const bytes of chunk) text += decoder.decode(bytes, { stream: true })
+    for (const bytes of chunks) text += decoder.decode(bytes, { stream: true })
     const [next, events] = feed(state, text)
     state = next
     return events
@@ -456,22 +457,21 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
               const scope = yield* Scope.make()
               const t = c.deployment.provider.timeouts
               const opened = yield* Effect.gen(function*() {
-                const bytes = yield* upstreams.open({
+                const body = yield* upstreams.open({
                   providerName: c.deployment.providerName,
                   provider: c.deployment.provider,
                   endpoint: c.path.upstreamEndpoint,
                   body: c.upstreamBody,
                   requestId: g.requestId
                 })
-                const pull = sseReader(yield* Stream.toPull(bytes))
+                const pull = sseReader(body)
                 let first: ReadonlyArray<SseEvent> = []
                 while (first.length === 0) {
-                  const chunk = yield* pull.pipe(
-                    Effect.mapError(Option.getOrElse(() =>
-                      new UpstreamError({ kind: "protocol", message: `The upstream ${c.deployment.providerName} ended before its first event.` })
-                    ))
-                  )
-                  first = chunk
+                  const events = yield* pull
+                  if (events === undefined) {
+                    return yield* new UpstreamError({ kind: "protocol", message: `The upstream ${c.deployment.providerName} ended before its first event.` })
+                  }
+                  first = events
                 }
                 return { pull, first }
               }).pipe(
@@ -526,13 +526,10 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
             // The first read may already hold the terminal event: then there is nothing more to wait for.
             while (!relay.finished()) {
               alarm.waiting(true)
-              const next = yield* pull.pipe(
-                Effect.map(Option.some),
-                Effect.catchAll((e) => (Option.isNone(e) ? Effect.succeed(Option.none()) : Effect.fail(e.value)))
-              )
+              const events = yield* pull
               alarm.waiting(false)
-              if (Option.isNone(next)) break
-              yield* offerEvents(next.value.flatMap(relay.push))
+              if (events === undefined) break
+              yield* offerEvents(events.flatMap(relay.push))
             }
             if (!relay.finished()) {
               return yield* Effect.fail(new UpstreamError({ kind: "protocol", message: "The upstream stream ended before its final event." }))

@@ -2,7 +2,7 @@
  * What every upstream provider offers the gateway: send one request body in the provider's own
  * style to one endpoint, get the status and body back. Errors are typed by what a retry could fix.
  */
-import { Data, type Effect, type Scope, type Stream } from "effect"
+import { Data, type Effect, type Scope } from "effect"
 import type { ProviderConfig } from "../config/ConfigFile.ts"
 
 /** Which upstream API a call goes to. */
@@ -35,10 +35,14 @@ export class UpstreamError extends Data.TaggedError("UpstreamError")<{
 export interface UpstreamClient {
   readonly send: (request: UpstreamRequest) => Effect.Effect<UpstreamReply, UpstreamError>
   /**
-   * Opens a streamed call: succeeds once the upstream answered 2xx, with the body's bytes; the
+   * Opens a streamed call: succeeds once the upstream answered 2xx, with its body to read; the
    * connection lives in the scope, so closing it (a client that left) closes the upstream connection.
    */
-  readonly open: (
-    request: UpstreamRequest
-  ) => Effect.Effect<Stream.Stream<Uint8Array, UpstreamError>, UpstreamError, Scope.Scope>
+  readonly open: (request: UpstreamRequest) => Effect.Effect<UpstreamBody, UpstreamError, Scope.Scope>
+}
+
+/** A streamed answer's body, read as it arrives. */
+export interface UpstreamBody {
+  /** The bytes that have arrived since the last read (waiting for some), or `undefined` at the end. */
+  readonly read: Effect.Effect<ReadonlyArray<Uint8Array> | undefined, UpstreamError>
 }

@@ -6,12 +6,11 @@
  * connection failures become typed `UpstreamError`s whose messages name the provider, never its URL
  * or credential. Interrupting a call aborts it, which closes its connection.
  */
-import { NodeStream } from "@effect/platform-node"
 import { Effect, Exit, Redacted } from "effect"
 import type { IncomingHttpHeaders } from "node:http"
 import { Agent, type Dispatcher } from "undici"
 import type { ProviderConfig } from "../../config/ConfigFile.ts"
-import { type UpstreamEndpoint, UpstreamError, type UpstreamRequest } from "../Upstream.ts"
+import { type UpstreamBody, type UpstreamEndpoint, UpstreamError, type UpstreamRequest } from "../Upstream.ts"
 
 const pathOf = (p: ProviderConfig, endpoint: UpstreamEndpoint, model: string) => {
   if (p.style === "anthropic") return "/v1/messages"
@@ -88,6 +87,44 @@ const statusError = (request: UpstreamRequest, status: number, headers: Incoming
 }
 
 const textOf = (body: Dispatcher.ResponseData["body"]) => body.text().catch(() => "")
+
+/**
+ * Reads a response body as it arrives: each read takes every chunk buffered so far, or waits for the
+ * next. Plain stream events, no per-chunk machinery: a stream's bytes usually arrive in a read or two.
+ */
+const bodyReader = (body: Dispatcher.ResponseData["body"], providerName: string): UpstreamBody => {
+  let failure: unknown
+  let ended = false
+  let wake: (() => void) | undefined
+  const poke = () => wake?.()
+  body.on("readable", poke).on("end", () => {
+    ended = true
+    poke()
+  }).on("error", (e) => {
+    failure = e
+    poke()
+  })
+  return {
+    read: Effect.async<ReadonlyArray<Uint8Array> | undefined, UpstreamError>((resume) => {
+      const attempt = () => {
+        const chunks: Array<Uint8Array> = []
+        for (let c = body.read() as Uint8Array | null; c !== null; c = body.read() as Uint8Array | null) chunks.push(c)
+        if (chunks.length > 0) return done(Effect.succeed(chunks))
+        if (failure !== undefined) return done(Effect.fail(connectionError(providerName, failure)))
+        if (ended || body.readableEnded) return done(Effect.succeed(undefined))
+        wake = attempt
+      }
+      const done = (effect: Effect.Effect<ReadonlyArray<Uint8Array> | undefined, UpstreamError>) => {
+        wake = undefined
+        resume(effect)
+      }
+      attempt()
+      return Effect.sync(() => {
+        wake = undefined
+      })
+    })
+  }
+}
 
 /** How long, and how many bytes, a completed stream's tail may take to drain before its connection is dropped. */
 const DRAIN_MS = 1_000
@@ -169,13 +206,7 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
       ).pipe(
         Effect.flatMap((res) =>
           res.statusCode >= 200 && res.statusCode < 300
-            ? Effect.succeed(
-              NodeStream.fromReadable<UpstreamError, Uint8Array>(
-                () => res.body,
-                (e) => connectionError(request.providerName, e),
-                { closeOnDone: false }
-              )
-            )
+            ? Effect.succeed(bodyReader(res.body, request.providerName))
             : Effect.flatMap(Effect.promise(() => textOf(res.body)), (text) =>
               Effect.fail(statusError(request, res.statusCode, res.headers, text)))
         )

@@ -3,14 +3,14 @@
  * style its provider is configured with. The same request always gets the same answer, ids included.
  * Usage is realistic: about four characters per token, counted from the request's text.
  */
-import { Effect, Stream } from "effect"
+import { Effect } from "effect"
 import { chatEmitter, messagesEmitter, responsesEmitter } from "../../stream/emit.ts"
 import { type FinishReason, fromChatFinish, fromMessagesStop, type Op } from "../../stream/ops.ts"
 import { encode } from "../../stream/sse.ts"
 import { fromChatUsage, fromMessagesUsage, fromResponsesUsage, type Usage } from "../../wire/usage.ts"
 import { createHash } from "node:crypto"
 import { textOf } from "../../wire/text.ts"
-import type { UpstreamReply, UpstreamRequest } from "../Upstream.ts"
+import type { UpstreamBody, UpstreamReply, UpstreamRequest } from "../Upstream.ts"
 
 const CREATED = 1_750_000_000
 
@@ -212,5 +212,14 @@ export const open = (request: UpstreamRequest) =>
     for (const piece of text.match(/\S+\s*/g) ?? []) ops.push({ _tag: "Text", text: piece })
     ops.push({ _tag: "Finish", reason: finish }, { _tag: "Usage", usage })
     const events = [...ops.flatMap(emitter.push), ...emitter.end()]
-    return Stream.fromIterable(events.map((e) => encoder.encode(encode(e))))
+    let chunks: ReadonlyArray<Uint8Array> | undefined = events.map((e) => encoder.encode(encode(e)))
+    const body: UpstreamBody = {
+      // Everything at once, then the end.
+      read: Effect.sync(() => {
+        const out = chunks
+        chunks = undefined
+        return out
+      })
+    }
+    return body
   })
