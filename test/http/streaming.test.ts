@@ -106,6 +106,15 @@ describe("streaming", () => {
         return rows.map((r) => ({ stream: r.stream_id, ...(typeof r.data === "string" ? JSON.parse(r.data) : r.data) }))
       })
 
+    /** The key's one Billed event, once it is there, matching `expected`. */
+    const billedOnce = (keyId: string, expected: Record<string, unknown>) =>
+      Effect.gen(function*() {
+        const billed = yield* awaitBilled(keyId, 1)
+        expect(billed).toHaveLength(1)
+        expect(billed[0]).toMatchObject(expected)
+        return billed[0]!
+      })
+
     /** A chat stream for `gpt` through the OpenAI SDK, read to its end: the text it carried. */
     const streamedText = (openai: OpenAI) =>
       Effect.promise(async () => {
@@ -445,10 +454,8 @@ describe("streaming", () => {
           while (!seen.includes("w3 ")) seen += new TextDecoder().decode((await reader.read()).value)
           controller.abort()
         }).pipe(Effect.catchAllDefect(() => Effect.void))
-        const billed = yield* awaitBilled(key.keyId, 1)
-        expect(billed).toHaveLength(1)
-        expect(billed[0]).toMatchObject({ outcome: "cancelled", estimated: true })
-        expect(billed[0]!.usage.output_tokens).toBeGreaterThan(0)
+        const billed = yield* billedOnce(key.keyId, { outcome: "cancelled", estimated: true })
+        expect(billed.usage.output_tokens).toBeGreaterThan(0)
         for (let i = 0; i < 50 && fake.closedEarly() === before; i++) yield* Effect.sleep("20 millis")
         expect(fake.closedEarly()).toBe(before + 1)
       }))
@@ -510,9 +517,7 @@ describe("streaming", () => {
         expect(JSON.parse(r.text).error).toMatchObject({ code: "upstream_timeout" })
         expect(r.ms).toBeLessThan(1_500) // two attempts of 300 ms and a short backoff, not the upstream's 2 s
         expect(fake.received.filter((x) => x.path === "/slow/v1/chat/completions")).toHaveLength(2)
-        const billed = yield* awaitBilled(key.keyId, 1)
-        expect(billed).toHaveLength(1)
-        expect(billed[0]).toMatchObject({ outcome: "failed" })
+        yield* billedOnce(key.keyId, { outcome: "failed" })
       }))
 
     it.effect("timeouts: a stream whose first event does not come within first_byte_ms is a JSON 504, not a stream", () =>
@@ -524,9 +529,7 @@ describe("streaming", () => {
         expect(r.ms).toBeLessThan(1_500)
         expect(r.type).toContain("application/json")
         expect(JSON.parse(r.text).error).toMatchObject({ code: "upstream_timeout" })
-        const billed = yield* awaitBilled(key.keyId, 1)
-        expect(billed).toHaveLength(1)
-        expect(billed[0]).toMatchObject({ outcome: "failed" })
+        yield* billedOnce(key.keyId, { outcome: "failed" })
       }))
 
     it.effect("timeouts: a stream that goes quiet for idle_ms ends with an error event, no [DONE]; billed once, estimated", () =>
@@ -540,9 +543,7 @@ describe("streaming", () => {
         expect(r.text).toContain("upstream_timeout")
         expect(r.text).toContain("went quiet")
         expect(r.text).not.toContain("[DONE]")
-        const billed = yield* awaitBilled(key.keyId, 1)
-        expect(billed).toHaveLength(1)
-        expect(billed[0]).toMatchObject({ outcome: "failed", estimated: true })
+        yield* billedOnce(key.keyId, { outcome: "failed", estimated: true })
       }))
 
     it.effect("timeouts: a slow client is not an idle upstream (backpressure does not count against idle_ms)", () =>
@@ -585,10 +586,8 @@ describe("streaming", () => {
         expect(r.text).toContain("w3 ")
         expect(r.text).toContain("total timeout")
         expect(r.text).not.toContain("[DONE]")
-        const billed = yield* awaitBilled(key.keyId, 1)
-        expect(billed).toHaveLength(1)
-        expect(billed[0]).toMatchObject({ outcome: "failed", estimated: true })
-        expect(billed[0]!.usage.output_tokens).toBeGreaterThan(0)
+        const billed = yield* billedOnce(key.keyId, { outcome: "failed", estimated: true })
+        expect(billed.usage.output_tokens).toBeGreaterThan(0)
       }))
 
     it.effect("every streamed request has exactly one Billed, and the log replays clean", () =>
