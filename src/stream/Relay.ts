@@ -10,6 +10,7 @@ import { fromResponsesUsage, type Usage } from "../wire/usage.ts"
 import { chatDecoder, type Decoder, messagesDecoder } from "./decode.ts"
 import { chatEmitter, type Emitter, messagesEmitter, responsesEmitter } from "./emit.ts"
 import type { Op } from "./ops.ts"
+import { withModel, withoutUsage } from "./rewrite.ts"
 import { DONE, type SseEvent } from "./sse.ts"
 
 export type StreamEndpoint = "chat.completions" | "responses" | "messages"
@@ -137,10 +138,13 @@ export const relayFor = (o: Options): Relay => {
           seen.chars += String(json.delta ?? "").length
         }
         if (json.response && typeof json.response === "object") {
-          json.response.model = o.model
           if (json.response.usage) seen.reported = fromResponsesUsage(json.response.usage)
+          if (json.response.model !== o.model) {
+            json.response.model = o.model
+            return [{ event: event.event, data: JSON.stringify(json) }]
+          }
         }
-        return [{ event: event.event, data: JSON.stringify(json) }]
+        return [event] // as the upstream wrote it
       },
       end: () => []
     }
@@ -154,16 +158,21 @@ export const relayFor = (o: Options): Relay => {
       const json = read(event)
       seen.see(decoder.push(event, json))
       if (json === null) return o.client === "chat.completions" ? [] : [event] // [DONE] is re-sent by end()
+      // The upstream's text is forwarded; only the model name (and, for chat, the usage the client did
+      // not ask for) is changed, in place when that can be done with certainty (see rewrite.ts).
       if (o.client === "chat.completions") {
-        json.model = o.model
         if (!o.includeUsage) {
           if (Array.isArray(json.choices) && json.choices.length === 0 && json.usage) return []
-          delete json.usage
+          const data = withoutUsage(event.data, json)
+          if (data !== event.data) return [{ data: withModel(data, { ...json, usage: undefined }, o.model) }]
         }
-        return [{ data: JSON.stringify(json) }]
+        return [{ data: withModel(event.data, json, o.model) }]
       }
-      if (json.type === "message_start" && json.message) json.message.model = o.model
-      return [{ event: event.event, data: JSON.stringify(json) }]
+      if (json.type === "message_start" && json.message && json.message.model !== o.model) {
+        json.message.model = o.model
+        return [{ event: event.event, data: JSON.stringify(json) }]
+      }
+      return [event]
     },
     end: () => (o.client === "chat.completions" ? [DONE] : [])
   }

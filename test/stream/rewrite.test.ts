@@ -1,0 +1,42 @@
+/**
+ * The in-place rewrite of same-style stream events (src/stream/rewrite.ts): whatever the event, the
+ * result parses to the event with the public model name (and without a null usage), and an event in
+ * the compact form providers send is changed in place, not re-serialised.
+ */
+import fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import { withModel, withoutUsage } from "../../src/stream/rewrite.ts"
+
+const json = fc.jsonValue({ maxDepth: 3 })
+/** An event object: a top-level model (or none), other keys, nested objects that may hold "model" too. */
+const event = fc.record({
+  id: fc.string(),
+  model: fc.option(fc.string(), { nil: undefined }),
+  choices: fc.array(fc.record({ index: fc.nat(), delta: fc.record({ content: fc.string(), model: fc.string() }) }), { maxLength: 3 }),
+  extra: fc.dictionary(fc.constantFrom("model", "usage", "x", "\"model\":"), json, { maxKeys: 3 }),
+  usage: fc.option(fc.constant(null), { nil: undefined })
+}, { requiredKeys: ["id", "choices"] }).map((o) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)))
+
+describe("same-style event rewrite", () => {
+  it("sets the top-level model, whatever the event and its layout", () => {
+    fc.assert(fc.property(event, fc.string(), fc.constantFrom(undefined, 1), (e, model, indent) => {
+      const data = JSON.stringify(e, null, indent)
+      expect(JSON.parse(withModel(data, e, model))).toEqual({ ...e, model })
+    }), { numRuns: 500 })
+  })
+
+  it("drops a null usage, and only that", () => {
+    fc.assert(fc.property(event, fc.constantFrom(undefined, 1), (e, indent) => {
+      const data = JSON.stringify(e, null, indent)
+      const { usage: _, ...rest } = e
+      expect(JSON.parse(withoutUsage(data, e))).toEqual("usage" in e ? rest : e)
+    }), { numRuns: 500 })
+  })
+
+  it("changes a provider's compact chunk in place", () => {
+    const chunk = { id: "c1", object: "chat.completion.chunk", created: 1, model: "gpt-up", choices: [{ index: 0, delta: { content: "say \"model\":\"gpt-up\"" } }], usage: null }
+    const data = JSON.stringify(chunk)
+    const out = withModel(withoutUsage(data, chunk), { ...chunk, usage: undefined }, "gpt")
+    expect(out).toBe(data.replace("\"model\":\"gpt-up\",", "\"model\":\"gpt\",").replace(",\"usage\":null", ""))
+  })
+})
