@@ -391,15 +391,10 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
               provider: c.deployment.provider,
               endpoint: c.path.upstreamEndpoint,
               body: c.upstreamBody,
-              requestId: g.requestId
-            }).pipe(
-              Effect.timeoutFail({
-                // A non-streamed answer arrives whole: its first byte is its last.
-                duration: Duration.millis(Math.min(c.deployment.provider.timeouts.first_byte_ms, c.deployment.provider.timeouts.total_ms)),
-                onTimeout: () =>
-                  new UpstreamError({ kind: "timeout", message: `The upstream ${c.deployment.providerName} did not answer in time.` })
-              })
-            ))
+              requestId: g.requestId,
+              // A non-streamed answer arrives whole: its first byte is its last.
+              answerWithinMs: Math.min(c.deployment.provider.timeouts.first_byte_ms, c.deployment.provider.timeouts.total_ms)
+            }))
           // A client that leaves interrupts this fiber: only the restored upstream call stops.
           const exit = yield* restore(call).pipe(Effect.exit)
 

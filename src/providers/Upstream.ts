@@ -15,6 +15,12 @@ export interface UpstreamRequest {
   /** The body in the upstream's style, with the upstream's model name. */
   readonly body: Record<string, unknown>
   readonly requestId: string
+  /**
+   * `send` only: the whole answer must have arrived within this many milliseconds, or the call fails
+   * as a timeout. The gateway decides it; the client enforces it with one timer (cheaper than racing
+   * the call against a sleeping fiber).
+   */
+  readonly answerWithinMs?: number
 }
 
 export interface UpstreamReply {

@@ -176,17 +176,36 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
     }
 
     const send = (request: UpstreamRequest) =>
-      Effect.async<{ status: number; body: unknown }, UpstreamError>((resume, signal) => {
-        post(request, signal).then(
+      Effect.async<{ status: number; body: unknown }, UpstreamError>((resume, interrupted) => {
+        const controller = new AbortController()
+        const onInterrupt = () => controller.abort()
+        interrupted.addEventListener("abort", onInterrupt)
+        let timedOut = false
+        const timer = request.answerWithinMs === undefined ? undefined : setTimeout(() => {
+          timedOut = true
+          controller.abort()
+        }, request.answerWithinMs)
+        const settle = (effect: Effect.Effect<{ status: number; body: unknown }, UpstreamError>) => {
+          if (timer) clearTimeout(timer)
+          interrupted.removeEventListener("abort", onInterrupt)
+          resume(effect)
+        }
+        post(request, controller.signal).then(
           async (res) => {
             const text = await res.body.text()
-            resume(
+            settle(
               res.statusCode >= 200 && res.statusCode < 300
                 ? Effect.succeed({ status: res.statusCode, body: parseBody(text) })
                 : Effect.fail(statusError(request, res.statusCode, res.headers, text))
             )
           }
-        ).catch((e) => resume(Effect.fail(connectionError(request.providerName, e))))
+        ).catch((e) =>
+          settle(Effect.fail(
+            timedOut
+              ? new UpstreamError({ kind: "timeout", message: `The upstream ${request.providerName} did not answer in time.` })
+              : connectionError(request.providerName, e)
+          ))
+        )
       })
 
     const open = (request: UpstreamRequest) =>
