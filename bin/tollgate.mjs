@@ -3,6 +3,7 @@
 // with esbuild; packages stay in node_modules), rebuilt whenever a source is newer than it. A bundle
 // starts faster and uses about 130 MB less memory than transpiling every module at load time; if it
 // cannot be built, the sources run through tsx's loader instead.
+import cluster from "node:cluster"
 import { existsSync, readdirSync, renameSync, statSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
@@ -39,7 +40,8 @@ const build = async () => {
 const fresh = () => existsSync(bundle) && statSync(bundle).mtimeMs >= newestSource(join(root, "src"))
 
 let entry = bundle
-if (!fresh()) {
+// A `serve --workers` worker runs what its primary has just checked (or built).
+if (!(cluster.isWorker && existsSync(bundle)) && !fresh()) {
   try {
     await build()
   } catch (e) {

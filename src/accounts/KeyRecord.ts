@@ -70,3 +70,7 @@ export const unusableReason = (key: KeyRecord, now: number): string | undefined 
   if (key.expiresAt !== null && Date.parse(key.expiresAt) <= now) return "This API key has expired."
   return undefined
 }
+
+/** A key's state for listings: revoked, expired, or active. */
+export const keyStatus = (key: KeyRecord, now: number): "active" | "revoked" | "expired" =>
+  key.revokedAt !== null ? "revoked" : key.expiresAt !== null && Date.parse(key.expiresAt) <= now ? "expired" : "active"

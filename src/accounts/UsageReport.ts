@@ -82,6 +82,16 @@ export const isDay = (s: string) => {
   return !Number.isNaN(t) && new Date(t).toISOString().slice(0, 10) === s
 }
 
+/** What is wrong with a report's window of days (both ends inclusive, UTC), if anything. */
+export const windowProblem = (window: { readonly from?: string | undefined; readonly to?: string | undefined }) => {
+  for (const param of ["from", "to"] as const) {
+    const v = window[param]
+    if (v !== undefined && !isDay(v)) return { param, message: `\`${param}\` must be a day, YYYY-MM-DD (UTC).` }
+  }
+  if (window.from && window.to && window.from > window.to) return { param: "from" as const, message: "`from` is after `to`." }
+  return undefined
+}
+
 export class UsageReport extends Effect.Service<UsageReport>()("Accounts/UsageReport", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient

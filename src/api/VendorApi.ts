@@ -3,6 +3,7 @@ import { Schema } from "effect"
 import { CreatedKey, CreateKeyRequest, ServerOptionList, UpdateKeyRequest, VendorKey, VendorKeyList } from "../wire/vendor.ts"
 import { InvalidRequest, NotFound, PermissionDenied, RequestTooLarge } from "./errors.ts"
 import { VendorAuth } from "./security.ts"
+import { UsageWindowParams } from "./UsageApi.ts"
 
 const KeyPath = Schema.Struct({ id: Schema.String })
 
@@ -51,7 +52,7 @@ export class VendorApi extends HttpApiGroup.make("vendor")
   )
   .add(
     HttpApiEndpoint.get("getUsage", "/api/usage")
-      .setUrlParams(Schema.Struct({ from: Schema.optional(Schema.String), to: Schema.optional(Schema.String) }))
+      .setUrlParams(UsageWindowParams)
       .addSuccess(Schema.Unknown.annotations({ description: "see the README, 'Vendor area'" }))
       .addError(InvalidRequest)
       .addError(PermissionDenied)

@@ -5,9 +5,9 @@
  * Results are plain JSON (money as decimal strings), so `--json` output is the result itself.
  */
 import { Data, Effect, Schema } from "effect"
-import type { KeyRecord } from "../accounts/KeyRecord.ts"
+import { type KeyRecord, keyStatus } from "../accounts/KeyRecord.ts"
 import { Keys } from "../accounts/Keys.ts"
-import { UsageReport, isDay } from "../accounts/UsageReport.ts"
+import { UsageReport, windowProblem } from "../accounts/UsageReport.ts"
 import { type Vendor, Vendors } from "../accounts/Vendors.ts"
 import { formatUsd, parseUsd } from "../config/Money.ts"
 import { EventLog } from "../ledger/EventLog.ts"
@@ -71,11 +71,7 @@ const keyJson = (k: KeyRecord) => ({
   expires_at: k.expiresAt,
   revoked_at: k.revokedAt,
   rate_limits: k.rateLimits ?? null,
-  status: k.revokedAt !== null
-    ? "revoked"
-    : k.expiresAt !== null && Date.parse(k.expiresAt) <= Date.now()
-    ? "expired"
-    : "active"
+  status: keyStatus(k, Date.now())
 })
 
 const vendorJson = (v: Vendor) => ({
@@ -173,9 +169,8 @@ export const run = (op: Operation) => {
       )
     case "usage":
       return Effect.gen(function*() {
-        for (const [flag, v] of [["--from", op.from], ["--to", op.to]] as const) {
-          if (v !== undefined && !isDay(v)) return yield* fail(`${flag}: "${v}" is not a day (YYYY-MM-DD)`)
-        }
+        const problem = windowProblem({ from: op.from, to: op.to })
+        if (problem) return yield* fail(`--${problem.param}: ${problem.message}`)
         const keys = yield* Keys
         const report = yield* UsageReport
         if (op.keyId !== undefined) {

@@ -3,6 +3,7 @@
  * endpoint for the CLI and a development key on the very first start.
  */
 import { HttpServer } from "@effect/platform"
+import cluster from "node:cluster"
 import { NodeContext } from "@effect/platform-node"
 import { Console, Effect, Layer } from "effect"
 import { Keys } from "../accounts/Keys.ts"
@@ -56,7 +57,8 @@ const OperatorLive = Layer.unwrapEffect(Effect.gen(function*() {
 export const ServeLive = Layer.mergeAll(BannerLive, DevKeyLive, OperatorLive, KeyChangeListener, Reconciler.Default).pipe(
   Layer.provideMerge(HttpLive),
   Layer.provideMerge(GatewayLive),
-  Layer.provideMerge(Database.layer),
+  // A `--workers` worker finds the database migrated by its primary.
+  Layer.provideMerge(cluster.isWorker ? Database.unmigrated : Database.layer),
   Layer.provideMerge(GatewayConfig.layer),
   Layer.provide(NodeContext.layer)
 )

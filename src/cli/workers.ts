@@ -45,16 +45,13 @@ export const supervise = (workers: number) =>
       check()
       return Effect.sync(() => cluster.off("exit", check))
     })
-    /** Passes the signal on and waits (bounded) for the workers to drain, bill and exit. */
-    const stopAll = (signal: NodeJS.Signals) =>
-      Effect.suspend(() => {
-        for (const w of Object.values(cluster.workers ?? {})) w?.process.kill(signal)
-        return allExited.pipe(Effect.timeout(config.file.server.shutdown_grace_ms + 10_000), Effect.ignore)
-      })
+    const signalAll = () => {
+      for (const w of Object.values(cluster.workers ?? {})) w?.process.kill("SIGTERM")
+    }
 
     let stopping = false
     const recentDeaths: Array<number> = []
-    const fork = () => cluster.fork({ TOLLGATE_WORKER: "1" })
+    // Registered before `allExited` waits, so a replacement is forked before that count is taken.
     const onExit = (worker: Worker, code: number | null, signal: string | null) => {
       if (stopping) return
       const now = Date.now()
@@ -64,31 +61,27 @@ export const supervise = (workers: number) =>
         stopping = true
         process.exitCode = 1
         console.error(`tollgate: workers keep dying (last: pid ${worker.process.pid}, ${signal ?? `code ${code}`}); stopping`)
-        for (const w of Object.values(cluster.workers ?? {})) w?.process.kill("SIGTERM")
+        signalAll()
         return
       }
       console.error(`tollgate: worker ${worker.process.pid} exited (${signal ?? `code ${code}`}); starting another`)
-      fork()
+      cluster.fork()
     }
-    // The runtime turns SIGTERM/SIGINT into an interruption of this fiber: the finalizer stops the workers.
+    // The runtime turns SIGTERM/SIGINT into an interruption of this fiber: the finalizer passes SIGTERM
+    // on and waits (bounded) for every worker to drain, bill and exit.
     yield* Effect.acquireRelease(
       Effect.sync(() => {
         cluster.on("exit", onExit)
-        for (let i = 0; i < workers; i++) fork()
+        for (let i = 0; i < workers; i++) cluster.fork()
       }),
       () =>
         Effect.suspend(() => {
           stopping = true
           cluster.off("exit", onExit)
-          return stopAll("SIGTERM")
+          signalAll()
+          return allExited.pipe(Effect.timeout(config.file.server.shutdown_grace_ms + 10_000), Effect.ignore)
         })
     )
     // Until every worker is gone (after a stop, or when they kept dying).
-    yield* Effect.async<void>((resume) => {
-      const check = () => {
-        if (stopping && alive() === 0) resume(Effect.void)
-      }
-      cluster.on("exit", check)
-      return Effect.sync(() => cluster.off("exit", check))
-    })
+    yield* allExited
   }).pipe(Effect.scoped)

@@ -1,7 +1,7 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { KeyStore } from "../accounts/KeyStore.ts"
-import { isDay, UsageReport } from "../accounts/UsageReport.ts"
+import { UsageReport, windowProblem } from "../accounts/UsageReport.ts"
 import { InvalidRequest } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { CurrentKey } from "../api/security.ts"
@@ -12,15 +12,8 @@ export const UsageHandlers = HttpApiBuilder.group(GatewayApi, "usage", (handlers
     const report = yield* UsageReport
     return handlers.handle("getUsage", ({ urlParams }) =>
       Effect.gen(function*() {
-        for (const param of ["from", "to"] as const) {
-          const v = urlParams[param]
-          if (v !== undefined && !isDay(v)) {
-            return yield* new InvalidRequest({ message: `\`${param}\` must be a day, YYYY-MM-DD (UTC).`, param })
-          }
-        }
-        if (urlParams.from && urlParams.to && urlParams.from > urlParams.to) {
-          return yield* new InvalidRequest({ message: "`from` is after `to`.", param: "from" })
-        }
+        const problem = windowProblem(urlParams)
+        if (problem) return yield* new InvalidRequest(problem)
         const { keyId } = yield* CurrentKey
         const key = keys.byId(keyId)
         if (!key) return yield* Effect.die(new Error(`authenticated key ${keyId} is not in the key store`))

@@ -7,9 +7,9 @@ import type {
   InvalidInput,
   NotFound as AccountNotFound
 } from "../accounts/errors.ts"
-import type { KeyRecord } from "../accounts/KeyRecord.ts"
+import { type KeyRecord, keyStatus } from "../accounts/KeyRecord.ts"
 import { Keys } from "../accounts/Keys.ts"
-import { isDay, UsageReport } from "../accounts/UsageReport.ts"
+import { UsageReport, windowProblem } from "../accounts/UsageReport.ts"
 import { Vendors } from "../accounts/Vendors.ts"
 import { InvalidRequest, NotFound, PermissionDenied } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
@@ -48,14 +48,7 @@ const refused = (e: InvalidInput | CreditInsufficient | AccountNotFound | Idempo
   }
 }
 
-const statusOf = (k: KeyRecord) =>
-  k.revokedAt !== null
-    ? "revoked" as const
-    : k.expiresAt !== null && Date.parse(k.expiresAt) <= Date.now()
-    ? "expired" as const
-    : "active" as const
-
-export const vendorKeyJson = (k: KeyRecord) => ({
+const vendorKeyJson = (k: KeyRecord) => ({
   object: "api_key" as const,
   id: k.keyId,
   name: k.name,
@@ -65,7 +58,7 @@ export const vendorKeyJson = (k: KeyRecord) => ({
   quota_usd: formatUsd(k.quotaNanos),
   used_usd: formatUsd(k.usedNanos),
   requests: Number(k.billedRequests),
-  status: statusOf(k),
+  status: keyStatus(k, Date.now()),
   created_at: k.createdAt,
   expires_at: k.expiresAt,
   revoked_at: k.revokedAt,
@@ -139,10 +132,11 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
               description: option.description,
               price_percent: option.price_percent,
               models: option.models.map((id) => {
-                const p = catalog.models.get(id)!.config.pricing
+                const m = catalog.models.get(id)!.config
+                const p = m.pricing
                 return {
                   id,
-                  kind: catalog.models.get(id)!.config.kind,
+                  kind: m.kind,
                   input_per_mtok_usd: formatUsd(p.input_per_mtok),
                   output_per_mtok_usd: formatUsd(p.output_per_mtok),
                   cached_input_per_mtok_usd: formatUsd(p.cached_input_per_mtok ?? p.input_per_mtok),
@@ -186,18 +180,19 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
           const session = yield* requireScope("keys:update")
           const body = yield* readJsonObject(request, maxBytes)
           const input = yield* decodeUpdateKey(body.json)
+          // Every field is checked before anything changes: a refused field must not leave a top-up behind.
+          const amount = input.add_quota_usd === undefined ? undefined : parseUsd(input.add_quota_usd)
+          if (input.add_quota_usd !== undefined && (amount === undefined || amount === 0n)) {
+            return yield* new InvalidRequest({ message: "`add_quota_usd` must be a positive USD amount.", param: "add_quota_usd" })
+          }
+          if (input.expires_at !== undefined && input.expires_at !== null) yield* futureInstant(input.expires_at, "expires_at")
           let key = yield* keys.get(path.id, session.vendorId).pipe(Effect.mapError(refused))
-          if (input.add_quota_usd !== undefined) {
-            const amount = parseUsd(input.add_quota_usd)
-            if (amount === undefined || amount === 0n) {
-              return yield* new InvalidRequest({ message: "`add_quota_usd` must be a positive USD amount.", param: "add_quota_usd" })
-            }
+          if (amount !== undefined) {
             key = yield* keys.grant(path.id, amount, `vendor:${session.vendorId}`, "vendor top-up", session.vendorId).pipe(
               Effect.mapError(refused)
             )
           }
           if (input.expires_at !== undefined) {
-            if (input.expires_at !== null) yield* futureInstant(input.expires_at, "expires_at")
             key = yield* keys.setExpiry(path.id, input.expires_at, `vendor:${session.vendorId}`, session.vendorId).pipe(
               Effect.mapError(refused)
             )
@@ -213,12 +208,8 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
       .handle("getUsage", ({ urlParams }) =>
         Effect.gen(function*() {
           const session = yield* requireScope("usage:read")
-          for (const param of ["from", "to"] as const) {
-            const v = urlParams[param]
-            if (v !== undefined && !isDay(v)) {
-              return yield* new InvalidRequest({ message: `\`${param}\` must be a day, YYYY-MM-DD (UTC).`, param })
-            }
-          }
+          const problem = windowProblem(urlParams)
+          if (problem) return yield* new InvalidRequest(problem)
           const vendor = yield* vendors.get(session.vendorId).pipe(Effect.orDie)
           const usage = yield* report.breakdown({ vendorId: session.vendorId }, urlParams)
           return {

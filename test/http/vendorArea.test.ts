@@ -65,10 +65,18 @@ describe("vendor area", () => {
         const ids = [...page1.body.data, ...page2.body.data].map((k: any) => k.id).sort()
         expect(ids).toEqual(created.map((k) => k.id).sort())
         expect(JSON.stringify(page1.body)).not.toContain("sk-tg-" + customer.key.slice(6, 20)) // no clear keys
+        // ...on either page, for any of the keys (which page a key lands on depends on its random id).
+        for (const k of created) {
+          expect(JSON.stringify([page1.body, page2.body])).not.toContain(k.key.slice(6))
+        }
 
         const one = yield* call("GET", `/api/keys/${customer.id}`)
         expect(one.body).toMatchObject({ id: customer.id, requests: 1, status: "active", quota_usd: "2" })
 
+        // A change with one bad field changes nothing: no top-up is drawn before the expiry is refused.
+        const halfBad = yield* call("PATCH", `/api/keys/${customer.id}`, { add_quota_usd: "3", expires_at: "2000-01-01T00:00:00Z" })
+        expect(halfBad.status).toBe(400)
+        expect((yield* call("GET", `/api/keys/${customer.id}`)).body.quota_usd).toBe("2")
         const topped = yield* call("PATCH", `/api/keys/${customer.id}`, { add_quota_usd: "3" })
         expect(topped.status).toBe(200)
         expect(topped.body.quota_usd).toBe("5")
@@ -87,6 +95,9 @@ describe("vendor area", () => {
         expect(usage.body.totals.requests).toBe(1)
         expect(usage.body.by_key).toEqual([expect.objectContaining({ key_id: customer.id, requests: 1 })])
         expect((yield* call("GET", "/api/usage?from=2024-02-30")).status).toBe(400)
+        const reversed = yield* call("GET", "/api/usage?from=2026-02-01&to=2026-01-01")
+        expect(reversed.status).toBe(400)
+        expect(reversed.body.error.param).toBe("from")
 
         const revoked = yield* call("DELETE", `/api/keys/${customer.id}`)
         expect(revoked.body.status).toBe("revoked")
