@@ -6,7 +6,7 @@
  */
 import { Effect, Exit, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { freePort, meteredConfig, start, tempDir, tollgateJson, waitForHttp, type Proc } from "../support/Processes.ts"
+import { freePort, meteredCall, meteredConfig, start, tempDir, tollgateJson, waitForHttp, type Proc } from "../support/Processes.ts"
 import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
 
 const T = 120_000
@@ -40,12 +40,7 @@ describe.skipIf(backend() !== "postgres")("two gateway processes on one Postgres
 
   it(`serves at most ${N} of ${5 * N} concurrent calls on a quota for ${N}, each billed once`, async () => {
     const key = await tollgateJson(["keys", "create", "--quota-usd", String((N * 5000) / 1e9)], env)
-    const call = (i: number) =>
-      fetch(`${servers[i % 2]!.base}/v1/chat/completions`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
-        body: JSON.stringify({ model: "metered", max_tokens: 5, messages: [{ role: "user", content: `call ${i}` }] })
-      }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
+    const call = (i: number) => meteredCall(servers[i % 2]!.base, key.key, i)
     const results = await Promise.all(Array.from({ length: 5 * N }, (_, i) => call(i)))
     const served = results.filter((r) => r.status === 200)
     const refused = results.filter((r) => r.status === 429)

@@ -8,7 +8,7 @@ import { Effect, Exit, Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { freePort, meteredConfig, start, tempDir, tollgateJson, waitForHttp, type Proc } from "../support/Processes.ts"
+import { freePort, meteredCall, meteredConfig, start, tempDir, tollgateJson, waitForHttp, type Proc } from "../support/Processes.ts"
 import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
 
 const T = 120_000
@@ -55,12 +55,7 @@ describe.skipIf(backend() !== "postgres")("serve --workers 2 on Postgres", () =>
     await Effect.runPromise(Scope.close(scope, Exit.void))
   }, T)
 
-  const call = (key: string, i: number) =>
-    fetch(`${base}/v1/chat/completions`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: "metered", max_tokens: 5, messages: [{ role: "user", content: `call ${i}` }] })
-    }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
+  const call = (key: string, i: number) => meteredCall(base, key, i)
 
   it(`serves exactly ${N} of ${5 * N} concurrent calls on a quota for ${N}, each billed once, across workers`, async () => {
     expect(childrenOf(server.pid)).toHaveLength(2)

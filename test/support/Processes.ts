@@ -169,3 +169,11 @@ export const meteredConfig = (dir: string) => {
   ].join("\n"))
   return config
 }
+
+/** One `metered` call (`max_tokens: 5`, so it costs exactly 5,000 nano-dollars) to a gateway at `base`. */
+export const meteredCall = (base: string, key: string, i: number) =>
+  fetch(`${base}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: "metered", max_tokens: 5, messages: [{ role: "user", content: `call ${i}` }] })
+  }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
