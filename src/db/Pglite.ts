@@ -34,8 +34,11 @@ const make = (db: PGlite) =>
         params.length > 0
           ? conn.execute(sql, params, transformRows)
           : attempt(() => db.exec(sql)).pipe(
-            Effect.map((results) => results.at(-1)?.rows ?? []),
-            Effect.map((rows: Array<any>) => (transformRows ? transformRows(rows) : rows))
+            // As node-postgres does: a script of several statements answers with the rows of each.
+            Effect.map((results): ReadonlyArray<any> => {
+              const rowsOf = (rows: Array<any>) => (transformRows ? transformRows(rows) : rows)
+              return results.length === 1 ? rowsOf(results[0]!.rows) : results.map((r) => rowsOf(r.rows))
+            })
           ),
       executeStream: (sql, params, transformRows) => Stream.fromIterableEffect(conn.execute(sql, params, transformRows))
     }

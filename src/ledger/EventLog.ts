@@ -2,18 +2,21 @@
  * The event log: append (through one group-committing writer per process) and read.
  *
  * Appends from many requests queue up while a transaction is in flight and are committed together,
- * each batch with its inline projection updates in the same transaction. A conflict or failure in a
- * batch never affects the other appends: the batch is rolled back and its appends retried one by one.
+ * each batch with its inline projection updates in the same transaction, sent as one script in one
+ * round trip. A conflict or failure in a batch never affects the other appends: the batch is rolled
+ * back and its appends retried one by one.
  * Event ids are deterministic (stream id + version), so a retried append after an ambiguous commit is
  * recognised instead of duplicated.
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Data, Deferred, Effect, Exit, Queue, Schema } from "effect"
+import { Cause, Data, Deferred, Effect, Exit, Option, Queue, Schema } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import { hostname } from "node:os"
 import { currentSchemaVersion, DomainEvent, type EventType, upcasters } from "./events.ts"
-import { applySql, type GuardFailed } from "./projections/applySql.ts"
+import { script } from "../db/SqlScript.ts"
+import type { Delta } from "./projections/Delta.ts"
+import { plan, refusalOf, type Statement } from "./projections/applySql.ts"
 import { project } from "./projections/project.ts"
 
 export class StreamConflict extends Data.TaggedError("StreamConflict")<{
@@ -113,7 +116,30 @@ interface Job {
   readonly done: Deferred.Deferred<Appended, AppendError>
 }
 
-class PartialAppend extends Data.TaggedError("PartialAppend")<{ readonly streamId: string }> {}
+/** What a failed single append tells its caller: a conflict on its stream, a refusal, or the log being down. */
+const appendErrorOf = (job: Job, error: SqlError): AppendError => {
+  const refusal = refusalOf(error)
+  if (refusal?._tag === "QuotaGuardFailed") {
+    return new QuotaUnavailable({ keyId: refusal.keyId, message: `the quota of key ${refusal.keyId} cannot cover this reservation` })
+  }
+  if (refusal?._tag === "RateGuardFailed") {
+    return new RateExceeded({ keyId: refusal.keyId, message: `key ${refusal.keyId} reached its rate limit for this minute` })
+  }
+  if (refusal?._tag === "CreditGuardFailed") {
+    return new CreditShort({ vendorId: refusal.vendorId, message: `vendor ${refusal.vendorId} has too little credit left` })
+  }
+  const { streamId } = job.request
+  return isEventConflict(error)
+    ? new StreamConflict({ streamId, message: `stream ${streamId} is not at the version this append expected` })
+    : new LedgerUnavailable({ message: `event log append failed: ${error.message}`, cause: error })
+}
+
+/** A unique violation in the log itself: the stream already has an event at a version this append aimed at. */
+const isEventConflict = (error: SqlError) => {
+  const cause = error.cause as { code?: unknown; table?: unknown; constraint?: unknown } | undefined
+  return cause?.code === "23505" &&
+    (cause.table === "event_log" || (typeof cause.constraint === "string" && cause.constraint.startsWith("event_log")))
+}
 
 const MAX_BATCH = 256
 
@@ -123,13 +149,19 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     const queue = yield* Effect.acquireRelease(Queue.unbounded<Job>(), Queue.shutdown)
     const listeners = new Set<CommittedListener>()
 
-    /** Commits jobs in one transaction; resolves to the per-job outcome, or fails as a whole. */
+    /**
+     * Commits jobs as one script (the events, their projections, a notice if keys changed): one round
+     * trip and one transaction. It fails as a whole on any conflict or refusal, and the loop then
+     * retries its appends one by one, where an error belongs to the one append that caused it.
+     */
     const commit = (jobs: ReadonlyArray<Job>) =>
-      sql.withTransaction(Effect.gen(function*() {
+      Effect.gen(function*() {
         const occurredAt = new Date().toISOString()
         const anyStreams = [...new Set(jobs.filter((j) => j.request.expectedVersion === "any").map((j) => j.request.streamId))]
         const heads = new Map<string, number>()
         if (anyStreams.length > 0) {
+          // Read before the script: an append that lands on such a stream meanwhile takes the version
+          // this one aims at, and this one then conflicts, as it would inside a read-committed transaction.
           const rows = yield* sql.unsafe<{ stream_id: string; v: number }>(
             `SELECT stream_id, max(stream_version)::int AS v FROM event_log WHERE stream_id = ANY($1) GROUP BY stream_id`,
             [anyStreams]
@@ -138,6 +170,8 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         }
         const params: Array<unknown> = []
         const values: Array<string> = []
+        const deltas: Array<Delta> = []
+        const committed: Array<{ readonly event: DomainEvent; readonly occurredAt: string }> = []
         const plans = jobs.map((job) => {
           const { events, expectedVersion, metadata, streamId } = job.request
           const first = (expectedVersion === "any" ? heads.get(streamId) ?? 0 : expectedVersion) + 1
@@ -163,56 +197,41 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
                 n + 8
               }::timestamptz)`
             )
+            for (const d of project(event, occurredAt)) deltas.push(d)
+            committed.push({ event, occurredAt })
             return id
           })
           return { job, first, ids }
         })
-        const inserted = yield* sql.unsafe<{ event_id: string; position: string }>(
-          `INSERT INTO event_log (event_id, stream_id, stream_version, event_type, schema_version, data, metadata, occurred_at)
-           VALUES ${values.join(", ")} ON CONFLICT DO NOTHING RETURNING event_id::text, position::text`,
-          params
-        )
+        const statements: Array<Statement> = [
+          [
+            `INSERT INTO event_log (event_id, stream_id, stream_version, event_type, schema_version, data, metadata, occurred_at)
+             VALUES ${values.join(", ")} RETURNING event_id::text, position::text`,
+            params
+          ],
+          ...plan(deltas)
+        ]
+        if (committed.some((c) => c.event._tag.startsWith("Key") || c.event._tag === "QuotaGranted")) {
+          statements.push([`SELECT pg_notify('tollgate_keys', 'changed')`, []])
+        }
+        const results = yield* sql.unsafe<any>(script(statements)).unprepared
+        // One statement answers with its rows; several with the rows of each.
+        const inserted = (statements.length > 1 ? results[0] : results) as ReadonlyArray<{ event_id: string; position: string }>
         const positions = new Map(inserted.map((r) => [r.event_id, r.position]))
-        // Two appends of one batch may aim at the same stream version (so the same event ids); the row
-        // went in once, and only the first of them may claim it.
-        const claimed = new Set<string>()
-        const outcomes: Array<Exit.Exit<Appended, StreamConflict>> = []
-        const deltas = []
-        const committed = []
-        for (const { first, ids, job } of plans) {
-          const hits = ids.filter((id) => positions.has(id) && !claimed.has(id)).length
-          for (const id of ids) claimed.add(id)
-          if (hits === 0) {
-            outcomes.push(Exit.fail(
-              new StreamConflict({
-                streamId: job.request.streamId,
-                message: `stream ${job.request.streamId} is not at version ${first - 1}`
-              })
-            ))
-            continue
-          }
-          if (hits !== ids.length) return yield* new PartialAppend({ streamId: job.request.streamId })
-          for (const event of job.request.events) {
-            deltas.push(...project(event, occurredAt))
-            committed.push({ event, occurredAt })
-          }
-          outcomes.push(Exit.succeed({
+        const outcomes = plans.map(({ first, ids, job }) =>
+          Exit.succeed<Appended>({
             streamId: job.request.streamId,
             firstVersion: first,
             positions: ids.map((id) => positions.get(id)!),
             occurredAt
-          }))
-        }
-        yield* applySql(sql, deltas)
-        if (committed.some((c) => c.event._tag.startsWith("Key") || c.event._tag === "QuotaGranted")) {
-          yield* sql`SELECT pg_notify('tollgate_keys', 'changed')`
-        }
+          })
+        )
         return { outcomes, committed }
-      }))
+      })
 
     const settle = (
       jobs: ReadonlyArray<Job>,
-      result: { outcomes: ReadonlyArray<Exit.Exit<Appended, StreamConflict>>; committed: ReadonlyArray<any> }
+      result: { outcomes: ReadonlyArray<Exit.Exit<Appended>>; committed: ReadonlyArray<any> }
     ) =>
       Effect.sync(() => {
         jobs.forEach((job, i) => Deferred.unsafeDone(job.done, result.outcomes[i]!))
@@ -222,20 +241,16 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     const runAlone = (job: Job) =>
       commit([job]).pipe(
         Effect.flatMap((result) => settle([job], result)),
-        Effect.catchAll((error: SqlError | PartialAppend | GuardFailed) =>
-          Deferred.fail(
+        Effect.catchAllCause((cause) => {
+          // A defect (an event that cannot be written at all) answers its append too, and the writer goes on.
+          const failure = Cause.failureOption(cause)
+          return Deferred.fail(
             job.done,
-            error._tag === "PartialAppend"
-              ? new StreamConflict({ streamId: error.streamId, message: `stream ${error.streamId} changed concurrently` })
-              : error._tag === "QuotaGuardFailed"
-              ? new QuotaUnavailable({ keyId: error.keyId, message: `the quota of key ${error.keyId} cannot cover this reservation` })
-              : error._tag === "RateGuardFailed"
-              ? new RateExceeded({ keyId: error.keyId, message: `key ${error.keyId} reached its rate limit for this minute` })
-              : error._tag === "CreditGuardFailed"
-              ? new CreditShort({ vendorId: error.vendorId, message: `vendor ${error.vendorId} has too little credit left` })
-              : new LedgerUnavailable({ message: `event log append failed: ${error.message}`, cause: error })
+            Option.isSome(failure)
+              ? appendErrorOf(job, failure.value)
+              : new LedgerUnavailable({ message: `event log append failed: ${Cause.pretty(cause)}`, cause })
           )
-        )
+        })
       )
 
     // One batch at a time: whatever queued up while the previous transaction was in flight.
@@ -245,7 +260,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         const batch = [...chunk]
         return commit(batch).pipe(
           Effect.flatMap((result) => settle(batch, result)),
-          Effect.catchAll(() => Effect.forEach(batch, runAlone, { discard: true })),
+          Effect.catchAllCause(() => Effect.forEach(batch, runAlone, { discard: true })),
           Effect.uninterruptible
         )
       }),

@@ -1,12 +1,15 @@
 /**
- * Applies projection deltas with SQL, inside the caller's transaction. Structural deltas run in order
- * (runs of inserts or deletes of one table become one statement); then rate counts, reservations
- * (summed per key, one guarded statement) and counters merged per row (they commute), one statement
- * per table.
+ * Plans projection deltas as SQL statements, run in the append's transaction (the writer sends them in
+ * the same script as the events). Structural deltas run in order (runs of inserts or deletes of one
+ * table become one statement); then rate counts, credit draws, reservations (summed per key, one
+ * guarded statement) and counters merged per row (they commute), one statement per table.
+ *
+ * A guard that refuses (quota, rate, credit) raises an error inside the transaction, through the
+ * `tollgate_refuse` function (migrations/0008), so the whole batch rolls back; `refusalOf` turns that
+ * error back into a typed refusal.
  */
-import type { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Data, Effect } from "effect"
+import { Data } from "effect"
 import { type Delta, keyOf, type Row, type TableName, tables, type Value } from "./Delta.ts"
 
 const param = (v: Value): unknown => {
@@ -19,11 +22,7 @@ const param = (v: Value): unknown => {
 const where = (key: Row, offset: number) =>
   Object.keys(key).map((c, i) => `${c} = $${offset + i + 1}`).join(" AND ")
 
-type Statement = readonly [
-  text: string,
-  params: ReadonlyArray<unknown>,
-  guard?: { readonly keyId: string; readonly kind: "quota" | "rate" | "credit" }
-]
+export type Statement = readonly [text: string, params: ReadonlyArray<unknown>]
 
 /** A reservation the key's quota could not cover when the append was written. */
 export class QuotaGuardFailed extends Data.TaggedError("QuotaGuardFailed")<{ readonly keyId: string }> {}
@@ -118,9 +117,9 @@ const sameShape = (a: Structural, b: Structural) =>
   a._tag === b._tag && a.table === b.table && (a._tag === "insert" || a._tag === "delete") && columnsOf(a) === columnsOf(b)
 
 /**
- * The reservations of a batch, summed per key, in one statement that returns the keys whose quota
- * could not cover their sum (a key the projection does not have holds nothing, as in memory). If any
- * is returned the batch fails and its appends are retried one by one, each with its own reservation.
+ * The reservations of a batch, summed per key, in one statement that refuses if a key's quota cannot
+ * cover its sum (a key the projection does not have holds nothing, as in memory). Then the batch fails
+ * and its appends are retried one by one, each with its own reservation.
  */
 const reserveAll = (amounts: ReadonlyMap<string, bigint>): Statement => {
   const params: Array<unknown> = []
@@ -131,11 +130,10 @@ const reserveAll = (amounts: ReadonlyMap<string, bigint>): Statement => {
        UPDATE api_keys AS t SET reserved_nanos = t.reserved_nanos + v.amount FROM v
         WHERE t.key_id = v.key_id AND t.quota_nanos - t.used_nanos - t.reserved_nanos >= v.amount
        RETURNING t.key_id)
-     SELECT v.key_id FROM v
+     SELECT tollgate_refuse('quota', v.key_id) FROM v
       WHERE NOT EXISTS (SELECT 1 FROM held WHERE held.key_id = v.key_id)
         AND EXISTS (SELECT 1 FROM api_keys a WHERE a.key_id = v.key_id)`,
-    params,
-    { keyId: "", kind: "quota" }
+    params
   ]
 }
 
@@ -147,14 +145,18 @@ const rateStatement = (d: Extract<Delta, { _tag: "rate" }>): Statement => {
     ...(rpm !== undefined ? [`rate_minutes.requests < ${Number(rpm)}`] : []),
     ...(tpm !== undefined ? [`rate_minutes.tokens < ${Number(tpm)}`] : [])
   ]
-  const text = `INSERT INTO rate_minutes (key_id, minute, requests, tokens)
+  const upsert = `INSERT INTO rate_minutes (key_id, minute, requests, tokens)
      VALUES ($1, date_trunc('minute', $2::timestamptz), $3, $4)
      ON CONFLICT (key_id, minute) DO UPDATE
-       SET requests = rate_minutes.requests + EXCLUDED.requests, tokens = rate_minutes.tokens + EXCLUDED.tokens
-       ${guarded && conds.length ? `WHERE ${conds.join(" AND ")}` : ""}
-     RETURNING 1`
+       SET requests = rate_minutes.requests + EXCLUDED.requests, tokens = rate_minutes.tokens + EXCLUDED.tokens`
   const params = [d.keyId, d.at, d.requests, d.tokens]
-  return guarded ? [text, params, { keyId: d.keyId, kind: "rate" }] : [text, params]
+  if (!guarded) return [upsert, params]
+  // Past the limits the conflict update does nothing and returns no row: then the request is refused.
+  return [
+    `WITH counted AS (${upsert} WHERE ${conds.join(" AND ")} RETURNING 1)
+     SELECT tollgate_refuse('rate', $1) WHERE NOT EXISTS (SELECT 1 FROM counted)`,
+    params
+  ]
 }
 
 /** Turns a batch of deltas into the statements that apply it. Pure; exported for tests. */
@@ -187,9 +189,9 @@ export const plan = (deltas: ReadonlyArray<Delta>): ReadonlyArray<Statement> => 
         `WITH drawn AS (
            UPDATE vendors SET credit_used_nanos = credit_used_nanos + $2::bigint
             WHERE vendor_id = $1 AND credit_nanos - credit_used_nanos >= $2::bigint RETURNING 1)
-         SELECT 1 FROM drawn UNION ALL SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM vendors WHERE vendor_id = $1)`,
-        [d.vendorId, d.amount.toString()],
-        { keyId: d.vendorId, kind: "credit" }
+         SELECT tollgate_refuse('credit', $1)
+          WHERE NOT EXISTS (SELECT 1 FROM drawn) AND EXISTS (SELECT 1 FROM vendors WHERE vendor_id = $1)`,
+        [d.vendorId, d.amount.toString()]
       ])
     } else {
       structurals.push(d)
@@ -213,18 +215,18 @@ export const plan = (deltas: ReadonlyArray<Delta>): ReadonlyArray<Statement> => 
 
 export type GuardFailed = QuotaGuardFailed | RateGuardFailed | CreditGuardFailed
 
-export const applySql = (sql: SqlClient.SqlClient, deltas: ReadonlyArray<Delta>) =>
-  Effect.forEach(plan(deltas), ([text, params, guard]): Effect.Effect<void, SqlError | GuardFailed> => {
-    if (guard === undefined) return Effect.asVoid(sql.unsafe(text, params).raw)
-    return sql.unsafe<{ key_id?: string }>(text, params).pipe(
-      Effect.flatMap((rows): Effect.Effect<void, GuardFailed> => {
-        if (guard.kind === "quota") {
-          return rows.length === 0 ? Effect.void : Effect.fail(new QuotaGuardFailed({ keyId: String(rows[0]!.key_id) }))
-        }
-        if (rows.length > 0) return Effect.void
-        return Effect.fail(
-          guard.kind === "rate" ? new RateGuardFailed({ keyId: guard.keyId }) : new CreditGuardFailed({ vendorId: guard.keyId })
-        )
-      })
-    )
-  }, { discard: true })
+/** The refusal a guard raised in an append's transaction, if that is what `error` is. */
+export const refusalOf = (error: SqlError): GuardFailed | undefined => {
+  const m = /tollgate_refused (quota|rate|credit) (\S+)/.exec(messageOf(error.cause))
+  if (!m) return undefined
+  return m[1] === "quota"
+    ? new QuotaGuardFailed({ keyId: m[2]! })
+    : m[1] === "rate"
+    ? new RateGuardFailed({ keyId: m[2]! })
+    : new CreditGuardFailed({ vendorId: m[2]! })
+}
+
+const messageOf = (cause: unknown): string =>
+  typeof cause === "object" && cause !== null && typeof (cause as { message?: unknown }).message === "string"
+    ? (cause as { message: string }).message
+    : ""
