@@ -23,9 +23,10 @@ export const literal = (value: Param): string => {
  * One statement with its parameters inlined. Placeholders are replaced in one pass, so a parameter
  * whose text looks like a placeholder stays as it is. The statement text itself must hold no `$n`
  * other than its placeholders (the writer's statements are built from column names and numbers only).
+ * A statement without parameters is taken as it is: it may hold literals already, `$n` look-alikes included.
  */
 export const inline = (text: string, params: ReadonlyArray<unknown>): string =>
-  text.replace(/\$(\d+)/g, (_, n: string) => {
+  params.length === 0 ? text : text.replace(/\$(\d+)/g, (_, n: string) => {
     const i = Number(n) - 1
     if (i < 0 || i >= params.length) throw new RangeError(`no parameter for $${n}`)
     return literal(params[i] as Param)

@@ -305,7 +305,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
       settled: { readonly usage: Usage; readonly estimated: boolean; readonly outcome: "completed" | "failed" | "cancelled" }
     ) => {
       const cost = costOf(settled.usage, prices)
-      return log.append({
+      const append = log.append({
         streamId: streamOf.request(g.requestId),
         expectedVersion: 1,
         metadata: { request_id: g.requestId },
@@ -330,8 +330,10 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
             ...(rateLimitsOf(g.key).tokens_per_minute !== undefined ? { counts_tokens_per_minute: true } : {})
           }
         ]
-      }).pipe(
-        Effect.retry(billRetry),
+      })
+      return append.pipe(
+        // The schedule is built only when the first attempt found the log unreachable.
+        Effect.catchIf((e) => e._tag === "LedgerUnavailable", () => Effect.retry(append, billRetry)),
         Effect.tap(() =>
           // Built only when debug logging is on: this runs for every request.
           Effect.whenLogLevel(

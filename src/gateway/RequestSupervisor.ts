@@ -32,7 +32,8 @@ export class RequestSupervisor extends Effect.Service<RequestSupervisor>()("Gate
      */
     const run = <A, E>(work: Effect.Effect<A, E>): Effect.Effect<A, E> =>
       Effect.flatMap(FiberSet.run(fibers, work), (fiber) =>
-        Fiber.join(fiber).pipe(Effect.onInterrupt(() => Fiber.interruptFork(fiber))))
+        // Its outcome only: the caller needs none of the work fiber's FiberRefs (a join would merge them all).
+        Effect.flatten(Fiber.await(fiber)).pipe(Effect.onInterrupt(() => Fiber.interruptFork(fiber))))
 
     /** Runs `work` in the supervisor without waiting for it (the rest of a stream after its first chunk). */
     const fork = <A, E>(work: Effect.Effect<A, E>): Effect.Effect<void> =>

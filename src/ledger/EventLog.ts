@@ -14,7 +14,7 @@ import { Cause, Data, Deferred, Effect, Exit, Option, Queue, Schema } from "effe
 import { createHash, randomBytes } from "node:crypto"
 import { hostname } from "node:os"
 import { currentSchemaVersion, DomainEvent, type EventType, upcasters } from "./events.ts"
-import { script } from "../db/SqlScript.ts"
+import { literal, script } from "../db/SqlScript.ts"
 import type { Delta } from "./projections/Delta.ts"
 import { plan, refusalOf, type Statement } from "./projections/applySql.ts"
 import { project } from "./projections/project.ts"
@@ -168,7 +168,8 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           )
           for (const r of rows) heads.set(r.stream_id, r.v)
         }
-        const params: Array<unknown> = []
+        // The rows are written as literals straight away: the largest part of the script, so not scanned again.
+        const at = literal(occurredAt)
         const values: Array<string> = []
         const deltas: Array<Delta> = []
         const committed: Array<{ readonly event: DomainEvent; readonly occurredAt: string }> = []
@@ -181,21 +182,10 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
             const version = first + i
             const id = eventIdOf(streamId, version)
             const { _tag, ...data } = encodeEvent(event) as { _tag: EventType }
-            const n = params.length
-            params.push(
-              id,
-              streamId,
-              version,
-              _tag,
-              currentSchemaVersion[_tag],
-              JSON.stringify(data),
-              JSON.stringify({ replica: replicaId, ...metadata }),
-              occurredAt
-            )
             values.push(
-              `($${n + 1}::uuid, $${n + 2}, $${n + 3}, $${n + 4}, $${n + 5}, $${n + 6}::jsonb, $${n + 7}::jsonb, $${
-                n + 8
-              }::timestamptz)`
+              `(${literal(id)}::uuid, ${literal(streamId)}, ${version}, ${literal(_tag)}, ${currentSchemaVersion[_tag]}, ${
+                literal(JSON.stringify(data))
+              }::jsonb, ${literal(JSON.stringify({ replica: replicaId, ...metadata }))}::jsonb, ${at}::timestamptz)`
             )
             for (const d of project(event, occurredAt)) deltas.push(d)
             committed.push({ event, occurredAt })
@@ -207,7 +197,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           [
             `INSERT INTO event_log (event_id, stream_id, stream_version, event_type, schema_version, data, metadata, occurred_at)
              VALUES ${values.join(", ")} RETURNING event_id::text, position::text`,
-            params
+            []
           ],
           ...plan(deltas)
         ]

@@ -15,6 +15,7 @@ describe("SqlScript", () => {
   it("inlines each placeholder once, so a value that looks like one stays as it is", () => {
     expect(inline("SELECT $1, $2, $1", ["$2", "x"])).toBe("SELECT '$2', 'x', '$2'")
     expect(inline("SELECT $1::bigint, $2", [42n, null])).toBe("SELECT '42'::bigint, NULL")
+    expect(inline("SELECT '$1'", [])).toBe("SELECT '$1'") // no parameters: literals already, taken as they are
     expect(literal("it's")).toBe("'it''s'")
     expect(literal("a\\b")).toBe("E'a\\\\b'")
   })
