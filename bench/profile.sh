@@ -24,7 +24,7 @@ read -r KEY _ < <(bench_key)
 mkdir -p "$OUT"
 PROF_FLAGS=(); [[ "${PROFILE:-1}" != 0 ]] && PROF_FLAGS=(--cpu-prof --cpu-prof-dir="$OUT")
 NODE_OPTIONS="${TOLLGATE_NODE_OPTIONS:-}" TOLLGATE_PORT="$P_TG" TOLLGATE_LOG_LEVEL=warning \
-  node "${PROF_FLAGS[@]}" "$ROOT/bin/tollgate.mjs" serve >"$WORK/tollgate.log" 2>&1 & PIDS+=($!)
+  "${SERVE_NODE[@]}" "${PROF_FLAGS[@]}" "$ROOT/bin/tollgate.mjs" serve >"$WORK/tollgate.log" 2>&1 & PIDS+=($!)
 TG=$!
 wait_http "http://127.0.0.1:$P_TG/v1"
 

@@ -49,7 +49,7 @@ export DURATION="${DURATION:-8}" # per test; the whole run stays under five minu
 start_tollgate() { # name port workers env...   (TOLLGATE_NODE_OPTIONS: V8 flags for Tollgate only)
   local name="$1" port="$2" workers="$3"; shift 3
   env "$@" NODE_OPTIONS="${TOLLGATE_NODE_OPTIONS:-}" TOLLGATE_CONFIG="$WORK/tollgate.yaml" TOLLGATE_PORT="$port" TOLLGATE_LOG_LEVEL=warning \
-    node "$ROOT/bin/tollgate.mjs" serve --workers "$workers" >"$WORK/$name.log" 2>&1 &
+    "${SERVE_NODE[@]}" "$ROOT/bin/tollgate.mjs" serve --workers "$workers" >"$WORK/$name.log" 2>&1 &
   PIDS+=($!)
   wait_http "http://127.0.0.1:$port/v1"
 }

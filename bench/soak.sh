@@ -17,7 +17,7 @@ P_TG=$(free_port)
 one_model_config
 fresh_database
 export DATABASE_URL="$DB_URL" TOLLGATE_CONFIG="$WORK/tollgate.yaml"
-TOLLGATE_PORT="$P_TG" TOLLGATE_LOG_LEVEL=warning node "$ROOT/bin/tollgate.mjs" serve >"$WORK/tollgate.log" 2>&1 & PIDS+=($!)
+TOLLGATE_PORT="$P_TG" TOLLGATE_LOG_LEVEL=warning "${SERVE_NODE[@]}" "$ROOT/bin/tollgate.mjs" serve >"$WORK/tollgate.log" 2>&1 & PIDS+=($!)
 TG=$!
 wait_http "http://127.0.0.1:$P_TG/v1"
 read -r KEY _ < <(bench_key)

@@ -1,4 +1,4 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --max-semi-space-size=32
 // The `tollgate` command. It runs one bundle of the TypeScript sources (dist/bin/tollgate.mjs, built
 // with esbuild; packages stay in node_modules), rebuilt whenever a source is newer than it. A bundle
 // starts faster and uses about 130 MB less memory than transpiling every module at load time; if it
