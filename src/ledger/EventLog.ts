@@ -10,7 +10,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Data, Deferred, Effect, Exit, Option, Queue, Schema } from "effect"
+import { Cause, Data, Effect, Exit, Option, Schema } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import { hostname } from "node:os"
 import { currentSchemaVersion, DomainEvent, type EventType, upcasters } from "./events.ts"
@@ -113,7 +113,8 @@ export const eventIdOf = (streamId: string, version: number): string => {
 
 interface Job {
   readonly request: AppendRequest
-  readonly done: Deferred.Deferred<Appended, AppendError>
+  /** Answers the appending fiber (once). */
+  readonly done: (exit: Exit.Exit<Appended, AppendError>) => void
 }
 
 /** What a failed single append tells its caller: a conflict on its stream, a refusal, or the log being down. */
@@ -146,7 +147,16 @@ const MAX_BATCH = 256
 export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const queue = yield* Effect.acquireRelease(Queue.unbounded<Job>(), Queue.shutdown)
+    // Appends waiting for the writer, and how to wake it when it waits for one. A plain array and a
+    // callback, not a Queue and a Deferred per append: this is on every request's path, twice.
+    const pending: Array<Job> = []
+    let wake: (() => void) | undefined
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        const closed = new LedgerUnavailable({ message: "the event log is closing" })
+        for (const job of pending.splice(0)) job.done(Exit.fail(closed))
+      })
+    )
     const listeners = new Set<CommittedListener>()
 
     /**
@@ -224,7 +234,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       result: { outcomes: ReadonlyArray<Exit.Exit<Appended>>; committed: ReadonlyArray<any> }
     ) =>
       Effect.sync(() => {
-        jobs.forEach((job, i) => Deferred.unsafeDone(job.done, result.outcomes[i]!))
+        jobs.forEach((job, i) => job.done(result.outcomes[i]!))
         if (result.committed.length > 0) for (const l of listeners) l(result.committed)
       })
 
@@ -234,33 +244,47 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         Effect.catchAllCause((cause) => {
           // A defect (an event that cannot be written at all) answers its append too, and the writer goes on.
           const failure = Cause.failureOption(cause)
-          return Deferred.fail(
-            job.done,
-            Option.isSome(failure)
-              ? appendErrorOf(job, failure.value)
-              : new LedgerUnavailable({ message: `event log append failed: ${Cause.pretty(cause)}`, cause })
+          return Effect.sync(() =>
+            job.done(Exit.fail(
+              Option.isSome(failure)
+                ? appendErrorOf(job, failure.value)
+                : new LedgerUnavailable({ message: `event log append failed: ${Cause.pretty(cause)}`, cause })
+            ))
           )
         })
       )
 
     // One batch at a time: whatever queued up while the previous transaction was in flight.
     // A batch, once taken, always completes (uninterruptible), so no append is left unanswered.
-    const loop = Queue.takeBetween(queue, 1, MAX_BATCH).pipe(
-      Effect.flatMap((chunk) => {
-        const batch = [...chunk]
-        return commit(batch).pipe(
+    const takeBatch = Effect.async<Array<Job>>((resume) => {
+      if (pending.length > 0) return resume(Effect.succeed(pending.splice(0, MAX_BATCH)))
+      wake = () => resume(Effect.succeed(pending.splice(0, MAX_BATCH)))
+      return Effect.sync(() => {
+        wake = undefined
+      })
+    })
+    const loop = takeBatch.pipe(
+      Effect.flatMap((batch) =>
+        commit(batch).pipe(
           Effect.flatMap((result) => settle(batch, result)),
           Effect.catchAllCause(() => Effect.forEach(batch, runAlone, { discard: true })),
           Effect.uninterruptible
         )
-      }),
+      ),
       Effect.forever
     )
     yield* Effect.forkScoped(loop)
 
     const append = (request: AppendRequest): Effect.Effect<Appended, AppendError> =>
-      Effect.flatMap(Deferred.make<Appended, AppendError>(), (done) =>
-        Queue.offer(queue, { request, done }).pipe(Effect.zipRight(Deferred.await(done))))
+      Effect.async<Appended, AppendError>((resume) => {
+        // An appender that stops waiting (interrupted) leaves its append to be committed all the same.
+        pending.push({ request, done: resume })
+        if (wake) {
+          const w = wake
+          wake = undefined
+          w()
+        }
+      })
 
     /**
      * Reads committed events in log order, (transaction_id, position), after a cursor. Only transactions
@@ -317,7 +341,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       append,
       read,
       /** Appends waiting for the writer (not counting the batch being committed). */
-      queued: Effect.map(Queue.size(queue), (n) => Math.max(0, n)), // negative while the writer waits
+      queued: Effect.sync(() => pending.length),
       onCommitted: (listener: CommittedListener) =>
         Effect.acquireRelease(Effect.sync(() => listeners.add(listener)), () => Effect.sync(() => listeners.delete(listener)))
     } as const
