@@ -5,7 +5,7 @@
 # one table with ratios to the floor and RSS, written to bench/results/<time>/summary.md. Then, per
 # Tollgate target, an accounting run (a fixed number of requests, none cut off) whose Billed events must
 # equal its successful requests, and `replay --verify`. Everything it starts it stops, by PID. Loopback only.
-# Env: DURATION (8 s per test), CONNS (50), TARGETS (all: "pg pg_w2 embedded"), ACCOUNTING_REQUESTS (3000),
+# Env: DURATION (6 s per test), CONNS (50), TARGETS (all: "pg pg_w2 embedded"), ACCOUNTING_REQUESTS (2000),
 #      BENCH_DATABASE_URL (default: postgres on 127.0.0.1:5432/test).
 NAME=bench
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -45,7 +45,7 @@ YAML
 fresh_database
 
 TARGETS="${TARGETS:-pg pg_w2 embedded}"
-export DURATION="${DURATION:-8}" # per test; the whole run stays under five minutes
+export DURATION="${DURATION:-6}" # per test; the whole run stays under five minutes
 start_tollgate() { # name port workers env...   (TOLLGATE_NODE_OPTIONS: V8 flags for Tollgate only)
   local name="$1" port="$2" workers="$3"; shift 3
   env "$@" NODE_OPTIONS="${TOLLGATE_NODE_OPTIONS:-}" TOLLGATE_CONFIG="$WORK/tollgate.yaml" TOLLGATE_PORT="$port" TOLLGATE_LOG_LEVEL=warning \
@@ -125,7 +125,7 @@ billed_of() { # target key-id -> "billed distinct_requests"
 }
 {
   echo
-  echo "Accounting (per target: a fresh key, ${ACCOUNTING_REQUESTS:-3000} requests at ${CONNS:-50} concurrency, each awaited to its end):"
+  echo "Accounting (per target: a fresh key, ${ACCOUNTING_REQUESTS:-2000} requests at ${CONNS:-50} concurrency, each awaited to its end):"
   echo
   echo "| target | requests | successful | Billed events | distinct requests billed | equal |"
   echo "|---|---:|---:|---:|---:|---|"
@@ -133,12 +133,12 @@ billed_of() { # target key-id -> "billed distinct_requests"
 FAIL=0
 for t in $TARGETS; do
   read -r k kid < <(key ${DBENV[$t]})
-  res=$(node "$ROOT/bench/accounting.mjs" --url "http://127.0.0.1:${PORT[$t]}" --key "$k" --requests "${ACCOUNTING_REQUESTS:-3000}" --concurrency "${CONNS:-50}")
+  res=$(node "$ROOT/bench/accounting.mjs" --url "http://127.0.0.1:${PORT[$t]}" --key "$k" --requests "${ACCOUNTING_REQUESTS:-2000}" --concurrency "${CONNS:-50}")
   echo "accounting tollgate_$t: $res" >&2
   ok=$(node -e 'console.log(JSON.parse(process.argv[1]).ok)' "$res")
   read -r billed distinct < <(billed_of "$t" "$kid")
   eq=yes; [[ "$billed" == "$ok" && "$distinct" == "$ok" ]] || { eq=NO; FAIL=1; }
-  echo "| tollgate_$t | ${ACCOUNTING_REQUESTS:-3000} | $ok | $billed | $distinct | $eq |" >>"$OUT/summary.md"
+  echo "| tollgate_$t | ${ACCOUNTING_REQUESTS:-2000} | $ok | $billed | $distinct | $eq |" >>"$OUT/summary.md"
 done
 
 # Stop the gateways (each drains and bills what it has in flight), then replay every figure from the log.

@@ -465,10 +465,12 @@ describe("streaming", () => {
         const { fake, openai } = yield* setup
         // The upstream ends each response a moment after its last event, as real ones do.
         fake.script("/v1/chat/completions", { events: chatToolStream, lingerMs: 100 }, { events: chatToolStream, lingerMs: 100 })
-        for (let i = 0; i < 2; i++) {
-          yield* streamedText(openai)
-          yield* Effect.sleep("200 millis")
-        }
+        const before = fake.completed()
+        yield* streamedText(openai)
+        // Once the upstream has ended its response, the drained connection goes back to the pool.
+        for (let i = 0; i < 250 && fake.completed() === before; i++) yield* Effect.sleep("20 millis")
+        yield* Effect.sleep("100 millis")
+        yield* streamedText(openai)
         const ports = fake.received.filter((r) => r.path === "/v1/chat/completions").map((r) => r.remotePort)
         expect(ports).toHaveLength(2)
         expect(ports[1]).toBe(ports[0])

@@ -47,6 +47,8 @@ export interface FakeUpstream {
   readonly received: Array<Received>
   /** How many streamed answers were cut short because the gateway closed the connection. */
   readonly closedEarly: () => number
+  /** How many streamed responses the fake has ended itself (after their last event and any linger). */
+  readonly completed: () => number
   /** Queue replies for a path ("/v1/chat/completions", "/v1/messages", ...); each is used once. */
   readonly script: (path: string, ...replies: Array<Reply>) => void
   readonly reset: () => void
@@ -148,6 +150,7 @@ export const FakeUpstream = Effect.acquireRelease(
     const received: Array<Received> = []
     const scripts = new Map<string, Array<Reply>>()
     let closedEarly = 0
+    let completed = 0
     const server = createServer((req, res) => {
       const chunks: Array<Buffer> = []
       req.on("data", (c: Buffer) => chunks.push(c))
@@ -180,7 +183,7 @@ export const FakeUpstream = Effect.acquireRelease(
               if (i >= events.length) {
                 const end = () => {
                   finished = true
-                  res.end()
+                  res.end(() => completed++)
                 }
                 return void (reply.lingerMs ? setTimeout(end, reply.lingerMs) : end())
               }
@@ -208,6 +211,7 @@ export const FakeUpstream = Effect.acquireRelease(
           url: `http://127.0.0.1:${port}`,
           received,
           closedEarly: () => closedEarly,
+          completed: () => completed,
           script: (path, ...replies) => scripts.set(path, [...(scripts.get(path) ?? []), ...replies]),
           reset: () => {
             received.length = 0
