@@ -2,10 +2,12 @@ import { defineConfig } from "vitest/config"
 
 // The suite runs once on the embedded PGlite and, when TEST_DATABASE_URL points at a Postgres
 // server, once more on it (each test file gets its own fresh database there).
+// `extends: true`: each project inherits the options below (timeouts, pool); without it a project
+// runs with vitest's defaults (5 s a test, 10 s a hook), too short for a PGlite start on a loaded machine.
 const projects = [
-  { test: { name: "pglite", include: ["test/**/*.test.ts"], env: { TOLLGATE_TEST_DB: "pglite" } } },
+  { extends: true as const, test: { name: "pglite", include: ["test/**/*.test.ts"], env: { TOLLGATE_TEST_DB: "pglite" } } },
   ...(process.env.TEST_DATABASE_URL
-    ? [{ test: { name: "postgres", include: ["test/**/*.test.ts"], env: { TOLLGATE_TEST_DB: "postgres" } } }]
+    ? [{ extends: true as const, test: { name: "postgres", include: ["test/**/*.test.ts"], env: { TOLLGATE_TEST_DB: "postgres" } } }]
     : [])
 ]
 

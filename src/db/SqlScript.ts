@@ -13,6 +13,7 @@ export type Param = string | number | bigint | boolean | null | undefined
 export const literal = (value: Param): string => {
   if (value === null || value === undefined) return "NULL"
   if (typeof value === "object") throw new TypeError("a SQL literal is made from a primitive value")
+  if (typeof value === "number" && !Number.isFinite(value)) throw new RangeError(`${value} is not a SQL number`)
   const text = String(value)
   if (text.includes("\u0000")) throw new TypeError("a SQL literal cannot hold a NUL character")
   const quoted = `'${text.replaceAll("'", "''")}'`

@@ -170,7 +170,7 @@ const streamAlarm = (o: { readonly idleMs: number; readonly deadline: number }) 
   }
 }
 
-/** Billing is retried while the log is unreachable (about 25 s in all); after that the reconciler bills. */
+/** Billing is retried while the log is unreachable (ten attempts over about 25 s); after that the reconciler bills. */
 const billRetry = {
   schedule: Schedule.exponential("100 millis"),
   times: 8,
@@ -333,7 +333,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
       })
       return append.pipe(
         // The schedule is built only when the first attempt found the log unreachable.
-        Effect.catchIf((e) => e._tag === "LedgerUnavailable", () => Effect.retry(append, billRetry)),
+        Effect.catchIf((e) => e._tag === "LedgerUnavailable", () => Effect.retry(append, billRetry).pipe(Effect.delay("100 millis"))),
         Effect.tap(() =>
           // Built only when debug logging is on: this runs for every request.
           Effect.whenLogLevel(

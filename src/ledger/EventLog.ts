@@ -120,14 +120,13 @@ interface Job {
 /** What a failed single append tells its caller: a conflict on its stream, a refusal, or the log being down. */
 const appendErrorOf = (job: Job, error: SqlError): AppendError => {
   const refusal = refusalOf(error)
-  if (refusal?._tag === "QuotaGuardFailed") {
-    return new QuotaUnavailable({ keyId: refusal.keyId, message: `the quota of key ${refusal.keyId} cannot cover this reservation` })
-  }
-  if (refusal?._tag === "RateGuardFailed") {
-    return new RateExceeded({ keyId: refusal.keyId, message: `key ${refusal.keyId} reached its rate limit for this minute` })
-  }
-  if (refusal?._tag === "CreditGuardFailed") {
-    return new CreditShort({ vendorId: refusal.vendorId, message: `vendor ${refusal.vendorId} has too little credit left` })
+  switch (refusal?.kind) {
+    case "quota":
+      return new QuotaUnavailable({ keyId: refusal.id, message: `the quota of key ${refusal.id} cannot cover this reservation` })
+    case "rate":
+      return new RateExceeded({ keyId: refusal.id, message: `key ${refusal.id} reached its rate limit for this minute` })
+    case "credit":
+      return new CreditShort({ vendorId: refusal.id, message: `vendor ${refusal.id} has too little credit left` })
   }
   const { streamId } = job.request
   return isEventConflict(error)
@@ -151,10 +150,14 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     // callback, not a Queue and a Deferred per append: this is on every request's path, twice.
     const pending: Array<Job> = []
     let wake: (() => void) | undefined
+    let closed = false
+    const closing = new LedgerUnavailable({ message: "the event log is closed (the process is stopping)" })
+    // Runs after the writer has stopped (it finishes the batch it holds first): whatever is still
+    // waiting is answered, and later appends are refused at once.
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
-        const closed = new LedgerUnavailable({ message: "the event log is closing" })
-        for (const job of pending.splice(0)) job.done(Exit.fail(closed))
+        closed = true
+        for (const job of pending.splice(0)) job.done(Exit.fail(closing))
       })
     )
     const listeners = new Set<CommittedListener>()
@@ -229,54 +232,72 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         return { outcomes, committed }
       })
 
+    /** Answers a committed batch's appends, then tells the listeners; a listener that throws stops nothing. */
     const settle = (
       jobs: ReadonlyArray<Job>,
       result: { outcomes: ReadonlyArray<Exit.Exit<Appended>>; committed: ReadonlyArray<any> }
     ) =>
-      Effect.sync(() => {
+      Effect.suspend(() => {
         jobs.forEach((job, i) => job.done(result.outcomes[i]!))
-        if (result.committed.length > 0) for (const l of listeners) l(result.committed)
+        const failed: Array<unknown> = []
+        if (result.committed.length > 0) {
+          for (const l of listeners) {
+            try {
+              l(result.committed)
+            } catch (e) {
+              failed.push(e)
+            }
+          }
+        }
+        return failed.length === 0 ? Effect.void : Effect.logError("an event log listener failed", ...failed)
       })
 
+    // Only a failed script leads to the retry: once a batch has committed, it is settled, never written again.
     const runAlone = (job: Job) =>
       commit([job]).pipe(
-        Effect.flatMap((result) => settle([job], result)),
-        Effect.catchAllCause((cause) => {
-          // A defect (an event that cannot be written at all) answers its append too, and the writer goes on.
-          const failure = Cause.failureOption(cause)
-          return Effect.sync(() =>
-            job.done(Exit.fail(
-              Option.isSome(failure)
-                ? appendErrorOf(job, failure.value)
-                : new LedgerUnavailable({ message: `event log append failed: ${Cause.pretty(cause)}`, cause })
-            ))
-          )
+        Effect.matchCauseEffect({
+          onSuccess: (result) => settle([job], result),
+          onFailure: (cause) => {
+            // A defect (an event that cannot be written at all) answers its append too, and the writer goes on.
+            const failure = Cause.failureOption(cause)
+            return Effect.sync(() =>
+              job.done(Exit.fail(
+                Option.isSome(failure)
+                  ? appendErrorOf(job, failure.value)
+                  : new LedgerUnavailable({ message: `event log append failed: ${Cause.pretty(cause)}`, cause })
+              ))
+            )
+          }
         })
       )
 
     // One batch at a time: whatever queued up while the previous transaction was in flight.
     // A batch, once taken, always completes (uninterruptible), so no append is left unanswered.
-    const takeBatch = Effect.async<Array<Job>>((resume) => {
-      if (pending.length > 0) return resume(Effect.succeed(pending.splice(0, MAX_BATCH)))
-      wake = () => resume(Effect.succeed(pending.splice(0, MAX_BATCH)))
+    // The wake-up is only a signal: appends leave `pending` inside the uninterruptible part, so an
+    // interrupted writer leaves them there, for the closing finalizer to answer.
+    const appendsWaiting = Effect.async<void>((resume) => {
+      if (pending.length > 0) return resume(Effect.void)
+      wake = () => resume(Effect.void)
       return Effect.sync(() => {
         wake = undefined
       })
     })
-    const loop = takeBatch.pipe(
-      Effect.flatMap((batch) =>
-        commit(batch).pipe(
-          Effect.flatMap((result) => settle(batch, result)),
-          Effect.catchAllCause(() => Effect.forEach(batch, runAlone, { discard: true })),
-          Effect.uninterruptible
-        )
-      ),
-      Effect.forever
-    )
+    const writeBatch = Effect.suspend(() => {
+      const batch = pending.splice(0, MAX_BATCH)
+      if (batch.length === 0) return Effect.void
+      return commit(batch).pipe(
+        Effect.matchCauseEffect({
+          onSuccess: (result) => settle(batch, result),
+          onFailure: () => Effect.forEach(batch, runAlone, { discard: true })
+        })
+      )
+    }).pipe(Effect.uninterruptible)
+    const loop = Effect.forever(Effect.zipRight(appendsWaiting, writeBatch))
     yield* Effect.forkScoped(loop)
 
     const append = (request: AppendRequest): Effect.Effect<Appended, AppendError> =>
       Effect.async<Appended, AppendError>((resume) => {
+        if (closed) return resume(Exit.fail(closing))
         // An appender that stops waiting (interrupted) leaves its append to be committed all the same.
         pending.push({ request, done: resume })
         if (wake) {

@@ -464,16 +464,20 @@ describe("streaming", () => {
       Effect.gen(function*() {
         const { fake, openai } = yield* setup
         // The upstream ends each response a moment after its last event, as real ones do.
-        fake.script("/v1/chat/completions", { events: chatToolStream, lingerMs: 100 }, { events: chatToolStream, lingerMs: 100 })
-        const before = fake.completed()
-        yield* streamedText(openai)
-        // Once the upstream has ended its response, the drained connection goes back to the pool.
-        for (let i = 0; i < 250 && fake.completed() === before; i++) yield* Effect.sleep("20 millis")
-        yield* Effect.sleep("100 millis")
-        yield* streamedText(openai)
+        const calls = 3
+        fake.script("/v1/chat/completions", ...Array.from({ length: calls }, () => ({ events: chatToolStream, lingerMs: 100 })))
+        for (let i = 0; i < calls; i++) {
+          const before = fake.completed()
+          yield* streamedText(openai)
+          // Once the upstream has ended its response, the drained connection goes back to the pool.
+          for (let j = 0; j < 250 && fake.completed() === before; j++) yield* Effect.sleep("20 millis")
+          yield* Effect.sleep("100 millis")
+        }
         const ports = fake.received.filter((r) => r.path === "/v1/chat/completions").map((r) => r.remotePort)
-        expect(ports).toHaveLength(2)
-        expect(ports[1]).toBe(ports[0])
+        expect(ports).toHaveLength(calls)
+        // A connection dropped after each stream would give every call a port of its own. (Not "all on
+        // one port": on a loaded machine a call may start before the previous connection is back.)
+        expect(new Set(ports).size).toBeLessThan(calls)
       }))
 
     it.effect("an upstream that holds its response open after the last event: the stream ends at once, the connection is closed", () =>

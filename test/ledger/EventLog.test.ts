@@ -1,20 +1,43 @@
-import { describe, expect, layer } from "@effect/vitest"
+import { describe, expect, it, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Effect, Layer } from "effect"
+import { Context, Effect, Exit, Layer, Scope } from "effect"
 import { EventLog } from "../../src/ledger/EventLog.ts"
 import { TestDatabase } from "../support/TestDatabase.ts"
 
-const started = (id: string) => ({
+const started = (id: string, keyId = "key_1", reserved = 10n) => ({
   _tag: "StreamStarted" as const,
   request_id: id,
-  key_id: "key_1",
+  key_id: keyId,
   model: "m",
   endpoint: "chat.completions" as const,
   stream: false,
   provider: "p",
   upstream_model: "m",
-  reserved_nanos: 10n,
+  reserved_nanos: reserved,
   replica: "r"
+})
+
+const issued = (keyId: string, quota: bigint) => ({
+  _tag: "KeyIssued" as const,
+  key_id: keyId,
+  key_hash: `hash-${keyId}`,
+  key_hint: "sk-tg-…test",
+  name: keyId,
+  vendor_id: null,
+  server_option: "default",
+  allowed_models: null,
+  quota_nanos: quota,
+  metadata: {},
+  expires_at: null,
+  issued_by: "test"
+})
+
+const grant = (keyId: string) => ({
+  _tag: "QuotaGranted" as const,
+  key_id: keyId,
+  amount_nanos: 5n,
+  granted_by: "test",
+  reason: "test"
 })
 
 describe("EventLog", () => {
@@ -52,5 +75,62 @@ describe("EventLog", () => {
         )
         expect(new Set(results.flatMap((r) => r.positions)).size).toBe(50)
       }))
+
+    it.effect("in one batch, a refused reservation and a conflicting append fail alone; the others land", () =>
+      Effect.gen(function*() {
+        const log = yield* EventLog
+        yield* log.append({ streamId: "key-rich", expectedVersion: 0, events: [issued("rich", 1_000n)] })
+        yield* log.append({ streamId: "key-poor", expectedVersion: 0, events: [issued("poor", 5n)] })
+        yield* log.append({ streamId: "request-taken", expectedVersion: 0, events: [started("taken", "rich")] })
+        const appends = [
+          ...Array.from({ length: 20 }, (_, i) => ({ streamId: `request-b${i}`, events: [started(`b${i}`, "rich")] })),
+          { streamId: "request-over", events: [started("over", "poor", 6n)] }, // 6 > the 5 left
+          { streamId: "request-taken", events: [started("taken", "rich")] } // version 1 is taken
+        ]
+        const exits = yield* Effect.forEach(
+          appends,
+          (a) => Effect.exit(log.append({ ...a, expectedVersion: 0 })),
+          { concurrency: "unbounded" }
+        )
+        const failed = exits.flatMap((e, i) => Exit.isFailure(e) ? [[appends[i]!.streamId, String(e.cause)]] : [])
+        expect(failed.map(([id]) => id).sort()).toEqual(["request-over", "request-taken"])
+        expect(failed.find(([id]) => id === "request-over")![1]).toMatch(/QuotaUnavailable/)
+        expect(failed.find(([id]) => id === "request-taken")![1]).toMatch(/StreamConflict/)
+        const sql = yield* SqlClient.SqlClient
+        const rows = yield* sql<{ key_id: string; reserved: string }>`
+          SELECT key_id, reserved_nanos::text AS reserved FROM api_keys ORDER BY key_id`
+        expect(rows).toEqual([{ key_id: "poor", reserved: "0" }, { key_id: "rich", reserved: String(21 * 10) }])
+      }))
+
+    it.effect("a listener that throws neither stops the writer nor makes it write a batch again", () =>
+      Effect.gen(function*() {
+        const log = yield* EventLog
+        yield* log.append({ streamId: "key-heard", expectedVersion: 0, events: [issued("heard", 100n)] })
+        let heard = 0
+        yield* log.onCommitted(() => {
+          heard++
+          throw new Error("listener bug")
+        })
+        // "any" appends are the ones a second write would duplicate (they go at the stream's end).
+        yield* log.append({ streamId: "key-heard", expectedVersion: "any", events: [grant("heard")] })
+        yield* log.append({ streamId: "key-heard", expectedVersion: "any", events: [grant("heard")] })
+        expect(heard).toBe(2)
+        const events = yield* log.read({ limit: 10, streamId: "key-heard", settledOnly: false })
+        expect(events.map((e) => e.event._tag)).toEqual(["KeyIssued", "QuotaGranted", "QuotaGranted"])
+      }).pipe(Effect.scoped))
   })
+
+  it.effect("once the log is closed, an append is answered at once (LedgerUnavailable), not left waiting", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const context = yield* Layer.buildWithScope(EventLog.Default.pipe(Layer.provide(TestDatabase)), scope)
+      const log = Context.get(context, EventLog)
+      yield* log.append({ streamId: "request-before", expectedVersion: 0, events: [started("before")] })
+      yield* Scope.close(scope, Exit.void)
+      const after = yield* log.append({ streamId: "request-after", expectedVersion: 0, events: [started("after")] }).pipe(
+        Effect.flip,
+        Effect.timeout("2 seconds")
+      )
+      expect(after._tag).toBe("LedgerUnavailable")
+    }))
 })

@@ -28,15 +28,15 @@ export type Delta =
   | { readonly _tag: "upsertAdd"; readonly table: TableName; readonly key: Row; readonly by: Readonly<Record<string, bigint>> }
   /**
    * Holds `amount` of a key's quota for a request in flight: in SQL only if quota − used − reserved
-   * covers it (otherwise the append fails with `QuotaGuardFailed`); in memory unconditionally, since
+   * covers it (otherwise the append is refused: `QuotaUnavailable`); in memory unconditionally, since
    * the event exists only if the guard held when it was written.
    */
   | { readonly _tag: "reserve"; readonly keyId: string; readonly amount: bigint }
-  /** Draws a vendor's credit: in SQL only if the credit left covers it (else `CreditGuardFailed`). */
+  /** Draws a vendor's credit: in SQL only if the credit left covers it (else refused: `CreditShort`). */
   | { readonly _tag: "drawCredit"; readonly vendorId: string; readonly amount: bigint }
   /**
    * Operational, SQL only (replay ignores it): counts a request in its key's minute, refused past
-   * the limits (`RateGuardFailed`); or adds the tokens a request used to the minute it was billed in.
+   * the limits (`RateExceeded`); or adds the tokens a request used to the minute it was billed in.
    */
   | {
     readonly _tag: "rate"

@@ -9,7 +9,6 @@
  * error back into a typed refusal.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Data } from "effect"
 import { type Delta, keyOf, type Row, type TableName, tables, type Value } from "./Delta.ts"
 
 const param = (v: Value): unknown => {
@@ -23,15 +22,6 @@ const where = (key: Row, offset: number) =>
   Object.keys(key).map((c, i) => `${c} = $${offset + i + 1}`).join(" AND ")
 
 export type Statement = readonly [text: string, params: ReadonlyArray<unknown>]
-
-/** A reservation the key's quota could not cover when the append was written. */
-export class QuotaGuardFailed extends Data.TaggedError("QuotaGuardFailed")<{ readonly keyId: string }> {}
-
-/** A vendor's credit could not cover a key's quota or a top-up. */
-export class CreditGuardFailed extends Data.TaggedError("CreditGuardFailed")<{ readonly vendorId: string }> {}
-
-/** A request its key's rate limits (requests or tokens in the current minute) did not allow. */
-export class RateGuardFailed extends Data.TaggedError("RateGuardFailed")<{ readonly keyId: string }> {}
 
 const structural = (d: Structural): Statement => {
   switch (d._tag) {
@@ -213,20 +203,16 @@ export const plan = (deltas: ReadonlyArray<Delta>): ReadonlyArray<Statement> => 
   return out
 }
 
-export type GuardFailed = QuotaGuardFailed | RateGuardFailed | CreditGuardFailed
-
-/** The refusal a guard raised in an append's transaction, if that is what `error` is. */
-export const refusalOf = (error: SqlError): GuardFailed | undefined => {
-  const m = /tollgate_refused (quota|rate|credit) (\S+)/.exec(messageOf(error.cause))
-  if (!m) return undefined
-  return m[1] === "quota"
-    ? new QuotaGuardFailed({ keyId: m[2]! })
-    : m[1] === "rate"
-    ? new RateGuardFailed({ keyId: m[2]! })
-    : new CreditGuardFailed({ vendorId: m[2]! })
+/** What a guard refused: a key's quota or rate limit, or a vendor's credit, and whose. */
+export interface Refusal {
+  readonly kind: "quota" | "rate" | "credit"
+  readonly id: string
 }
 
-const messageOf = (cause: unknown): string =>
-  typeof cause === "object" && cause !== null && typeof (cause as { message?: unknown }).message === "string"
-    ? (cause as { message: string }).message
-    : ""
+/** The refusal a guard raised in an append's transaction (`tollgate_refuse`), if that is what `error` is. */
+export const refusalOf = (error: SqlError): Refusal | undefined => {
+  const cause = error.cause as { code?: unknown; message?: unknown } | undefined
+  if (cause?.code !== "P0001" || typeof cause.message !== "string") return undefined
+  const m = /^tollgate_refused (quota|rate|credit) (\S+)$/.exec(cause.message)
+  return m ? { kind: m[1] as Refusal["kind"], id: m[2]! } : undefined
+}
