@@ -11,6 +11,8 @@ DB=""
 # Node as `npm start` and bin/tollgate.mjs's shebang run the server (a larger young generation: fewer
 # of a request's objects, alive while its commits are awaited, survive into the old one).
 SERVE_NODE=(node --max-semi-space-size=32)
+NODE_FLAGS=()  # more node flags for the server (bench:profile: --cpu-prof)
+SERVE_ARGS=()  # serve's own arguments (bench: --workers N)
 
 # Runs one statement on the server's admin database.
 pg_admin() {
@@ -68,4 +70,24 @@ models:
 server_options:
   default: { models: [gpt-4o-mini] }
 YAML
+}
+
+# Starts `tollgate serve` in the background as `npm start` runs it, with TOLLGATE_NODE_OPTIONS as its
+# NODE_OPTIONS, NODE_FLAGS and SERVE_ARGS: start_serve LOG PORT [NAME=value ...]. Sets SERVE_PID (in PIDS
+# too, for cleanup) and returns once GET /v1 answers.
+start_serve() {
+  local log="$1" port="$2"; shift 2
+  env "$@" NODE_OPTIONS="${TOLLGATE_NODE_OPTIONS:-}" TOLLGATE_PORT="$port" TOLLGATE_LOG_LEVEL=warning \
+    "${SERVE_NODE[@]}" "${NODE_FLAGS[@]}" "$ROOT/bin/tollgate.mjs" serve "${SERVE_ARGS[@]}" >"$log" 2>&1 &
+  SERVE_PID=$!
+  PIDS+=($SERVE_PID)
+  wait_http "http://127.0.0.1:$port/v1"
+}
+
+# `tollgate replay --verify` on the database the environment (and NAME=value arguments) names, as one
+# line: "clean, N events", "MISMATCH, N events" or "failed: ...".
+replay_verdict() {
+  local r
+  r=$(env "$@" node "$ROOT/bin/tollgate.mjs" replay --verify --json 2>&1 || true)
+  node -e 'try{const r=JSON.parse(process.argv[1]);console.log((r.ok?"clean":"MISMATCH")+", "+(r.events??r.events_replayed??"?")+" events")}catch{console.log("failed: "+process.argv[1].slice(0,300))}' "$r"
 }

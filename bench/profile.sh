@@ -22,11 +22,9 @@ export DATABASE_URL="$DB_URL"
 export TOLLGATE_CONFIG="$WORK/tollgate.yaml"
 read -r KEY _ < <(bench_key)
 mkdir -p "$OUT"
-PROF_FLAGS=(); [[ "${PROFILE:-1}" != 0 ]] && PROF_FLAGS=(--cpu-prof --cpu-prof-dir="$OUT")
-NODE_OPTIONS="${TOLLGATE_NODE_OPTIONS:-}" TOLLGATE_PORT="$P_TG" TOLLGATE_LOG_LEVEL=warning \
-  "${SERVE_NODE[@]}" "${PROF_FLAGS[@]}" "$ROOT/bin/tollgate.mjs" serve >"$WORK/tollgate.log" 2>&1 & PIDS+=($!)
-TG=$!
-wait_http "http://127.0.0.1:$P_TG/v1"
+[[ "${PROFILE:-1}" != 0 ]] && NODE_FLAGS=(--cpu-prof --cpu-prof-dir="$OUT")
+start_serve "$WORK/tollgate.log" "$P_TG"
+TG=$SERVE_PID
 
 load() { # seconds
   if [[ "$TEST" == chat ]]; then

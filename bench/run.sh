@@ -46,13 +46,6 @@ fresh_database
 
 TARGETS="${TARGETS:-pg pg_w2 embedded}"
 export DURATION="${DURATION:-6}" # per test; the whole run stays under five minutes
-start_tollgate() { # name port workers env...   (TOLLGATE_NODE_OPTIONS: V8 flags for Tollgate only)
-  local name="$1" port="$2" workers="$3"; shift 3
-  env "$@" NODE_OPTIONS="${TOLLGATE_NODE_OPTIONS:-}" TOLLGATE_CONFIG="$WORK/tollgate.yaml" TOLLGATE_PORT="$port" TOLLGATE_LOG_LEVEL=warning \
-    "${SERVE_NODE[@]}" "$ROOT/bin/tollgate.mjs" serve --workers "$workers" >"$WORK/$name.log" 2>&1 &
-  PIDS+=($!)
-  wait_http "http://127.0.0.1:$port/v1"
-}
 key() { bench_key TOLLGATE_CONFIG="$WORK/tollgate.yaml" "$@"; }
 
 declare -A PORT PID KEY KEYID DBENV
@@ -62,7 +55,8 @@ HARNESS_ENV=(BENCH_PID_FLOOR="$FLOOR_PID")
 for t in $TARGETS; do
   PORT[$t]=$(free_port)
   workers=1; [[ "$t" == pg_w2 ]] && workers=2
-  start_tollgate "tg_$t" "${PORT[$t]}" "$workers" ${DBENV[$t]}; PID[$t]=${PIDS[-1]}
+  SERVE_ARGS=(--workers "$workers")
+  start_serve "$WORK/tg_$t.log" "${PORT[$t]}" ${DBENV[$t]} TOLLGATE_CONFIG="$WORK/tollgate.yaml"; PID[$t]=$SERVE_PID
   read -r KEY[$t] KEYID[$t] < <(key ${DBENV[$t]})
   HARNESS_TARGETS+=(tollgate_$t="http://127.0.0.1:${PORT[$t]}")
   up="$(echo "$t" | tr '[:lower:]' '[:upper:]')"
@@ -151,8 +145,7 @@ for t in $TARGETS; do wait "${PID[$t]}" 2>/dev/null || true; done
   for db in "DATABASE_URL=$DB_URL" "TOLLGATE_DATA_DIR=$WORK/data"; do
     [[ "$db" == TOLLGATE_DATA_DIR* && " $TARGETS " != *" embedded "* ]] && continue
     [[ "$db" == DATABASE_URL* && " $TARGETS " != *" pg"* ]] && continue
-    r=$(env $db TOLLGATE_CONFIG="$WORK/tollgate.yaml" node "$ROOT/bin/tollgate.mjs" replay --verify --json 2>&1 || true)
-    echo "- ${db%%=*}: $(node -e 'try{const r=JSON.parse(process.argv[1]);console.log((r.ok?"clean":"MISMATCH")+", "+(r.events??r.events_replayed??"?")+" events")}catch{console.log("failed: "+process.argv[1].slice(0,300))}' "$r")"
+    echo "- ${db%%=*}: $(replay_verdict $db TOLLGATE_CONFIG="$WORK/tollgate.yaml")"
   done
   echo
   echo "Machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); node $(node -v); $(date -u +%Y-%m-%d)"

@@ -4,7 +4,7 @@
 # requests in flight and the appends waiting for the event writer. Passes when, after the first minute
 # (warm-up: heap and pools grow to their working size), RSS grows by less than 10% and the writer queue
 # stays under 1,000. Then `replay --verify`. Loopback only; everything it starts it stops, by PID.
-# Env: SOAK_SECONDS (300), CONNS (50), BENCH_DATABASE_URL (default: postgres on 127.0.0.1:5432/test).
+# Env: SOAK_SECONDS (300), CONNS (50), TOLLGATE_NODE_OPTIONS, BENCH_DATABASE_URL (default: postgres on 127.0.0.1:5432/test).
 NAME=soak
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SECONDS_TOTAL="${SOAK_SECONDS:-300}"
@@ -17,9 +17,8 @@ P_TG=$(free_port)
 one_model_config
 fresh_database
 export DATABASE_URL="$DB_URL" TOLLGATE_CONFIG="$WORK/tollgate.yaml"
-TOLLGATE_PORT="$P_TG" TOLLGATE_LOG_LEVEL=warning "${SERVE_NODE[@]}" "$ROOT/bin/tollgate.mjs" serve >"$WORK/tollgate.log" 2>&1 & PIDS+=($!)
-TG=$!
-wait_http "http://127.0.0.1:$P_TG/v1"
+start_serve "$WORK/tollgate.log" "$P_TG"
+TG=$SERVE_PID
 read -r KEY _ < <(bench_key)
 
 mkdir -p "$OUT"
@@ -37,6 +36,7 @@ for ((t = 10; t <= SECONDS_TOTAL; t += 10)); do
 done
 wait "$LOAD1" "$LOAD2" || true
 
+set +e # a failed verdict still stops the server and replays the log
 node - "$OUT" <<'NODE' | tee "$OUT/summary.md"
 const fs = require("fs"), dir = process.argv[2]
 const rows = fs.readFileSync(`${dir}/samples.txt`, "utf8").trim().split("\n").slice(1).map((l) => l.split(" "))
@@ -53,7 +53,8 @@ console.log(ok ? "flat: PASS" : "growth: FAIL")
 process.exitCode = ok ? 0 : 1
 NODE
 status=${PIPESTATUS[0]}
+set -e
 kill -TERM "$TG"; wait "$TG" 2>/dev/null || true
-echo "replay --verify: $(node "$ROOT/bin/tollgate.mjs" replay --verify --json 2>&1 | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const r=JSON.parse(s);console.log(r.ok?"clean":"MISMATCH")}catch{console.log("failed")}})')" | tee -a "$OUT/summary.md"
+echo "replay --verify: $(replay_verdict)" | tee -a "$OUT/summary.md"
 echo "results: $OUT" >&2
 exit "$status"

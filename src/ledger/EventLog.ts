@@ -76,7 +76,8 @@ export interface StoredEvent {
   readonly event: DomainEvent
 }
 
-export type CommittedListener = (events: ReadonlyArray<{ readonly event: DomainEvent; readonly occurredAt: string }>) => void
+export type CommittedEvents = ReadonlyArray<{ readonly event: DomainEvent; readonly occurredAt: string }>
+export type CommittedListener = (events: CommittedEvents) => void
 
 /** A row of the log (or a line of an export) as a typed event; older schema versions are upcast here. */
 export const decodeStoredEvent = (r: EventRow): StoredEvent => {
@@ -185,7 +186,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         const at = literal(occurredAt)
         const values: Array<string> = []
         const deltas: Array<Delta> = []
-        const committed: Array<{ readonly event: DomainEvent; readonly occurredAt: string }> = []
+        const committed: Array<CommittedEvents[number]> = []
         const plans = jobs.map((job) => {
           const { events, expectedVersion, metadata, streamId } = job.request
           const first = (expectedVersion === "any" ? heads.get(streamId) ?? 0 : expectedVersion) + 1
@@ -221,24 +222,23 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         // One statement answers with its rows; several with the rows of each.
         const inserted = (statements.length > 1 ? results[0] : results) as ReadonlyArray<{ event_id: string; position: string }>
         const positions = new Map(inserted.map((r) => [r.event_id, r.position]))
-        const outcomes = plans.map(({ first, ids, job }) =>
-          Exit.succeed<Appended>({
-            streamId: job.request.streamId,
-            firstVersion: first,
-            positions: ids.map((id) => positions.get(id)!),
-            occurredAt
-          })
-        )
-        return { outcomes, committed }
+        // The script either committed every append of the batch or none.
+        const appended = plans.map(({ first, ids, job }): Appended => ({
+          streamId: job.request.streamId,
+          firstVersion: first,
+          positions: ids.map((id) => positions.get(id)!),
+          occurredAt
+        }))
+        return { appended, committed }
       })
 
     /** Answers a committed batch's appends, then tells the listeners; a listener that throws stops nothing. */
     const settle = (
       jobs: ReadonlyArray<Job>,
-      result: { outcomes: ReadonlyArray<Exit.Exit<Appended>>; committed: ReadonlyArray<any> }
+      result: { readonly appended: ReadonlyArray<Appended>; readonly committed: CommittedEvents }
     ) =>
       Effect.suspend(() => {
-        jobs.forEach((job, i) => job.done(result.outcomes[i]!))
+        jobs.forEach((job, i) => job.done(Exit.succeed(result.appended[i]!)))
         const failed: Array<unknown> = []
         if (result.committed.length > 0) {
           for (const l of listeners) {

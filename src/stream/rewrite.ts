@@ -6,10 +6,10 @@
  */
 
 /**
- * The index of `"<key>":` as a key of the outermost object of `data`, or -1. Scans only up to that key,
- * tracking strings and nesting.
+ * Where the value of `"<key>":` begins, as a key of the outermost object of `data` (written compactly,
+ * the value right after the colon), or -1. Scans only up to that key, tracking strings and nesting.
  */
-const topLevelKey = (data: string, key: string): number => {
+const topLevelValue = (data: string, key: string): number => {
   const needle = `"${key}":`
   let depth = 0
   let inString = false
@@ -21,7 +21,7 @@ const topLevelKey = (data: string, key: string): number => {
       continue
     }
     if (c === 34) {
-      if (depth === 1 && data.startsWith(needle, i)) return i
+      if (depth === 1 && data.startsWith(needle, i)) return i + needle.length
       inString = true
     } else if (c === 123 /* { */ || c === 91 /* [ */) depth++
     else if (c === 125 /* } */ || c === 93 /* ] */) depth--
@@ -36,11 +36,9 @@ const topLevelKey = (data: string, key: string): number => {
 export const withModel = (data: string, json: Record<string, unknown>, model: string): string => {
   if (json.model === model) return data
   if (typeof json.model === "string") {
-    const key = topLevelKey(data, "model")
+    const at = topLevelValue(data, "model")
     const old = JSON.stringify(json.model)
-    if (key !== -1 && data.startsWith(old, key + 8)) {
-      return data.slice(0, key + 8) + JSON.stringify(model) + data.slice(key + 8 + old.length)
-    }
+    if (at !== -1 && data.startsWith(old, at)) return data.slice(0, at) + JSON.stringify(model) + data.slice(at + old.length)
   }
   return JSON.stringify({ ...json, model })
 }
@@ -52,8 +50,10 @@ export const withModel = (data: string, json: Record<string, unknown>, model: st
 export const withoutUsage = (data: string, json: Record<string, unknown>): string => {
   if (!("usage" in json)) return data
   if (json.usage === null) {
-    const key = topLevelKey(data, "usage")
-    if (key > 0 && data[key - 1] === "," && data.startsWith("null", key + 8)) return data.slice(0, key - 1) + data.slice(key + 12)
+    // `,"usage":null` is cut out whole (a first key, with no comma before it, is left to the fallback).
+    const at = topLevelValue(data, "usage")
+    const start = at - '"usage":'.length - 1
+    if (at !== -1 && data[start] === "," && data.startsWith("null", at)) return data.slice(0, start) + data.slice(at + 4)
   }
   const { usage: _, ...rest } = json
   return JSON.stringify(rest)

@@ -74,6 +74,11 @@ describe("EventLog", () => {
           { concurrency: "unbounded" }
         )
         expect(new Set(results.flatMap((r) => r.positions)).size).toBe(50)
+        // Group commit: the 50 appends went in fewer transactions than appends.
+        const sql = yield* SqlClient.SqlClient
+        const tx = yield* sql<{ n: number }>`
+          SELECT count(DISTINCT transaction_id)::int AS n FROM event_log WHERE stream_id LIKE 'request-c%'`
+        expect(tx[0]!.n).toBeLessThan(50)
       }))
 
     it.effect("in one batch, a refused reservation and a conflicting append fail alone; the others land", () =>

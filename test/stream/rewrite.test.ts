@@ -41,5 +41,11 @@ describe("same-style event rewrite", () => {
     const data = JSON.stringify(chunk)
     const out = withModel(withoutUsage(data, chunk), { ...chunk, usage: undefined }, "gpt")
     expect(out).toBe(data.replace("\"model\":\"gpt-up\",", "\"model\":\"gpt\",").replace(",\"usage\":null", ""))
+    // Re-serialising would give the same text for that chunk; this one it would not (`1.50` becomes
+    // `1.5`, the space goes), so only an in-place change keeps the rest of the upstream's text as it was.
+    const written = `{"id":"c2", "created":1.50,"model":"gpt-up","choices":[],"usage":null}`
+    const parsed = JSON.parse(written)
+    expect(withModel(withoutUsage(written, parsed), { ...parsed, usage: undefined }, "gpt"))
+      .toBe(`{"id":"c2", "created":1.50,"model":"gpt","choices":[]}`)
   })
 })
