@@ -5,6 +5,7 @@
  */
 import { HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Option } from "effect"
+import { isConnectionLoss } from "../db/errors.ts"
 
 export interface EnvelopeError {
   readonly status: number
@@ -96,21 +97,15 @@ export const toEnvelope = (e: Tagged): EnvelopeError => {
       return make(404, "Unknown endpoint.", "unknown_url")
     case "LedgerUnavailable":
       return make(503, "The gateway's event log is unavailable; nothing was sent upstream. Retry shortly.", "ledger_unavailable")
+    case "LedgerRejected":
+      return make(500, "Internal server error: the event log refused a write (logged with this request id).", "ledger_rejected")
     case "SqlError":
-      return isConnectionFailure(e.cause)
+      return isConnectionLoss(e.cause)
         ? make(503, "The gateway's database is unavailable. Retry shortly.", "ledger_unavailable")
         : make(500, "Internal server error.", null)
     default:
       return make(500, "Internal server error.", null)
   }
-}
-
-/** A database error that means "cannot reach the database" rather than "this query is wrong". */
-const isConnectionFailure = (cause: unknown): boolean => {
-  const c = cause as { code?: unknown; message?: unknown } | undefined
-  const code = typeof c?.code === "string" ? c.code : ""
-  return code.startsWith("08") || code === "57P01" || code === "57P03" || /^E(CONN|TIMEDOUT|HOSTUNREACH|PIPE)/.test(code) ||
-    /connect|terminat|Connection|closed/i.test(String(c?.message ?? ""))
 }
 
 /** Renders any cause as the envelope; interruption (the client left) is passed on untouched. */

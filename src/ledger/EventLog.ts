@@ -11,9 +11,10 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Data, Effect, Exit, Option, Schema } from "effect"
-import { createHash, randomBytes } from "node:crypto"
-import { hostname } from "node:os"
+import { createHash } from "node:crypto"
+import { Replica } from "./Replica.ts"
 import { currentSchemaVersion, DomainEvent, type EventType, upcasters } from "./events.ts"
+import { isConnectionLoss } from "../db/errors.ts"
 import { literal, script } from "../db/SqlScript.ts"
 import type { Delta } from "./projections/Delta.ts"
 import { plan, refusalOf, type Statement } from "./projections/applySql.ts"
@@ -34,6 +35,8 @@ export class QuotaUnavailable extends Data.TaggedError("QuotaUnavailable")<{
 export class RateExceeded extends Data.TaggedError("RateExceeded")<{
   readonly keyId: string
   readonly message: string
+  /** When the minute the request was counted in ends (ISO-8601): the earliest a retry can be counted anew. */
+  readonly windowEndsAt: string
 }> {}
 
 /** A vendor's key or top-up that its credit could not cover. */
@@ -47,7 +50,16 @@ export class LedgerUnavailable extends Data.TaggedError("LedgerUnavailable")<{
   readonly cause?: unknown
 }> {}
 
-export type AppendError = StreamConflict | LedgerUnavailable | QuotaUnavailable | RateExceeded | CreditShort
+/**
+ * The database refused the append for a reason a retry will not change (bad data, a bug): unlike
+ * `LedgerUnavailable`, this is not an outage.
+ */
+export class LedgerRejected extends Data.TaggedError("LedgerRejected")<{
+  readonly message: string
+  readonly cause?: unknown
+}> {}
+
+export type AppendError = StreamConflict | LedgerUnavailable | LedgerRejected | QuotaUnavailable | RateExceeded | CreditShort
 
 export interface AppendRequest {
   readonly streamId: string
@@ -55,6 +67,11 @@ export interface AppendRequest {
   readonly expectedVersion: number | "any"
   readonly events: ReadonlyArray<DomainEvent>
   readonly metadata?: Readonly<Record<string, string>>
+  /**
+   * When the events happened (ISO-8601), if not now: an append that was kept aside while the log was
+   * unreachable (see Spool.ts) lands with the time of what it records.
+   */
+  readonly occurredAt?: string
 }
 
 export interface Appended {
@@ -97,8 +114,6 @@ export const decodeStoredEvent = (r: EventRow): StoredEvent => {
   }
 }
 
-/** This process's name in event metadata and open requests. */
-export const replicaId = `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`
 
 const encodeEvent = Schema.encodeSync(DomainEvent)
 const decodeEvent = Schema.decodeUnknownSync(DomainEvent)
@@ -119,20 +134,26 @@ interface Job {
 }
 
 /** What a failed single append tells its caller: a conflict on its stream, a refusal, or the log being down. */
-const appendErrorOf = (job: Job, error: SqlError): AppendError => {
+const appendErrorOf = (job: Job, error: SqlError, occurredAt: string): AppendError => {
   const refusal = refusalOf(error)
   switch (refusal?.kind) {
     case "quota":
       return new QuotaUnavailable({ keyId: refusal.id, message: `the quota of key ${refusal.id} cannot cover this reservation` })
     case "rate":
-      return new RateExceeded({ keyId: refusal.id, message: `key ${refusal.id} reached its rate limit for this minute` })
+      return new RateExceeded({
+        keyId: refusal.id,
+        message: `key ${refusal.id} reached its rate limit for this minute`,
+        windowEndsAt: new Date(Math.floor(Date.parse(occurredAt) / 60_000) * 60_000 + 60_000).toISOString()
+      })
     case "credit":
       return new CreditShort({ vendorId: refusal.id, message: `vendor ${refusal.id} has too little credit left` })
   }
   const { streamId } = job.request
   return isEventConflict(error)
     ? new StreamConflict({ streamId, message: `stream ${streamId} is not at the version this append expected` })
-    : new LedgerUnavailable({ message: `event log append failed: ${error.message}`, cause: error })
+    : isConnectionLoss(error.cause)
+    ? new LedgerUnavailable({ message: `event log append failed: ${error.message}`, cause: error })
+    : new LedgerRejected({ message: `the database refused an append to ${streamId}: ${error.message}`, cause: error })
 }
 
 /** A unique violation in the log itself: the stream already has an event at a version this append aimed at. */
@@ -147,6 +168,7 @@ const MAX_BATCH = 256
 export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const replicaId = (yield* Replica).id
     // Appends waiting for the writer, and how to wake it when it waits for one. A plain array and a
     // callback, not a Queue and a Deferred per append: this is on every request's path, twice.
     const pending: Array<Job> = []
@@ -168,9 +190,8 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
      * trip and one transaction. It fails as a whole on any conflict or refusal, and the loop then
      * retries its appends one by one, where an error belongs to the one append that caused it.
      */
-    const commit = (jobs: ReadonlyArray<Job>) =>
+    const commit = (jobs: ReadonlyArray<Job>, occurredAt = new Date().toISOString()) =>
       Effect.gen(function*() {
-        const occurredAt = new Date().toISOString()
         const anyStreams = [...new Set(jobs.filter((j) => j.request.expectedVersion === "any").map((j) => j.request.streamId))]
         const heads = new Map<string, number>()
         if (anyStreams.length > 0) {
@@ -183,12 +204,14 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           for (const r of rows) heads.set(r.stream_id, r.v)
         }
         // The rows are written as literals straight away: the largest part of the script, so not scanned again.
-        const at = literal(occurredAt)
+        const now = literal(occurredAt)
         const values: Array<string> = []
         const deltas: Array<Delta> = []
         const committed: Array<CommittedEvents[number]> = []
         const plans = jobs.map((job) => {
           const { events, expectedVersion, metadata, streamId } = job.request
+          const when = job.request.occurredAt ?? occurredAt
+          const at = job.request.occurredAt === undefined ? now : literal(when)
           const first = (expectedVersion === "any" ? heads.get(streamId) ?? 0 : expectedVersion) + 1
           // Later appends to the same stream in this batch go after this one.
           heads.set(streamId, Math.max(heads.get(streamId) ?? 0, first + events.length - 1))
@@ -201,8 +224,8 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
                 literal(JSON.stringify(data))
               }::jsonb, ${literal(JSON.stringify({ replica: replicaId, ...metadata }))}::jsonb, ${at}::timestamptz)`
             )
-            for (const d of project(event, occurredAt)) deltas.push(d)
-            committed.push({ event, occurredAt })
+            for (const d of project(event, when)) deltas.push(d)
+            committed.push({ event, occurredAt: when })
             return id
           })
           return { job, first, ids }
@@ -227,7 +250,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           streamId: job.request.streamId,
           firstVersion: first,
           positions: ids.map((id) => positions.get(id)!),
-          occurredAt
+          occurredAt: job.request.occurredAt ?? occurredAt
         }))
         return { appended, committed }
       })
@@ -253,8 +276,9 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       })
 
     // Only a failed script leads to the retry: once a batch has committed, it is settled, never written again.
-    const runAlone = (job: Job) =>
-      commit([job]).pipe(
+    const runAlone = (job: Job) => {
+      const occurredAt = new Date().toISOString()
+      return commit([job], occurredAt).pipe(
         Effect.matchCauseEffect({
           onSuccess: (result) => settle([job], result),
           onFailure: (cause) => {
@@ -263,13 +287,14 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
             return Effect.sync(() =>
               job.done(Exit.fail(
                 Option.isSome(failure)
-                  ? appendErrorOf(job, failure.value)
-                  : new LedgerUnavailable({ message: `event log append failed: ${Cause.pretty(cause)}`, cause })
+                  ? appendErrorOf(job, failure.value, job.request.occurredAt ?? occurredAt)
+                  : new LedgerRejected({ message: `event log append failed: ${Cause.pretty(cause)}`, cause })
               ))
             )
           }
         })
       )
+    }
 
     // One batch at a time: whatever queued up while the previous transaction was in flight.
     // A batch, once taken, always completes (uninterruptible), so no append is left unanswered.
@@ -295,11 +320,33 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     const loop = Effect.forever(Effect.zipRight(appendsWaiting, writeBatch))
     yield* Effect.forkScoped(loop)
 
-    const append = (request: AppendRequest): Effect.Effect<Appended, AppendError> =>
+    /**
+     * Appends through the writer. With `confirmWithinMs`, an append not confirmed in that time fails
+     * as `LedgerUnavailable` (its outcome unknown: it may still commit), without a fiber or a timeout
+     * per append, only a timer.
+     */
+    const append = (request: AppendRequest, options?: { readonly confirmWithinMs?: number }): Effect.Effect<Appended, AppendError> =>
       Effect.async<Appended, AppendError>((resume) => {
         if (closed) return resume(Exit.fail(closing))
         // An appender that stops waiting (interrupted) leaves its append to be committed all the same.
-        pending.push({ request, done: resume })
+        const wait = options?.confirmWithinMs
+        if (wait === undefined) pending.push({ request, done: resume })
+        else {
+          let answered = false
+          const timer = setTimeout(() => {
+            answered = true
+            resume(Exit.fail(new LedgerUnavailable({ message: `the event log did not confirm the append within ${wait} ms` })))
+          }, wait)
+          pending.push({
+            request,
+            done: (exit) => {
+              if (answered) return
+              answered = true
+              clearTimeout(timer)
+              resume(exit)
+            }
+          })
+        }
         if (wake) {
           const w = wake
           wake = undefined
@@ -361,12 +408,14 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     return {
       append,
       read,
+      replicaId,
       /** Appends waiting for the writer (not counting the batch being committed). */
       queued: Effect.sync(() => pending.length),
       onCommitted: (listener: CommittedListener) =>
         Effect.acquireRelease(Effect.sync(() => listeners.add(listener)), () => Effect.sync(() => listeners.delete(listener)))
     } as const
-  })
+  }),
+  dependencies: [Replica.Default]
 }) {}
 
 export interface EventRow {

@@ -1,0 +1,23 @@
+/**
+ * What a database error means for the caller: the database could not be reached (or dropped the
+ * connection, or is shutting down, or is too busy): retry later; anything else is a refusal of this
+ * statement (bad data, a bug) that a retry will not change.
+ */
+
+/** SQLSTATE classes and codes that mean "not now" rather than "not this". */
+const retryableState = (code: string) =>
+  code.startsWith("08") || // connection exception
+  code.startsWith("53") || // insufficient resources (too many connections, out of memory, disk full)
+  code.startsWith("57") || // operator intervention (admin shutdown, crash shutdown, cannot connect now)
+  code.startsWith("58") || // system error (I/O)
+  code === "40001" || code === "40P01" // serialization failure, deadlock: the transaction may simply be retried
+
+/** True when `cause` (a driver error) means the database was unreachable rather than that it refused the statement. */
+export const isConnectionLoss = (cause: unknown): boolean => {
+  const c = cause as { code?: unknown; message?: unknown } | undefined
+  const code = typeof c?.code === "string" ? c.code : ""
+  if (/^[0-9A-Z]{5}$/.test(code)) return retryableState(code)
+  if (/^E[A-Z]+$/.test(code)) return true // a Node socket error: ECONNREFUSED, ECONNRESET, ETIMEDOUT, EPIPE, ...
+  // node-postgres reports a dropped or timed-out connection as a plain Error without a code.
+  return /connect|terminat|Connection|closed|timeout/i.test(String(c?.message ?? ""))
+}
