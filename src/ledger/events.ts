@@ -118,10 +118,12 @@ export const StreamStarted = Schema.TaggedStruct("StreamStarted", {
   stream: Schema.Boolean,
   provider: Schema.String,
   upstream_model: Schema.String,
-  /** Worst-case cost held for this request while it runs. */
+  /** Worst-case cost held for this request while it runs: the cost of `bound` at `prices`. */
   reserved_nanos: Nanos,
+  /** The most the call can use: what the reservation covers (the output cap also went upstream). */
+  bound: Schema.optional(Schema.Struct({ input_tokens: Schema.Int, output_tokens: Schema.Int, images: Schema.Int })),
   replica: Schema.String,
-  /** The gateway's estimate of the prompt's tokens (about four characters a token), for reconciliation. */
+  /** A cheap estimate of the prompt's tokens (about four characters a token), for reconciliation. */
   input_estimate_tokens: Schema.optional(Schema.Int),
   /** The prices in force when it started: what a reconciliation bills at. */
   prices: Schema.optional(Prices),
@@ -132,11 +134,29 @@ export const StreamStarted = Schema.TaggedStruct("StreamStarted", {
   }))
 })
 
+/**
+ * A long stream's progress so far, written every few seconds while it runs, so that a stream whose
+ * process is killed is billed for what it had streamed up to here (see gateway/Reconciler.ts).
+ */
+export const OutputCheckpointed = Schema.TaggedStruct("OutputCheckpointed", {
+  request_id: Id,
+  /** Output tokens streamed so far: the upstream's own count if it gave one, else counted by `estimator`. */
+  output_tokens: Schema.Int,
+  /** Input tokens: the upstream's own count if it announced one, else counted by `estimator`. */
+  input_tokens: Schema.Int,
+  /** How the counts were made, e.g. "o200k_base". */
+  estimator: Schema.String
+})
+
 export const UsageReported = Schema.TaggedStruct("UsageReported", {
   request_id: Id,
   usage: Usage,
   /** "upstream": the usage the upstream reported; "estimated": the gateway's estimate (usage never arrived). */
-  source: Schema.Literal("upstream", "estimated")
+  source: Schema.Literal("upstream", "estimated"),
+  /** For estimates: what was counted and how. */
+  basis: Schema.optional(Schema.String),
+  /** For estimates: the tokenizer (e.g. "o200k_base"), or "chars/4" for the cheap estimate StreamStarted keeps. */
+  estimator: Schema.optional(Schema.String)
 })
 
 export const Cost = Schema.Struct({
@@ -160,8 +180,10 @@ export const Billed = Schema.TaggedStruct("Billed", {
    * ran it stopped before billing and the reconciler billed it (see `basis`).
    */
   outcome: Schema.Literal("completed", "failed", "cancelled", "reconciled"),
-  /** For reconciled requests: on what basis the amount was set. */
+  /** For estimated and reconciled requests: on what basis the amount was set. */
   basis: Schema.optional(Schema.String),
+  /** For estimates: the tokenizer that counted (e.g. "o200k_base"), or "chars/4". */
+  estimator: Schema.optional(Schema.String),
   /** The reservation StreamStarted held, released now. */
   released_nanos: Schema.optional(Nanos),
   /** The key had a tokens-per-minute limit: this request's tokens count towards the minute it was billed in. */
@@ -180,6 +202,7 @@ export const DomainEvent = Schema.Union(
   VendorCreditGranted,
   VendorTokenRevoked,
   StreamStarted,
+  OutputCheckpointed,
   UsageReported,
   Billed
 )
@@ -197,6 +220,7 @@ export const currentSchemaVersion: Record<EventType, number> = {
   VendorCreditGranted: 1,
   VendorTokenRevoked: 1,
   StreamStarted: 1,
+  OutputCheckpointed: 1,
   UsageReported: 1,
   Billed: 1
 }

@@ -88,6 +88,7 @@ export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<D
         }
       }]
     case "UsageReported":
+    case "OutputCheckpointed":
       return []
     case "Billed": {
       const u = event.usage
