@@ -26,8 +26,11 @@ export interface Relay {
   readonly usage: () => Usage | undefined
   /** Input tokens the upstream announced at the start (messages style), if any. */
   readonly inputTokens: () => number | undefined
-  /** Characters of output (text and tool arguments) relayed so far. */
-  readonly outputChars: () => number
+  /**
+   * The output text (text, tool names and arguments) relayed since the last call, for counting its
+   * tokens when the upstream does not: kept only until taken.
+   */
+  readonly takeText: () => string
 }
 
 /** The upstream sent an error event in the middle of its stream. */
@@ -65,15 +68,15 @@ const errorOf = (event: SseEvent, json: any): UpstreamStreamError | undefined =>
 }
 
 class Observer {
-  chars = 0
+  text = ""
   reported: Usage | undefined
   announcedInput: number | undefined
   done = false
   see(ops: ReadonlyArray<Op>) {
     for (const op of ops) {
-      if (op._tag === "Text") this.chars += op.text.length
-      else if (op._tag === "ToolArgs") this.chars += op.delta.length
-      else if (op._tag === "ToolStart") this.chars += op.name.length
+      if (op._tag === "Text") this.text += op.text
+      else if (op._tag === "ToolArgs") this.text += op.delta
+      else if (op._tag === "ToolStart") this.text += ` ${op.name} `
       else if (op._tag === "Usage") this.reported = op.usage
       else if (op._tag === "Start" && op.inputTokens !== undefined) this.announcedInput = op.inputTokens
     }
@@ -110,7 +113,11 @@ export const relayFor = (o: Options): Relay => {
     finished: () => seen.done,
     usage: () => seen.reported,
     inputTokens: () => seen.announcedInput,
-    outputChars: () => seen.chars
+    takeText: () => {
+      const text = seen.text
+      seen.text = ""
+      return text
+    }
   }
 
   if (o.client !== o.upstream) {
@@ -135,10 +142,11 @@ export const relayFor = (o: Options): Relay => {
         const json = read(event)
         if (json === null) return [event]
         if (json.type === "response.output_text.delta" || json.type === "response.function_call_arguments.delta") {
-          seen.chars += String(json.delta ?? "").length
+          seen.text += String(json.delta ?? "")
         }
         if (json.response && typeof json.response === "object") {
-          if (json.response.usage) seen.reported = fromResponsesUsage(json.response.usage)
+          const usage = json.response.usage ? fromResponsesUsage(json.response.usage) : undefined
+          if (usage) seen.reported = usage
           if (json.response.model !== o.model) {
             json.response.model = o.model
             return [{ event: event.event, data: JSON.stringify(json) }]

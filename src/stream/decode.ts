@@ -35,18 +35,22 @@ export const chatDecoder = (): Decoder => {
         }
       }
       if (choice?.finish_reason) ops.push({ _tag: "Finish", reason: fromChatFinish(choice.finish_reason) })
-      if (chunk.usage) ops.push({ _tag: "Usage", usage: fromChatUsage(chunk.usage) })
+      const usage = chunk.usage ? fromChatUsage(chunk.usage) : undefined
+      if (usage) ops.push({ _tag: "Usage", usage })
       return ops
     }
   }
 }
 
-/** Messages events (message_start ... message_stop). */
+/**
+ * Messages events (message_start ... message_stop). Usage is reported (a Usage step) only by a
+ * message_delta that carries an output count; the input count comes from message_start or the delta.
+ */
 export const messagesDecoder = (): Decoder => {
   let start: Record<string, unknown> = {}
   let output = 0
   let extra: Record<string, unknown> = {}
-  const usage = (): Usage => fromMessagesUsage({ ...start, ...extra, output_tokens: output })
+  const usage = (): Usage | undefined => fromMessagesUsage({ ...start, ...extra, output_tokens: output })
   return {
     push: (event, e) => {
       if (e === null || typeof e !== "object") return []
@@ -54,7 +58,8 @@ export const messagesDecoder = (): Decoder => {
         case "message_start": {
           start = e.message?.usage ?? {}
           output = Number(start.output_tokens ?? 0)
-          return [{ _tag: "Start", id: String(e.message?.id ?? ""), inputTokens: usage().input_tokens }]
+          const announced = usage()
+          return [{ _tag: "Start", id: String(e.message?.id ?? ""), ...(announced ? { inputTokens: announced.input_tokens } : {}) }]
         }
         case "content_block_start": {
           const block = e.content_block ?? {}
@@ -74,8 +79,12 @@ export const messagesDecoder = (): Decoder => {
         }
         case "message_delta": {
           const ops: Array<Op> = []
+          let counted = false
           if (e.usage) {
-            if (typeof e.usage.output_tokens === "number") output = e.usage.output_tokens
+            if (typeof e.usage.output_tokens === "number") {
+              output = e.usage.output_tokens
+              counted = true
+            }
             for (const k of ["input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"]) {
               if (typeof e.usage[k] === "number") extra = { ...extra, [k]: e.usage[k] }
             }
@@ -83,7 +92,8 @@ export const messagesDecoder = (): Decoder => {
           if (e.delta?.stop_reason) {
             ops.push({ _tag: "Finish", reason: fromMessagesStop(e.delta.stop_reason), stopSequence: e.delta.stop_sequence ?? null })
           }
-          ops.push({ _tag: "Usage", usage: usage() })
+          const reported = counted ? usage() : undefined
+          if (reported) ops.push({ _tag: "Usage", usage: reported })
           return ops
         }
         default:

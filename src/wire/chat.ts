@@ -15,7 +15,9 @@ export const ChatCompletionRequest = Schema.Struct({
   stream: Schema.optional(Schema.NullOr(Schema.Boolean)),
   max_tokens: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.positive()))),
   max_completion_tokens: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.positive()))),
-  n: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.between(1, 8))))
+  n: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.between(1, 8)))),
+  /** Not a chat completions field, but some clients send it; every candidate counts towards the bound. */
+  best_of: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.between(1, 20))))
 }).annotations({ identifier: "ChatCompletionRequest" })
 export type ChatCompletionRequest = typeof ChatCompletionRequest.Type
 

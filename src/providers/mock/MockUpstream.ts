@@ -189,17 +189,17 @@ export const open = (request: UpstreamRequest) =>
     let id: string
     if (request.endpoint === "messages") {
       text = answer.content[0].text
-      usage = fromMessagesUsage(answer.usage)
+      usage = fromMessagesUsage(answer.usage)!
       finish = fromMessagesStop(answer.stop_reason)
       id = answer.id
     } else if (request.endpoint === "responses") {
       text = answer.output[0].content[0].text
-      usage = fromResponsesUsage(answer.usage)
+      usage = fromResponsesUsage(answer.usage)!
       finish = answer.status === "incomplete" ? "length" : "stop"
       id = answer.id
     } else {
       text = answer.choices[0].message.content
-      usage = fromChatUsage(answer.usage)
+      usage = fromChatUsage(answer.usage)!
       finish = fromChatFinish(answer.choices[0].finish_reason)
       id = answer.id
     }
