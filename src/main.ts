@@ -9,9 +9,11 @@ import { Keys } from "./accounts/Keys.ts"
 import { KeyStore } from "./accounts/KeyStore.ts"
 import { UsageReport } from "./accounts/UsageReport.ts"
 import { Vendors } from "./accounts/Vendors.ts"
+import { Billing } from "./gateway/Billing.ts"
 import { Gateway } from "./gateway/Gateway.ts"
 import { RequestSupervisor } from "./gateway/RequestSupervisor.ts"
 import { EventLog } from "./ledger/EventLog.ts"
+import { Spool } from "./ledger/Spool.ts"
 import { Upstreams } from "./providers/Upstreams.ts"
 
 /** Accounts and ledger over a database and a config. */
@@ -20,8 +22,15 @@ export const AccountsLive = Layer.mergeAll(Keys.Default, Vendors.Default, UsageR
   Layer.provideMerge(EventLog.Default)
 )
 
-/** The request lifecycle over the accounts. */
-export const GatewayLive = Gateway.Default.pipe(
-  Layer.provideMerge(Layer.mergeAll(Upstreams.Default, RequestSupervisor.Default)),
-  Layer.provideMerge(AccountsLive)
-)
+/**
+ * The request lifecycle over the accounts, calling upstreams through `upstreams` (tests pass their
+ * own); the spool keeps bills the log could not take in time.
+ */
+export const makeGatewayLive = <E, R>(upstreams: Layer.Layer<Upstreams, E, R>) =>
+  Gateway.Default.pipe(
+    Layer.provideMerge(Billing.Default),
+    Layer.provideMerge(Layer.mergeAll(upstreams, RequestSupervisor.Default, Spool.Default)),
+    Layer.provideMerge(AccountsLive)
+  )
+
+export const GatewayLive = makeGatewayLive(Upstreams.Default)

@@ -16,7 +16,8 @@ export interface Reservation {
 }
 
 export class Admission extends Effect.Service<Admission>()("Accounts/Admission", {
-  succeed: (() => {
+  // Built with the layer, so every layer build (each test's gateway) has its own reservations.
+  sync: () => {
     const reserved = new Map<string, bigint>()
     const remaining = (key: KeyRecord) => key.quotaNanos - key.usedNanos - (reserved.get(key.keyId) ?? 0n)
     const admit = (key: KeyRecord, worstCase: bigint): Effect.Effect<Reservation, QuotaExceeded> =>
@@ -47,5 +48,5 @@ export class Admission extends Effect.Service<Admission>()("Accounts/Admission",
         })
       })
     return { admit } as const
-  })()
+  }
 }) {}

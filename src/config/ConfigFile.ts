@@ -84,8 +84,16 @@ export const ModelConfig = Schema.Struct({
   pricing: Schema.optionalWith(Pricing, {
     default: () => ({ input_per_mtok: 0n, output_per_mtok: 0n, per_image: 0n })
   }),
-  /** Output tokens reserved when a request gives no max_tokens; also the default max_tokens for messages style. */
+  /**
+   * The output cap of a call whose client sets none: sent upstream in the field the upstream expects,
+   * and reserved (per choice) against the key's quota. For token-priced image models: per image.
+   */
   max_output_tokens: Schema.optionalWith(PositiveInt, { default: () => 4096 }),
+  /**
+   * The model's context window. It bounds the input of calls whose size the gateway cannot see
+   * (`previous_response_id`, file ids, images, hosted tools); without it such calls are refused.
+   */
+  max_input_tokens: Schema.optional(PositiveInt),
   display_name: Schema.optional(Schema.String),
   owned_by: Schema.optional(Schema.String),
   created: Schema.optionalWith(Schema.Int, { default: () => 1_700_000_000 })
@@ -135,6 +143,20 @@ export const ServerSection = Schema.Struct({
   replica_timeout_ms: Schema.optionalWith(Schema.Int.pipe(Schema.greaterThanOrEqualTo(300)), { default: () => 30_000 })
 })
 
+export const BillingSection = Schema.Struct({
+  /**
+   * How long a finished call waits for its Billed event to commit before it keeps it in the spool
+   * (an fsynced folder beside the data) and answers anyway; the spool lands it once the log answers.
+   */
+  commit_wait_ms: Schema.optionalWith(PositiveInt, { default: () => 2_000 }),
+  /** A stream checkpoints its output (an OutputCheckpointed event) this often while it runs. */
+  checkpoint_interval_ms: Schema.optionalWith(Schema.Int.pipe(Schema.greaterThanOrEqualTo(100)), { default: () => 5_000 }),
+  /** The longest pause between two attempts to land the spool while the log stays unreachable. */
+  spool_retry_max_ms: Schema.optionalWith(PositiveInt, { default: () => 10_000 })
+})
+export type BillingSection = typeof BillingSection.Type
+const defaultBilling = { commit_wait_ms: 2_000, checkpoint_interval_ms: 5_000, spool_retry_max_ms: 10_000 }
+
 export const ConfigFile = Schema.Struct({
   server: Schema.optionalWith(ServerSection, {
     default: () => ({
@@ -146,6 +168,7 @@ export const ConfigFile = Schema.Struct({
       replica_timeout_ms: 30_000
     })
   }),
+  billing: Schema.optionalWith(BillingSection, { default: () => defaultBilling }),
   providers: Schema.Record({ key: Name, value: ProviderConfig }),
   models: Schema.Record({ key: ModelName, value: ModelConfig }),
   server_options: Schema.Record({ key: Name, value: ServerOptionConfig }),

@@ -5,6 +5,9 @@
  */
 import { FileSystem } from "@effect/platform"
 import { Config, Context, Data, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
+import { randomBytes } from "node:crypto"
+import * as os from "node:os"
+import * as path from "node:path"
 import * as Yaml from "yaml"
 import { ConfigFile, type ConfigFileEncoded } from "./ConfigFile.ts"
 import { defaultConfigFile } from "./defaults.ts"
@@ -34,7 +37,8 @@ export class GatewayConfig extends Context.Tag("Config/GatewayConfig")<GatewayCo
           source: "test config",
           file,
           databaseUrl: overrides.databaseUrl ?? Option.none(),
-          dataDir: overrides.dataDir ?? "./data",
+          // A folder of its own (created only if something is written there, such as the spool).
+          dataDir: overrides.dataDir ?? path.join(os.tmpdir(), `tollgate-test-${randomBytes(6).toString("hex")}`),
           host: overrides.host ?? file.server.host,
           port: overrides.port ?? file.server.port
         })),

@@ -15,14 +15,16 @@ export const defaultConfigFile: ConfigFileEncoded = {
       owned_by: "tollgate",
       deployments: [{ provider: "mock-openai" }],
       pricing: { input_per_mtok: "0.15", output_per_mtok: "0.60", cached_input_per_mtok: "0.075" },
-      max_output_tokens: 4096
+      max_output_tokens: 4096,
+      max_input_tokens: 128_000
     },
     "mock-claude": {
       display_name: "Mock Claude (in-process, deterministic)",
       owned_by: "tollgate",
       deployments: [{ provider: "mock-anthropic" }],
       pricing: { input_per_mtok: "3", output_per_mtok: "15", cached_input_per_mtok: "0.30" },
-      max_output_tokens: 4096
+      max_output_tokens: 4096,
+      max_input_tokens: 200_000
     },
     "mock-image": {
       kind: "image",

@@ -1,10 +1,17 @@
 /**
- * Crash recovery. Every server heartbeats in `replicas`; the reconciler, at start and then every
- * `server.replica_timeout_ms`, finds requests that have StreamStarted and no Billed whose process is
- * gone (no heartbeat for that long, or, on the embedded backend, any other process: only one can hold the
- * data folder) and bills them visibly: outcome `reconciled`, usage estimated from what StreamStarted
- * recorded (the prompt's estimated tokens; output unknown, so 0), with the basis written in the event.
- * The append expects the request stream at version 1, so if the owner billed after all, nothing is
+ * Crash recovery and the safety net of billing. Every server heartbeats in `replicas`; the reconciler,
+ * at start and then every `server.replica_timeout_ms`:
+ *
+ * 1. lands the spool first (bills this host kept while the log was unreachable carry the upstream's
+ *    real usage, and must win over any estimate);
+ * 2. bills every request that has StreamStarted and no Billed and that no process will bill: those of
+ *    a process that is gone (no heartbeat for that long, or, on the embedded backend, any other
+ *    process: only one can hold the data folder), and those of this very process that it no longer
+ *    serves (not live, not in the spool).
+ *
+ * Such a request is billed visibly: outcome `reconciled`, estimated, with its basis written in the
+ * event: input from its last checkpoint (or StreamStarted's estimate), output from its last
+ * checkpoint (0 without one). Landing is idempotent, so if the owner billed after all, nothing is
  * written twice.
  */
 import { SqlClient } from "@effect/sql"
@@ -14,9 +21,12 @@ import { KeyStore } from "../accounts/KeyStore.ts"
 import { costOf, zeroUsage } from "../accounts/Pricing.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { Database } from "../db/Database.ts"
-import { EventLog, replicaId } from "../ledger/EventLog.ts"
+import { EventLog } from "../ledger/EventLog.ts"
 import { streamOf } from "../ledger/events.ts"
-
+import { landOnce } from "../ledger/landOnce.ts"
+import { Spool } from "../ledger/Spool.ts"
+import { CHEAP_ESTIMATOR } from "../wire/tokens.ts"
+import { RequestSupervisor } from "./RequestSupervisor.ts"
 
 interface OpenRow {
   readonly request_id: string
@@ -27,67 +37,87 @@ export class Reconciler extends Effect.Service<Reconciler>()("Gateway/Reconciler
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const log = yield* EventLog
+    const spool = yield* Spool
+    const supervisor = yield* RequestSupervisor
     const catalog = yield* Catalog
     const keys = yield* KeyStore
     const db = yield* Database
     const timeoutMs = (yield* GatewayConfig).file.server.replica_timeout_ms
+    const self = log.replicaId
 
     const heartbeat = sql`
-      INSERT INTO replicas (replica) VALUES (${replicaId})
+      INSERT INTO replicas (replica) VALUES (${self})
       ON CONFLICT (replica) DO UPDATE SET last_seen = now()`.pipe(Effect.asVoid)
     yield* heartbeat.pipe(Effect.orDie)
     yield* heartbeat.pipe(Effect.ignore, Effect.repeat(Schedule.spaced(Duration.millis(timeoutMs / 3))), Effect.forkScoped)
-    yield* Effect.addFinalizer(() => sql`DELETE FROM replicas WHERE replica = ${replicaId}`.pipe(Effect.ignore))
+    yield* Effect.addFinalizer(() => sql`DELETE FROM replicas WHERE replica = ${self}`.pipe(Effect.ignore))
 
-    const orphans = db.backend === "pglite"
-      ? sql<OpenRow>`SELECT request_id, replica FROM open_requests WHERE replica <> ${replicaId}`
+    const candidates = db.backend === "pglite"
+      ? sql<OpenRow>`SELECT request_id, replica FROM open_requests`
       : sql<OpenRow>`
           SELECT o.request_id, o.replica FROM open_requests o
-           WHERE o.replica <> ${replicaId}
-             AND NOT EXISTS (SELECT 1 FROM replicas r WHERE r.replica = o.replica
+           WHERE o.replica = ${self}
+              OR NOT EXISTS (SELECT 1 FROM replicas r WHERE r.replica = o.replica
                                AND r.last_seen > now() - make_interval(secs => ${timeoutMs / 1000}))`
+
+    /** Open, and nobody will bill it: its process is gone, or it is this one and no longer serves it. */
+    const orphaned = (row: OpenRow) =>
+      !spool.has(streamOf.request(row.request_id)) && (row.replica !== self || !supervisor.isLive(row.request_id))
 
     const reconcileOne = (row: OpenRow) =>
       Effect.gen(function*() {
-        const [started] = yield* log.read({ streamId: streamOf.request(row.request_id), limit: 1, settledOnly: false })
-        if (!started || started.event._tag !== "StreamStarted") return false
-        const s = started.event
+        const streamId = streamOf.request(row.request_id)
+        const events = yield* log.read({ streamId, limit: 1_000, settledOnly: false })
+        const started = events[0]?.event
+        if (started?._tag !== "StreamStarted" || events.some((e) => e.event._tag === "Billed")) return false
+        const checkpoint = events.map((e) => e.event).filter((e) => e._tag === "OutputCheckpointed").at(-1)
         // The prices in force when it started (older events without them: today's prices for its key).
-        const prices = s.prices ?? catalog.pricesFor(keys.byId(s.key_id)?.serverOption ?? "", s.model)
-        const usage = { ...zeroUsage, input_tokens: s.input_estimate_tokens ?? 0 }
-        const basis = `process ${row.replica} stopped before billing this request; input estimated from the ` +
-          `request's size (${usage.input_tokens} tokens), output unknown (billed as 0)`
-        const appended = yield* log.append({
-          streamId: streamOf.request(row.request_id),
-          expectedVersion: 1,
-          metadata: { request_id: row.request_id, reconciled_by: replicaId },
+        const prices = started.prices ?? catalog.pricesFor(keys.byId(started.key_id)?.serverOption ?? "", started.model)
+        const bound = started.bound
+        const usage = {
+          ...zeroUsage,
+          input_tokens: Math.min(checkpoint?.input_tokens ?? started.input_estimate_tokens ?? 0, bound?.input_tokens ?? Infinity),
+          output_tokens: Math.min(checkpoint?.output_tokens ?? 0, bound?.output_tokens ?? Infinity)
+        }
+        const who = row.replica === self ? "this process stopped serving it" : `process ${row.replica} stopped`
+        const basis = checkpoint
+          ? `${who} before billing this request; input and output as of its last checkpoint ` +
+            `(${usage.input_tokens} and ${usage.output_tokens} tokens, counted by ${checkpoint.estimator}); anything streamed after it is not billed`
+          : `${who} before billing this request; input estimated from the request's size (${usage.input_tokens} tokens), ` +
+            `output unknown (no checkpoint: billed as 0)`
+        const estimator = checkpoint?.estimator ?? CHEAP_ESTIMATOR
+        const landing = yield* landOnce(log, {
+          streamId,
+          metadata: { request_id: row.request_id, reconciled_by: self },
           events: [
-            { _tag: "UsageReported", request_id: row.request_id, usage, source: "estimated" },
+            { _tag: "UsageReported", request_id: row.request_id, usage, source: "estimated", basis, estimator },
             {
               _tag: "Billed",
               request_id: row.request_id,
-              key_id: s.key_id,
-              model: s.model,
+              key_id: started.key_id,
+              model: started.model,
               usage,
               cost: costOf(usage, prices),
               estimated: true,
               outcome: "reconciled",
               basis,
+              estimator,
               prices,
-              released_nanos: s.reserved_nanos
+              released_nanos: started.reserved_nanos
             }
           ]
-        }).pipe(Effect.as(true), Effect.catchTag("StreamConflict", () => Effect.succeed(false)))
-        if (appended) yield* Effect.logWarning(`reconciled request ${row.request_id}: ${basis}`)
-        return appended
+        })
+        if (landing === "landed") yield* Effect.logWarning(`reconciled request ${row.request_id}: ${basis}`)
+        return landing === "landed"
       })
 
-    /** Bills every orphaned request; returns how many it billed. Also drops rate-limit minutes long past. */
+    /** Lands the spool, then bills every orphaned request; returns how many it billed. Also drops rate-limit minutes long past. */
     const reconcile = Effect.gen(function*() {
+      if (!(yield* spool.drain)) return 0 // the log is unreachable: nothing can be billed now
       yield* sql`DELETE FROM rate_minutes WHERE minute < now() - interval '5 minutes'`
-      const rows = yield* orphans
+      const rows = yield* candidates
       let billed = 0
-      for (const row of rows) if (yield* reconcileOne(row)) billed++
+      for (const row of rows) if (orphaned(row) && (yield* reconcileOne(row))) billed++
       return billed
     })
 

@@ -39,6 +39,17 @@ export class RequestSupervisor extends Effect.Service<RequestSupervisor>()("Gate
     const fork = <A, E>(work: Effect.Effect<A, E>): Effect.Effect<void> =>
       Effect.asVoid(FiberSet.run(fibers, work))
 
-    return { run, fork, inFlight: FiberSet.size(fibers) } as const
+    // The requests this process is serving, by id, from before their StreamStarted until they are
+    // billed: the reconciler leaves these alone, and bills any other open request of this process.
+    const live = new Set<string>()
+
+    return {
+      run,
+      fork,
+      inFlight: FiberSet.size(fibers),
+      enter: (requestId: string) => Effect.sync(() => void live.add(requestId)),
+      leave: (requestId: string) => Effect.sync(() => void live.delete(requestId)),
+      isLive: (requestId: string) => live.has(requestId)
+    } as const
   })
 }) {}

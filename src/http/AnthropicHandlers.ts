@@ -11,7 +11,8 @@ export const AnthropicHandlers = HttpApiBuilder.group(GatewayApi, "anthropic", (
     const messages = generation("messages", MessagesRequest, (b) => ({
       model: b.model,
       stream: b.stream === true,
-      maxOutputTokens: b.max_tokens,
+      outputCap: b.max_tokens,
+      choices: 1,
       images: 0
     }))
     return handlers.handleRaw("createMessage", ({ request }) => {

@@ -19,15 +19,18 @@ export const OpenAiHandlers = HttpApiBuilder.group(GatewayApi, "openai", (handle
     const chat = generation("chat.completions", ChatCompletionRequest, (b) => ({
       model: b.model,
       stream: b.stream === true,
-      maxOutputTokens: (b.max_completion_tokens ?? b.max_tokens ?? undefined) === undefined
+      // Both caps given: the larger bounds the call, whichever the upstream honours.
+      outputCap: b.max_completion_tokens == null && b.max_tokens == null
         ? undefined
-        : (b.max_completion_tokens ?? b.max_tokens)! * (b.n ?? 1),
+        : Math.max(b.max_completion_tokens ?? 0, b.max_tokens ?? 0),
+      choices: Math.max(b.n ?? 1, b.best_of ?? 1),
       images: 0
     }))
     const responses = generation("responses", ResponsesRequest, (b) => ({
       model: b.model,
       stream: b.stream === true,
-      maxOutputTokens: b.max_output_tokens ?? undefined,
+      outputCap: b.max_output_tokens ?? undefined,
+      choices: 1,
       images: 0
     }))
 
@@ -38,7 +41,8 @@ export const OpenAiHandlers = HttpApiBuilder.group(GatewayApi, "openai", (handle
       return generation("images.generations", ImagesRequest, (b) => ({
         model: b.model ?? fallback ?? "",
         stream: false,
-        maxOutputTokens: 0,
+        outputCap: undefined,
+        choices: 1,
         images: b.n ?? 1
       }))
     })

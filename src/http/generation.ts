@@ -17,7 +17,10 @@ import { currentRequestId } from "./RequestId.ts"
 export interface Fields {
   readonly model: string
   readonly stream: boolean
-  readonly maxOutputTokens: number | undefined
+  /** The client's output cap per choice, if it gave one. */
+  readonly outputCap: number | undefined
+  /** Choices asked for (n, best_of). */
+  readonly choices: number
   readonly images: number
 }
 
@@ -52,7 +55,8 @@ export const makeGenerationHandler = Effect.gen(function*() {
           model: fields.model,
           body: body.json,
           bodyBytes: body.bytes,
-          maxOutputTokens: fields.maxOutputTokens,
+          outputCap: fields.outputCap,
+          choices: fields.choices,
           images: fields.images,
           stream: fields.stream
         }

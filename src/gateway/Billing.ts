@@ -1,0 +1,267 @@
+/**
+ * The ledger side of one request: StreamStarted (the reservation, durable before anything goes
+ * upstream), OutputCheckpointed while a long stream runs, and UsageReported + Billed exactly once at
+ * the end. A bill never fails and never makes the client wait long: when the log does not confirm it
+ * within `billing.commit_wait_ms`, it goes to the spool (durable, landed once the log answers).
+ */
+import { Clock, Effect, LogLevel } from "effect"
+import { type Reservation } from "../accounts/Admission.ts"
+import { QuotaExceeded } from "../accounts/errors.ts"
+import type { KeyRecord } from "../accounts/KeyRecord.ts"
+import { costOf, type PriceSheet } from "../accounts/Pricing.ts"
+import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { EventLog } from "../ledger/EventLog.ts"
+import { type Endpoint, streamOf } from "../ledger/events.ts"
+import { landOnce } from "../ledger/landOnce.ts"
+import { Spool } from "../ledger/Spool.ts"
+import type { Usage } from "../wire/usage.ts"
+import type { CallBound } from "./Bound.ts"
+import { LedgerDown, RateLimitReached } from "./errors.ts"
+
+export interface RateLimits {
+  readonly requests_per_minute?: number
+  readonly tokens_per_minute?: number
+}
+
+/** A started request's ledger state. Owned by the request's own fiber. */
+export interface Ticket {
+  readonly requestId: string
+  readonly keyId: string
+  readonly model: string
+  readonly prices: PriceSheet
+  readonly reservation: Reservation
+  readonly bound: CallBound
+  readonly countsTokensPerMinute: boolean
+  /** The request stream's head as far as this process knows. */
+  version: number
+  billed: boolean
+}
+
+export interface Estimate {
+  /** What was counted and why. */
+  readonly basis: string
+  /** How: a tokenizer (e.g. "o200k_base"), or "chars/4". */
+  readonly estimator: string
+}
+
+export interface Settled {
+  readonly usage: Usage
+  readonly outcome: "completed" | "failed" | "cancelled"
+  /** Absent when the usage is the upstream's own report. */
+  readonly estimate?: Estimate
+}
+
+export interface StartRequest {
+  readonly requestId: string
+  readonly key: KeyRecord
+  readonly model: string
+  readonly endpoint: Endpoint
+  readonly stream: boolean
+  readonly provider: string
+  readonly upstreamModel: string
+  readonly prices: PriceSheet
+  readonly reservation: Reservation
+  readonly bound: CallBound
+  readonly rateLimits: RateLimits | undefined
+  readonly inputEstimateTokens: number
+}
+
+/** An estimate never exceeds what the reservation covered: the bound is what the upstream was held to. */
+const clamped = (usage: Usage, bound: CallBound): Usage => ({
+  ...usage,
+  input_tokens: Math.min(usage.input_tokens, bound.input_tokens),
+  cached_input_tokens: Math.min(usage.cached_input_tokens, bound.input_tokens),
+  output_tokens: Math.min(usage.output_tokens, bound.output_tokens),
+  reasoning_tokens: Math.min(usage.reasoning_tokens, bound.output_tokens),
+  images: Math.min(usage.images, bound.images)
+})
+
+export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
+  effect: Effect.gen(function*() {
+    const log = yield* EventLog
+    const spool = yield* Spool
+    const commitWait = (yield* GatewayConfig).file.billing.commit_wait_ms
+
+    const closingOf = (t: Ticket, settled: Settled, occurredAt: string) => {
+      const usage = settled.estimate ? clamped(settled.usage, t.bound) : settled.usage
+      const cost = costOf(usage, t.prices)
+      const estimate = settled.estimate ? { basis: settled.estimate.basis, estimator: settled.estimate.estimator } : {}
+      return {
+        cost,
+        entry: {
+          streamId: streamOf.request(t.requestId),
+          metadata: { request_id: t.requestId },
+          occurredAt,
+          events: [
+            { _tag: "UsageReported" as const, request_id: t.requestId, usage, source: settled.estimate ? "estimated" as const : "upstream" as const, ...estimate },
+            {
+              _tag: "Billed" as const,
+              request_id: t.requestId,
+              key_id: t.keyId,
+              model: t.model,
+              usage,
+              cost,
+              estimated: settled.estimate !== undefined,
+              outcome: settled.outcome,
+              ...estimate,
+              prices: t.prices,
+              released_nanos: t.reservation.amount,
+              ...(t.countsTokensPerMinute ? { counts_tokens_per_minute: true } : {})
+            }
+          ]
+        }
+      }
+    }
+
+    /**
+     * Appends StreamStarted with the call's reservation. A conflict means this very append landed in
+     * an earlier attempt whose answer was lost (request ids are unique): it counts as started. When the
+     * outcome is unknown (the log unreachable), the request is refused and a closing Billed that
+     * releases the reservation goes to the spool, where it lands only if the StreamStarted did.
+     */
+    const start = (r: StartRequest): Effect.Effect<Ticket, QuotaExceeded | RateLimitReached | LedgerDown> => {
+      const ticket: Ticket = {
+        requestId: r.requestId,
+        keyId: r.key.keyId,
+        model: r.model,
+        prices: r.prices,
+        reservation: r.reservation,
+        bound: r.bound,
+        countsTokensPerMinute: r.rateLimits?.tokens_per_minute !== undefined,
+        version: 1,
+        billed: false
+      }
+      return log.append({
+        streamId: streamOf.request(r.requestId),
+        expectedVersion: 0,
+        metadata: { request_id: r.requestId },
+        events: [{
+          _tag: "StreamStarted",
+          request_id: r.requestId,
+          key_id: r.key.keyId,
+          model: r.model,
+          endpoint: r.endpoint,
+          stream: r.stream,
+          provider: r.provider,
+          upstream_model: r.upstreamModel,
+          reserved_nanos: r.reservation.amount,
+          bound: r.bound,
+          replica: log.replicaId,
+          input_estimate_tokens: r.inputEstimateTokens,
+          prices: r.prices,
+          ...(r.rateLimits ? { rate_limits: r.rateLimits } : {})
+        }]
+      }).pipe(
+        Effect.as(ticket),
+        Effect.catchTags({
+          StreamConflict: () => Effect.succeed(ticket),
+          QuotaUnavailable: () =>
+            Effect.fail(
+              new QuotaExceeded({
+                message: "This key's remaining quota, with what its requests in flight hold, cannot cover this request's worst case; lower max_tokens or top up the key."
+              })
+            ),
+          RateExceeded: (e) =>
+            Effect.flatMap(Clock.currentTimeMillis, (now) =>
+              Effect.fail(
+                new RateLimitReached({
+                  message: "This key has reached its rate limit (requests or tokens per minute); retry after the time in Retry-After.",
+                  retryAfterSeconds: Math.max(1, Math.ceil((Date.parse(e.windowEndsAt) - now) / 1000))
+                })
+              )),
+          LedgerUnavailable: (e) =>
+            Effect.gen(function*() {
+              const at = new Date(yield* Clock.currentTimeMillis).toISOString()
+              const { entry } = closingOf(ticket, {
+                usage: { input_tokens: 0, output_tokens: 0, cached_input_tokens: 0, reasoning_tokens: 0, images: 0 },
+                outcome: "failed",
+                estimate: {
+                  basis: "the event log did not confirm this request's StreamStarted; the request was refused (503) " +
+                    "and never sent upstream: nothing to bill, the reservation is released",
+                  estimator: "none"
+                }
+              }, at)
+              yield* spool.put(entry)
+              return yield* new LedgerDown({ message: e.message })
+            }),
+          // Not an outage: the database refused the write (a bug, or a broken schema): a 500, logged once.
+          CreditShort: (e) => Effect.die(e),
+          LedgerRejected: (e) => Effect.die(e)
+        }),
+        Effect.onError(() => r.reservation.release)
+      )
+    }
+
+    /** Best effort: records a long stream's progress. A failure is not an error, only a missed checkpoint. */
+    const checkpoint = (t: Ticket, counts: { readonly input_tokens: number; readonly output_tokens: number; readonly estimator: string }) =>
+      Effect.suspend(() => {
+        if (t.billed) return Effect.void
+        const streamId = streamOf.request(t.requestId)
+        return log.append({
+          streamId,
+          expectedVersion: t.version,
+          metadata: { request_id: t.requestId },
+          events: [{
+            _tag: "OutputCheckpointed",
+            request_id: t.requestId,
+            input_tokens: Math.min(counts.input_tokens, t.bound.input_tokens),
+            output_tokens: Math.min(counts.output_tokens, t.bound.output_tokens),
+            estimator: counts.estimator
+          }]
+        }).pipe(
+          Effect.tap(() =>
+            Effect.sync(() => {
+              t.version++
+            })
+          ),
+          Effect.catchAll((e) =>
+            e._tag === "StreamConflict"
+              // An earlier checkpoint landed unconfirmed: learn the head.
+              ? Effect.map(
+                log.read({ streamId, limit: 1_000, settledOnly: false }),
+                (events) => {
+                  if (events.length > 0) t.version = events[events.length - 1]!.streamVersion
+                }
+              ).pipe(Effect.ignore)
+              : Effect.logDebug(`${t.requestId}: checkpoint not written (${e.message})`)
+          )
+        )
+      })
+
+    /** UsageReported + Billed, once; never fails; releases the in-process reservation. */
+    const bill = (t: Ticket, settled: Settled): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (t.billed) return Effect.void
+        t.billed = true
+        return Effect.gen(function*() {
+          const { cost, entry } = closingOf(t, settled, new Date(yield* Clock.currentTimeMillis).toISOString())
+          const appended = yield* Effect.either(log.append({ ...entry, expectedVersion: t.version }, { confirmWithinMs: commitWait }))
+          if (appended._tag === "Left") {
+            const e = appended.left
+            const landing = e._tag === "StreamConflict" ? yield* Effect.either(landOnce(log, entry)) : undefined
+            if (landing?._tag === "Right") {
+              if (landing.right !== "landed") {
+                yield* Effect.logWarning(`${t.requestId}: not billed again: ${landing.right === "already-billed" ? "it was billed already (reconciled by another process)" : "its StreamStarted is missing"}`)
+              }
+            } else {
+              const reason = landing?._tag === "Left" ? landing.left.message : e.message
+              yield* spool.put(entry)
+              yield* Effect.logWarning(`${t.requestId}: billing kept in the spool until the event log answers (${reason})`)
+            }
+          }
+          yield* Effect.whenLogLevel(
+            Effect.suspend(() =>
+              Effect.logDebug(
+                `${t.requestId} ${t.model} key=${t.keyId} ${settled.outcome} in=${settled.usage.input_tokens} ` +
+                  `out=${settled.usage.output_tokens} images=${settled.usage.images} cost=${cost.total_nanos}n` +
+                  (settled.estimate ? ` (estimated: ${settled.estimate.basis})` : "")
+              )
+            ),
+            LogLevel.Debug
+          )
+        }).pipe(Effect.ensuring(t.reservation.release))
+      })
+
+    return { start, checkpoint, bill } as const
+  })
+}) {}

@@ -1,0 +1,132 @@
+/**
+ * Routing: model id -> the key's Server Option -> the deployments that can serve the call, each with
+ * the body in its upstream's style (an output cap added where the client set none), the prices the
+ * key pays, the call's bound and the key's rate limits.
+ */
+import { Effect } from "effect"
+import type { CatalogModel, CatalogService, ResolvedDeployment } from "../accounts/Catalog.ts"
+import type { KeyRecord } from "../accounts/KeyRecord.ts"
+import type { PriceSheet } from "../accounts/Pricing.ts"
+import type { Endpoint } from "../ledger/events.ts"
+import { type Route, routeFor } from "../translate/Route.ts"
+import { attempt } from "../translate/Untranslatable.ts"
+import type { RateLimits } from "./Billing.ts"
+import { boundOf, type CallBound, unsizedInput, withOutputCap } from "./Bound.ts"
+import { BadRequest, ModelNotFound } from "./errors.ts"
+
+export interface Generation {
+  readonly requestId: string
+  readonly endpoint: Endpoint
+  readonly key: KeyRecord
+  /** The public model id the client named. */
+  readonly model: string
+  /** The parsed request body; fields the gateway does not read travel untouched. */
+  readonly body: Record<string, unknown>
+  /** The byte length of the body as received (for the input bound of the reservation). */
+  readonly bodyBytes: number
+  /** The client's output cap per choice (max_tokens and its kin), if it gave one. */
+  readonly outputCap: number | undefined
+  /** Choices asked for (`n`, `best_of`): 1 unless said. */
+  readonly choices: number
+  /** Images asked for (images endpoint). */
+  readonly images: number
+  /** `stream: true`: answer as SSE. */
+  readonly stream: boolean
+}
+
+/** One way to serve the request: a deployment, the route to it, the body in its style. */
+export interface Candidate {
+  readonly deployment: ResolvedDeployment
+  readonly path: Route
+  readonly upstreamBody: Record<string, unknown>
+}
+
+export interface Routed {
+  readonly model: CatalogModel
+  readonly candidates: ReadonlyArray<Candidate>
+  readonly prices: PriceSheet
+  readonly bound: CallBound
+  readonly rateLimits: RateLimits | undefined
+}
+
+export const makeRouter = (catalog: CatalogService) => {
+  /** A key's rate limits: its own, each absent one from its Server Option. */
+  const rateLimitsOf = (key: KeyRecord): RateLimits | undefined => {
+    const option = catalog.serverOptions.get(key.serverOption)?.rate_limits
+    const rpm = key.rateLimits?.requests_per_minute ?? option?.requests_per_minute
+    const tpm = key.rateLimits?.tokens_per_minute ?? option?.tokens_per_minute
+    if (rpm === undefined && tpm === undefined) return undefined
+    return { ...(rpm !== undefined ? { requests_per_minute: rpm } : {}), ...(tpm !== undefined ? { tokens_per_minute: tpm } : {}) }
+  }
+
+  return (g: Generation): Effect.Effect<Routed, ModelNotFound | BadRequest> => {
+    const model = catalog.find(g.key, g.model)
+    if (!model) return Effect.fail(new ModelNotFound({ model: g.model }))
+    const wantsImage = g.endpoint === "images.generations"
+    if (wantsImage !== (model.config.kind === "image")) {
+      return Effect.fail(
+        new BadRequest({
+          param: "model",
+          code: "model_not_supported",
+          message: wantsImage
+            ? `The model \`${g.model}\` does not generate images.`
+            : `The model \`${g.model}\` is an image model; use /v1/images/generations.`
+        })
+      )
+    }
+    const cap = model.config.max_output_tokens
+    const candidates: Array<Candidate> = []
+    let unsized: string | undefined
+    for (const [i, deployment] of model.deployments.entries()) {
+      const p = deployment.provider
+      const path = routeFor(g.endpoint, {
+        style: p.style,
+        responsesApi: p.responses_api,
+        maxTokensField: p.max_tokens_field,
+        defaultMaxTokens: cap
+      })
+      const translated = path ? attempt(() => path.request(g.body)) : undefined
+      if (path && translated?.ok) {
+        // Without a cap from the client the model's own goes upstream: the bound is enforced, not assumed.
+        const upstreamBody = withOutputCap(
+          path.upstreamEndpoint,
+          { ...translated.value, model: deployment.upstreamModel },
+          cap,
+          p.max_tokens_field
+        )
+        if (g.stream && path.upstreamEndpoint === "chat.completions") {
+          // Usage arrives at the end of a chat stream only when asked for; the relay strips it again.
+          upstreamBody.stream_options = { ...(upstreamBody.stream_options as object | undefined), include_usage: true }
+        }
+        unsized ??= unsizedInput(path.upstreamEndpoint, upstreamBody)
+        candidates.push({ deployment, path, upstreamBody })
+      } else if (i === 0) {
+        // The primary deployment decides what the request may contain; a fallback that cannot take it is skipped.
+        return Effect.fail(
+          translated && !translated.ok
+            ? new BadRequest({ param: translated.error.param, code: "untranslatable_field", message: translated.error.message })
+            : new BadRequest({ param: "model", code: "model_not_supported", message: `The model \`${g.model}\` cannot serve this endpoint.` })
+        )
+      }
+    }
+    const bounded = boundOf(g, model.config, unsized)
+    if ("unbounded" in bounded) {
+      return Effect.fail(
+        new BadRequest({
+          param: bounded.unbounded,
+          code: "input_not_bounded",
+          message: `\`${bounded.unbounded}\` brings input this gateway cannot size, and the model \`${g.model}\` has no ` +
+            `\`max_input_tokens\` configured to bound it, so this call's cost cannot be held against the key's quota. ` +
+            `Send the content inline, or ask the operator to set models.${g.model}.max_input_tokens.`
+        })
+      )
+    }
+    return Effect.succeed({
+      model,
+      candidates,
+      prices: catalog.pricesFor(g.key.serverOption, g.model),
+      bound: bounded.bound,
+      rateLimits: rateLimitsOf(g.key)
+    })
+  }
+}

@@ -1,0 +1,209 @@
+/**
+ * A streamed call, after StreamStarted: open the upstream (retried and failed over until its first
+ * event is in hand), then relay it to the client in the client's style, checkpoint its output while
+ * it runs, and bill it when it ends, however it ends.
+ */
+import { Cause, Duration, Effect, Exit, type Fiber, FiberId, Option, Scope } from "effect"
+import type { Readable } from "node:stream"
+import type { Upstreams } from "../providers/Upstreams.ts"
+import { UpstreamError } from "../providers/Upstream.ts"
+import { streamAlarm } from "../stream/Alarm.ts"
+import { clientSink } from "../stream/ClientSink.ts"
+import { relayFor, type StreamEndpoint, UpstreamStreamError } from "../stream/Relay.ts"
+import { encode, named, type SseEvent } from "../stream/sse.ts"
+import { sseReader } from "../stream/UpstreamEvents.ts"
+import { textOf } from "../wire/text.ts"
+import { countTokens, ESTIMATOR } from "../wire/tokens.ts"
+import type { Billing, Ticket } from "./Billing.ts"
+import { cancelledBeforeAnswer, estimateStream } from "./estimates.ts"
+import { Exhausted, type RetryPolicy, withFailover } from "./Failover.ts"
+import type { RequestSupervisor } from "./RequestSupervisor.ts"
+import type { Candidate, Generation } from "./Routing.ts"
+import { toFailure } from "./upstreamFailure.ts"
+
+const encoder = new TextEncoder()
+const bytesOf = (events: ReadonlyArray<SseEvent>) => encoder.encode(events.map(encode).join(""))
+
+/** The SSE error event that ends a stream that failed after it started (both styles). */
+const errorEvent = (requestId: string, type: string, code: string, message: string) =>
+  named("error", { type: "error", error: { type, code, message, param: null }, request_id: requestId })
+
+export interface StreamDeps {
+  readonly upstreams: Upstreams
+  readonly billing: Billing
+  readonly supervisor: RequestSupervisor
+  readonly policy: RetryPolicy
+  /** How often a running stream checkpoints its output. */
+  readonly checkpointMs: number
+}
+
+export interface Started {
+  readonly candidates: ReadonlyArray<Candidate>
+  readonly ticket: Ticket
+  readonly restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** Ends the request once it is over (after billing): runs on every exit of the relay. */
+  readonly close: (exit: Exit.Exit<unknown, unknown>) => Effect.Effect<void>
+}
+
+export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly includeUsage: boolean }, s: Started) =>
+  Effect.gen(function*() {
+    const { billing, upstreams } = deps
+    const { candidates, restore, ticket } = s
+    const began = Date.now()
+
+    // Each attempt opens the upstream in its own scope; a failed attempt's connection closes at once.
+    const open = (c: Candidate) =>
+      Effect.gen(function*() {
+        const scope = yield* Scope.make()
+        const t = c.deployment.provider.timeouts
+        const opened = yield* Effect.gen(function*() {
+          const body = yield* upstreams.open({
+            providerName: c.deployment.providerName,
+            provider: c.deployment.provider,
+            endpoint: c.path.upstreamEndpoint,
+            body: c.upstreamBody,
+            requestId: g.requestId
+          })
+          const pull = sseReader(body)
+          let first: ReadonlyArray<SseEvent> = []
+          while (first.length === 0) {
+            const events = yield* pull
+            if (events === undefined) {
+              return yield* new UpstreamError({ kind: "protocol", message: `The upstream ${c.deployment.providerName} ended before its first event.` })
+            }
+            first = events
+          }
+          return { pull, first }
+        }).pipe(
+          Scope.extend(scope),
+          Effect.timeoutFail({
+            duration: Duration.millis(t.first_byte_ms),
+            onTimeout: () => new UpstreamError({ kind: "timeout", message: `The upstream ${c.deployment.providerName} sent no first event in time.` })
+          }),
+          Effect.onError((cause) => Scope.close(scope, Exit.failCause(cause)))
+        )
+        return { ...opened, scope, candidate: c }
+      })
+
+    const exit = yield* restore(withFailover(candidates, deps.policy, open)).pipe(Effect.exit)
+
+    if (Exit.isFailure(exit)) {
+      if (Exit.isInterrupted(exit)) {
+        yield* billing.bill(ticket, yield* cancelledBeforeAnswer(g.body))
+        return yield* Effect.interrupt
+      }
+      yield* billing.bill(ticket, { usage: { input_tokens: 0, output_tokens: 0, cached_input_tokens: 0, reasoning_tokens: 0, images: 0 }, outcome: "failed" })
+      const failure = Cause.failureOption(exit.cause)
+      if (Option.isSome(failure) && failure.value instanceof Exhausted) {
+        yield* Effect.logWarning(`${g.requestId}: upstream failed after ${failure.value.attempts} attempt(s): ${failure.value.last.message}`)
+        return yield* toFailure(failure.value.last)
+      }
+      return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
+    }
+
+    // The first event is in hand: from here on nothing is retried.
+    const { candidate, first, pull, scope } = exit.value.value
+    const t = candidate.deployment.provider.timeouts
+    const relay = relayFor({
+      client: g.endpoint as StreamEndpoint,
+      upstream: candidate.path.upstreamEndpoint as StreamEndpoint,
+      model: g.model,
+      includeUsage: g.includeUsage,
+      request: g.body
+    })
+    // A bounded buffer: a slow client slows the upstream reads instead of growing memory.
+    const out = clientSink()
+    const offerEvents = (events: ReadonlyArray<SseEvent>) => events.length === 0 ? Effect.void : out.write(bytesOf(events))
+    // One alarm ends the pump early: the client left (interrupt), or the upstream went quiet for
+    // idle_ms or ran past total_ms (a timeout). One timer per stream, not a timeout per chunk.
+    const alarm = streamAlarm({ idleMs: t.idle_ms, deadline: began + t.total_ms })
+
+    // Checkpoints: every `checkpointMs` the output so far (counted once, in pieces) goes to the log,
+    // off the relay's path; at most one in flight.
+    let countedOutput = 0
+    let countedInput: number | undefined
+    let lastCheckpoint = began
+    let checkpointing: Fiber.RuntimeFiber<void> | undefined
+    const checkpoint = Effect.gen(function*() {
+      countedOutput += yield* countTokens(relay.takeText())
+      countedInput ??= relay.inputTokens() ?? (yield* countTokens(textOf(g.body)))
+      yield* billing.checkpoint(ticket, {
+        input_tokens: relay.usage()?.input_tokens ?? countedInput,
+        output_tokens: Math.max(countedOutput, relay.usage()?.output_tokens ?? 0),
+        estimator: ESTIMATOR
+      })
+    })
+    const maybeCheckpoint = Effect.suspend(() => {
+      const now = Date.now()
+      if (now - lastCheckpoint < deps.checkpointMs || checkpointing !== undefined) return Effect.void
+      lastCheckpoint = now
+      return Effect.map(Effect.forkDaemon(Effect.ensuring(checkpoint, Effect.sync(() => (checkpointing = undefined)))), (f) => {
+        checkpointing = f
+      })
+    })
+
+    const pump = Effect.gen(function*() {
+      yield* offerEvents(first.flatMap(relay.push))
+      // The first read may already hold the terminal event: then there is nothing more to wait for.
+      while (!relay.finished()) {
+        alarm.waiting(true)
+        const events = yield* pull
+        alarm.waiting(false)
+        if (events === undefined) break
+        yield* offerEvents(events.flatMap(relay.push))
+        yield* maybeCheckpoint
+      }
+      if (!relay.finished()) {
+        return yield* Effect.fail(new UpstreamError({ kind: "protocol", message: "The upstream stream ended before its final event." }))
+      }
+      yield* offerEvents(relay.end())
+    }).pipe(
+      Effect.catchAllDefect((d) =>
+        d instanceof UpstreamStreamError
+          ? Effect.fail(new UpstreamError({ kind: "status", status: 502, message: d.message, body: { error: { type: d.type } } }))
+          : Effect.die(d)
+      )
+    )
+
+    const finish = Effect.gen(function*() {
+      const result = yield* restore(Effect.raceFirst(pump, alarm.rung)).pipe(Effect.exit)
+      alarm.stop()
+      // A complete stream hands its upstream connection back for reuse; any other end closes it.
+      yield* Scope.close(scope, Exit.isSuccess(result) ? Exit.void : Exit.interrupt(FiberId.none))
+      if (Exit.isFailure(result) && !Exit.isInterrupted(result)) {
+        // After the first chunk an error is the stream's last event; for chat no [DONE] follows.
+        const failure = Cause.failureOption(result.cause)
+        const e = Option.isSome(failure) ? failure.value : undefined
+        const upstreamType = (e?.body as { error?: { type?: string } } | undefined)?.error?.type
+        yield* offerEvents([
+          errorEvent(
+            g.requestId,
+            upstreamType ?? "api_error",
+            e?.kind === "timeout" ? "upstream_timeout" : "upstream_error",
+            e?.message ?? "The upstream failed mid-stream."
+          )
+        ]).pipe(Effect.timeout("1 second"), Effect.ignore)
+      }
+      const pending = checkpointing
+      if (pending) yield* pending.await.pipe(Effect.timeout("2 seconds"), Effect.ignore)
+      const reported = relay.usage()
+      const outcome = Exit.isSuccess(result) ? "completed" as const : Exit.isInterrupted(result) ? "cancelled" as const : "failed" as const
+      yield* billing.bill(
+        ticket,
+        outcome === "completed" && reported !== undefined ? { usage: reported, outcome } : yield* estimateStream({
+          request: g.body,
+          reported,
+          announcedInput: relay.inputTokens(),
+          countedOutput,
+          uncountedText: relay.takeText(),
+          outcome
+        })
+      )
+      // The stream ends once it is billed (or, if the log is slow, kept in the spool), so /v1/usage
+      // shows a call as soon as its answer is complete.
+      yield* out.end
+    }).pipe(Effect.onExit(s.close))
+    out.onClose(alarm.clientLeft)
+    yield* deps.supervisor.fork(finish)
+    return out.readable as Readable
+  })

@@ -1,0 +1,49 @@
+/** How an upstream's failure reaches the client: its own 4xx kept, our credential problems hidden, the rest 502/504. */
+import type { UpstreamError } from "../providers/Upstream.ts"
+import { UpstreamFailure } from "./errors.ts"
+
+export const toFailure = (e: UpstreamError): UpstreamFailure => {
+  if (e.kind === "status" && (e.status === 401 || e.status === 403)) {
+    // The upstream refused *our* credential: not the client's problem, and not to be echoed.
+    return new UpstreamFailure({
+      status: 502,
+      type: "api_error",
+      code: "upstream_auth_failed",
+      message: "The upstream refused the gateway's credentials; the operator must fix the provider's api_key."
+    })
+  }
+  if (e.kind === "status" && e.status !== undefined && e.status >= 400 && e.status < 500 && e.status !== 408) {
+    const err = (e.body as { error?: { message?: unknown } } | null)?.error
+    return new UpstreamFailure({
+      status: e.status,
+      type: e.status === 429 ? "rate_limit_error" : e.status === 404 ? "not_found_error" : "invalid_request_error",
+      code: e.status === 429 ? "upstream_rate_limited" : "upstream_error",
+      message: typeof err?.message === "string" ? err.message : `The upstream refused the request (${e.status}).`,
+      ...(e.retryAfterMs !== undefined ? { retryAfterMs: e.retryAfterMs } : {})
+    })
+  }
+  return e.kind === "timeout"
+    ? new UpstreamFailure({ status: 504, type: "api_error", code: "upstream_timeout", message: e.message })
+    : new UpstreamFailure({
+      status: 502,
+      type: "api_error",
+      code: "upstream_error",
+      message: e.kind === "status" ? `The upstream failed (${e.status}).` : e.message
+    })
+}
+
+export const notAnObject = (provider: string) =>
+  new UpstreamFailure({
+    status: 502,
+    type: "api_error",
+    code: "upstream_error",
+    message: `The upstream ${provider} answered something that is not a JSON object.`
+  })
+
+export const untranslatableAnswer = (message: string) =>
+  new UpstreamFailure({
+    status: 502,
+    type: "api_error",
+    code: "upstream_error",
+    message: `The upstream's answer could not be translated: ${message}`
+  })
