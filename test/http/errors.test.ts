@@ -720,7 +720,7 @@ describe("error envelope over HTTP (default config)", () => {
 
     // ---- the event log down ---------------------------------------------------------------------
 
-    it.effect("when the event log cannot take the request it is 503 overloaded_error, unbilled and unreserved", () =>
+    it.effect("when the database refuses the request's StreamStarted (the log's table is gone) it is a 500, unbilled and unreserved", () =>
       Effect.gen(function*() {
         const base = yield* baseUrl
         const { secret } = yield* issueKey()
@@ -732,7 +732,9 @@ describe("error envelope over HTTP (default config)", () => {
           () => send(base, "POST", "/v1/chat/completions", { headers: bearer(secret), body: chatBody }),
           () => unpark
         )
-        expectEnvelope(reply, { status: 503, code: "ledger_unavailable", message: /event log/ }, "event log missing")
+        // Not an outage (the database answered, and refused): a 500, not a 503 that SDKs would retry.
+        // An unreachable database is a 503 ledger_unavailable: test/billing/outage.test.ts.
+        expectEnvelope(reply, { status: 500, code: "ledger_rejected", message: /event log refused/ }, "event log missing")
         yield* expectNothingBilled(base, secret)
         // Back to normal once the log is back.
         expectSuccess(yield* send(base, "POST", "/v1/chat/completions", { headers: bearer(secret), body: chatBody }), 200)

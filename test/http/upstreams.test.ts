@@ -112,7 +112,8 @@ describe("upstreams over HTTP", () => {
         )
         expect(native.output_text).toBe("fake responses answer")
         expect(fake.received.at(-1)!.path).toBe("/v1/responses")
-        expect(fake.received.at(-1)!.body).toEqual({ model: "gpt-upstream-name", input: "hi", service_tier: "flex" })
+        // Passthrough: the body as sent, with the upstream model name and, as the client set no cap, the model's.
+        expect(fake.received.at(-1)!.body).toEqual({ model: "gpt-upstream-name", input: "hi", service_tier: "flex", max_output_tokens: 4096 })
 
         fake.script("/v1/messages", {
           body: {

@@ -51,6 +51,8 @@ export interface FakeUpstream {
   readonly completed: () => number
   /** Queue replies for a path ("/v1/chat/completions", "/v1/messages", ...); each is used once. */
   readonly script: (path: string, ...replies: Array<Reply>) => void
+  /** How to answer what no script covers (until reset); undefined from it means the built-in answer. */
+  readonly otherwise: (reply: (path: string, body: any) => Reply | undefined) => void
   readonly reset: () => void
 }
 
@@ -149,6 +151,7 @@ export const FakeUpstream = Effect.acquireRelease(
   Effect.async<{ server: Server; fake: FakeUpstream }>((resume) => {
     const received: Array<Received> = []
     const scripts = new Map<string, Array<Reply>>()
+    let fallback: ((path: string, body: any) => Reply | undefined) | undefined
     let closedEarly = 0
     let completed = 0
     const server = createServer((req, res) => {
@@ -165,7 +168,8 @@ export const FakeUpstream = Effect.acquireRelease(
           // keep text
         }
         received.push({ method: req.method ?? "", path, url, headers: req.headers, body, remotePort: req.socket.remotePort })
-        const reply = scripts.get(path)?.shift() ?? (body?.stream === true ? { events: defaultStream(path, body) } : {})
+        const reply = scripts.get(path)?.shift() ?? fallback?.(path, body) ??
+          (body?.stream === true ? { events: defaultStream(path, body) } : {})
         const answer = () => {
           if (reply.drop) return req.socket.destroy()
           if (reply.events && (reply.status ?? 200) < 300) {
@@ -213,9 +217,13 @@ export const FakeUpstream = Effect.acquireRelease(
           closedEarly: () => closedEarly,
           completed: () => completed,
           script: (path, ...replies) => scripts.set(path, [...(scripts.get(path) ?? []), ...replies]),
+          otherwise: (reply) => {
+            fallback = reply
+          },
           reset: () => {
             received.length = 0
             scripts.clear()
+            fallback = undefined
           }
         }
       }))

@@ -119,7 +119,7 @@ export const waitForOutput = async (p: Proc, pattern: RegExp, timeoutMs = 30_000
 }
 
 /** Resolves once GET /v1 answers 200. */
-export const waitForHttp = async (base: string, p: Proc, timeoutMs = 30_000) => {
+export const waitForHttp = async (base: string, p: Proc, timeoutMs = 60_000) => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const ok = await fetch(`${base}/v1`).then((r) => r.ok, () => false)

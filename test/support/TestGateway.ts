@@ -14,13 +14,14 @@ import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { GatewayConfig } from "../../src/config/GatewayConfig.ts"
 import { Reconciler } from "../../src/gateway/Reconciler.ts"
 import { HttpAppLive } from "../../src/http/Server.ts"
-import { GatewayLive } from "../../src/main.ts"
+import { makeGatewayLive } from "../../src/main.ts"
+import { Upstreams } from "../../src/providers/Upstreams.ts"
 import { TestDatabase } from "./TestDatabase.ts"
 
-export const makeTestGateway = (file?: ConfigFileEncoded) =>
+export const makeTestGateway = (file?: ConfigFileEncoded, upstreams: Layer.Layer<Upstreams> = Upstreams.Default) =>
   Layer.mergeAll(HttpAppLive, KeyChangeListener, Reconciler.Default).pipe(
     Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: 0, host: "127.0.0.1" })),
-    Layer.provideMerge(GatewayLive),
+    Layer.provideMerge(makeGatewayLive(upstreams)),
     Layer.provideMerge(TestDatabase),
     Layer.provideMerge(GatewayConfig.forTest(file ? { file } : {})),
     Layer.provideMerge(NodeContext.layer)

@@ -1,0 +1,162 @@
+/**
+ * An upstream that reports no usage is billed from an estimate, never as $0: on every endpoint, streamed
+ * or not, the Billed event is marked `estimated`, carries the tokenizer that counted and the basis, and
+ * is not zero.
+ */
+import Anthropic from "@anthropic-ai/sdk"
+import { describe, expect, layer } from "@effect/vitest"
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import OpenAI from "openai"
+import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
+import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
+import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
+
+const configFor = (url: string): ConfigFileEncoded => ({
+  providers: {
+    oai: { style: "openai", base_url: `${url}/v1`, api_key: "k" },
+    ant: { style: "anthropic", base_url: url, api_key: "k" }
+  },
+  models: {
+    gpt: { deployments: [{ provider: "oai" }], pricing: { input_per_mtok: "1", output_per_mtok: "10" } },
+    claude: { deployments: [{ provider: "ant" }], pricing: { input_per_mtok: "1", output_per_mtok: "10" } }
+  },
+  server_options: { all: { models: ["gpt", "claude"] } }
+})
+
+const PROMPT = "Please write a short poem about lighthouses and the sea at night."
+const ANSWER = "The beam turns slow across the restless water, a patient eye that never sleeps."
+const words = ANSWER.split(/(?<= )/)
+
+const chatChunk = (delta: unknown, finish: string | null = null) => ({
+  data: { id: "c", object: "chat.completion.chunk", created: 1, model: "gpt", choices: [{ index: 0, delta, finish_reason: finish }] }
+})
+
+describe("missing usage is estimated and marked", () => {
+  layer(withFakeUpstream((url) => makeTestGateway(configFor(url))), { timeout: 60_000, excludeTestServices: true })((it) => {
+    const lastBilled = Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ data: any }>`
+        SELECT data FROM event_log WHERE event_type = 'Billed' ORDER BY position DESC LIMIT 1`
+      const d = rows[0]!.data
+      return typeof d === "string" ? JSON.parse(d) : d
+    })
+    const expectEstimated = (billed: any) => {
+      expect(billed.estimated).toBe(true)
+      expect(billed.estimator).toBe("o200k_base")
+      expect(billed.basis).toMatch(/usage|stream/)
+      expect(billed.usage.input_tokens).toBeGreaterThan(5)
+      expect(billed.usage.output_tokens).toBeGreaterThan(5)
+      expect(BigInt(billed.cost.total_nanos)).toBeGreaterThan(0n)
+    }
+    const clients = Effect.gen(function*() {
+      const base = yield* baseUrl
+      const { secret } = yield* issueKey({ quotaUsd: 10 })
+      return {
+        base,
+        secret,
+        openai: new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 }),
+        anthropic: new Anthropic({ apiKey: secret, baseURL: base, maxRetries: 0 })
+      }
+    })
+
+    it.effect("chat completions, not streamed", () =>
+      Effect.gen(function*() {
+        const { openai } = yield* clients
+        ;(yield* Fake).script("/v1/chat/completions", {
+          body: { id: "c", object: "chat.completion", created: 1, model: "gpt", choices: [{ index: 0, message: { role: "assistant", content: ANSWER }, finish_reason: "stop" }] }
+        })
+        const r = yield* Effect.promise(() => openai.chat.completions.create({ model: "gpt", messages: [{ role: "user", content: PROMPT }] }))
+        expect(r.choices[0]!.message.content).toBe(ANSWER)
+        expectEstimated(yield* lastBilled)
+      }))
+
+    it.effect("chat completions, streamed (no usage chunk although asked for)", () =>
+      Effect.gen(function*() {
+        const { openai } = yield* clients
+        ;(yield* Fake).script("/v1/chat/completions", {
+          events: [chatChunk({ role: "assistant", content: "" }), ...words.map((w) => chatChunk({ content: w })), chatChunk({}, "stop"), { data: "[DONE]" }]
+        })
+        const stream = yield* Effect.promise(() => openai.chat.completions.create({ model: "gpt", stream: true, messages: [{ role: "user", content: PROMPT }] }))
+        let text = ""
+        yield* Effect.promise(async () => {
+          for await (const c of stream) text += c.choices[0]?.delta?.content ?? ""
+        })
+        expect(text).toBe(ANSWER)
+        expectEstimated(yield* lastBilled)
+      }))
+
+    it.effect("responses, not streamed", () =>
+      Effect.gen(function*() {
+        const { openai } = yield* clients
+        ;(yield* Fake).script("/v1/responses", {
+          body: {
+            id: "r", object: "response", created_at: 1, status: "completed", model: "gpt",
+            output: [{ type: "message", id: "m", status: "completed", role: "assistant", content: [{ type: "output_text", text: ANSWER, annotations: [] }] }]
+          }
+        })
+        const r = yield* Effect.promise(() => openai.responses.create({ model: "gpt", input: PROMPT }))
+        expect(r.output_text).toBe(ANSWER)
+        expectEstimated(yield* lastBilled)
+      }))
+
+    it.effect("responses, streamed (response.completed without usage)", () =>
+      Effect.gen(function*() {
+        const { openai } = yield* clients
+        const item = { type: "message", id: "m", status: "completed", role: "assistant", content: [{ type: "output_text", text: ANSWER, annotations: [] }] }
+        ;(yield* Fake).script("/v1/responses", {
+          events: [
+            { event: "response.created", data: { type: "response.created", sequence_number: 0, response: { id: "r", object: "response", status: "in_progress", model: "gpt", output: [] } } },
+            ...words.map((w, i) => ({
+              event: "response.output_text.delta",
+              data: { type: "response.output_text.delta", sequence_number: i + 1, item_id: "m", output_index: 0, content_index: 0, delta: w }
+            })),
+            { event: "response.completed", data: { type: "response.completed", sequence_number: 99, response: { id: "r", object: "response", status: "completed", model: "gpt", output: [item] } } }
+          ]
+        })
+        const stream = yield* Effect.promise(() => openai.responses.create({ model: "gpt", input: PROMPT, stream: true }))
+        yield* Effect.promise(async () => {
+          for await (const _ of stream) void _
+        })
+        expectEstimated(yield* lastBilled)
+      }))
+
+    it.effect("messages, not streamed", () =>
+      Effect.gen(function*() {
+        const { anthropic } = yield* clients
+        ;(yield* Fake).script("/v1/messages", {
+          body: { id: "msg", type: "message", role: "assistant", model: "claude", content: [{ type: "text", text: ANSWER }], stop_reason: "end_turn", stop_sequence: null }
+        })
+        const r = yield* Effect.promise(() => anthropic.messages.create({ model: "claude", max_tokens: 200, messages: [{ role: "user", content: PROMPT }] }))
+        expect((r.content[0] as any).text).toBe(ANSWER)
+        expectEstimated(yield* lastBilled)
+      }))
+
+    it.effect("messages, streamed (message_delta without usage)", () =>
+      Effect.gen(function*() {
+        const { anthropic, base, secret } = yield* clients
+        ;(yield* Fake).script("/v1/messages", {
+          events: [
+            { event: "message_start", data: { type: "message_start", message: { id: "msg", type: "message", role: "assistant", model: "claude", content: [], stop_reason: null } } },
+            { event: "content_block_start", data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } } },
+            ...words.map((w) => ({ event: "content_block_delta", data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: w } } })),
+            { event: "content_block_stop", data: { type: "content_block_stop", index: 0 } },
+            { event: "message_delta", data: { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null } } },
+            { event: "message_stop", data: { type: "message_stop" } }
+          ]
+        })
+        // The official SDK needs the usage this upstream leaves out, so the stream is read as plain SSE.
+        void anthropic
+        const res = yield* Effect.promise(() =>
+          fetch(`${base}/v1/messages`, {
+            method: "POST",
+            headers: { "x-api-key": secret, "anthropic-version": "2023-06-01", "content-type": "application/json" },
+            body: JSON.stringify({ model: "claude", max_tokens: 200, stream: true, messages: [{ role: "user", content: PROMPT }] })
+          })
+        )
+        const body = yield* Effect.promise(() => res.text())
+        expect(body).toContain("message_stop")
+        expectEstimated(yield* lastBilled)
+      }))
+  })
+})

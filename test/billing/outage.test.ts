@@ -1,0 +1,322 @@
+/**
+ * Nothing answered goes unbilled, whatever the database does. A real `tollgate serve` on a Postgres of
+ * the test's own serves every endpoint, streamed and not, from many clients, while that Postgres is
+ * stopped (as in a crash) for a short and for a long outage, with and without a SIGKILL of the gateway
+ * during the outage. After recovery: every call a client saw succeed is billed exactly once with the
+ * upstream's own usage, every started request is billed, no reservation is left, and replay verifies.
+ * Clients are never kept waiting for the end of an answer they already have.
+ *
+ * Runs in the `postgres` project only (it starts its own server there, and the embedded database has
+ * no outage to survive).
+ */
+import { Effect, Exit, Scope } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { FakeUpstream, type FakeUpstream as Fake, type Reply } from "../support/FakeUpstream.ts"
+import { type Cluster, startCluster } from "../support/PostgresCluster.ts"
+import { freePort, type Proc, sleep, start, tempDir, tollgateJson, waitForHttp } from "../support/Processes.ts"
+import { backend } from "../support/TestDatabase.ts"
+
+const T = 240_000
+
+type Kind = "chat" | "chat-stream" | "responses" | "responses-stream" | "messages" | "messages-stream" | "images"
+const KINDS: ReadonlyArray<Kind> = ["chat", "chat-stream", "responses", "responses-stream", "messages", "messages-stream", "images"]
+
+/** The usage the upstream reports for call i: what its Billed must show. */
+const usageOf = (i: number) => ({ input: 1000 + i, output: 100 + i })
+
+const markerOf = (body: any): number => {
+  const text = JSON.stringify(body?.messages ?? body?.input ?? body?.prompt ?? "")
+  const m = /call (\d+)/.exec(text)
+  return m ? Number(m[1]) : 0
+}
+
+const WORDS = ["The ", "beam ", "turns ", "slow ", "across ", "the ", "water ", "tonight."]
+
+/** The fake provider: every answer reports usage derived from the call's number; streams are paced. */
+const answer = (p: string, body: any): Reply | undefined => {
+  const i = markerOf(body)
+  const { input, output } = usageOf(i)
+  const model = body?.model ?? "m"
+  const paced = { eventDelayMs: 40 }
+  if (p.endsWith("/images/generations")) return { body: { created: 1, data: [{ url: `https://img.example/${i}.png` }] } }
+  if (p.endsWith("/messages")) {
+    if (!body.stream) {
+      return {
+        body: {
+          id: `msg_${i}`, type: "message", role: "assistant", model, content: [{ type: "text", text: WORDS.join("") }],
+          stop_reason: "end_turn", stop_sequence: null, usage: { input_tokens: input, output_tokens: output }
+        }
+      }
+    }
+    return {
+      ...paced,
+      events: [
+        { event: "message_start", data: { type: "message_start", message: { id: `msg_${i}`, type: "message", role: "assistant", model, content: [], stop_reason: null, usage: { input_tokens: input, output_tokens: 1 } } } },
+        { event: "content_block_start", data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } } },
+        ...WORDS.map((w) => ({ event: "content_block_delta", data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: w } } })),
+        { event: "content_block_stop", data: { type: "content_block_stop", index: 0 } },
+        { event: "message_delta", data: { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: output } } },
+        { event: "message_stop", data: { type: "message_stop" } }
+      ]
+    }
+  }
+  if (p.endsWith("/responses")) {
+    const usage = { input_tokens: input, output_tokens: output, total_tokens: input + output }
+    const item = { type: "message", id: "m", status: "completed", role: "assistant", content: [{ type: "output_text", text: WORDS.join(""), annotations: [] }] }
+    if (!body.stream) return { body: { id: `resp_${i}`, object: "response", created_at: 1, status: "completed", model, output: [item], usage } }
+    return {
+      ...paced,
+      events: [
+        { event: "response.created", data: { type: "response.created", sequence_number: 0, response: { id: `resp_${i}`, object: "response", status: "in_progress", model, output: [] } } },
+        ...WORDS.map((w, n) => ({
+          event: "response.output_text.delta",
+          data: { type: "response.output_text.delta", sequence_number: n + 1, item_id: "m", output_index: 0, content_index: 0, delta: w }
+        })),
+        { event: "response.completed", data: { type: "response.completed", sequence_number: 99, response: { id: `resp_${i}`, object: "response", status: "completed", model, output: [item], usage } } }
+      ]
+    }
+  }
+  const usage = { prompt_tokens: input, completion_tokens: output, total_tokens: input + output }
+  if (!body.stream) {
+    return {
+      body: {
+        id: `chatcmpl-${i}`, object: "chat.completion", created: 1, model,
+        choices: [{ index: 0, message: { role: "assistant", content: WORDS.join("") }, finish_reason: "stop" }], usage
+      }
+    }
+  }
+  const chunk = (delta: unknown, finish: string | null = null) => ({
+    data: { id: `c${i}`, object: "chat.completion.chunk", created: 1, model, choices: [{ index: 0, delta, finish_reason: finish }] }
+  })
+  return {
+    ...paced,
+    events: [
+      chunk({ role: "assistant", content: "" }),
+      ...WORDS.map((w) => chunk({ content: w })),
+      chunk({}, "stop"),
+      { data: { id: `c${i}`, object: "chat.completion.chunk", created: 1, model, choices: [], usage } },
+      { data: "[DONE]" }
+    ]
+  }
+}
+
+interface Outcome {
+  readonly i: number
+  readonly kind: Kind
+  /** The client received a complete answer. */
+  readonly ok: boolean
+  readonly status: number | undefined
+  readonly code: string | undefined
+  readonly requestId: string | undefined
+  readonly ms: number
+}
+
+const requestOf = (kind: Kind, i: number) => {
+  const prompt = `call ${i}: a short poem please`
+  const stream = kind.endsWith("-stream")
+  switch (kind) {
+    case "chat":
+    case "chat-stream":
+      return { path: "/v1/chat/completions", body: { model: "gpt", stream, messages: [{ role: "user", content: prompt }] } }
+    case "responses":
+    case "responses-stream":
+      return { path: "/v1/responses", body: { model: "gpt", stream, input: prompt } }
+    case "messages":
+    case "messages-stream":
+      return { path: "/v1/messages", body: { model: "claude", stream, max_tokens: 300, messages: [{ role: "user", content: prompt }] } }
+    case "images":
+      return { path: "/v1/images/generations", body: { model: "img", prompt, n: 1 } }
+  }
+}
+
+const complete = (kind: Kind, text: string) => {
+  if (!kind.endsWith("-stream")) {
+    try {
+      JSON.parse(text)
+      return true
+    } catch {
+      return false
+    }
+  }
+  if (text.includes("event: error")) return false
+  if (kind === "chat-stream") return text.trimEnd().endsWith("data: [DONE]")
+  if (kind === "messages-stream") return text.includes("event: message_stop")
+  return text.includes("event: response.completed")
+}
+
+const call = async (base: string, key: string, kind: Kind, i: number): Promise<Outcome> => {
+  const t0 = Date.now()
+  const { body, path: p } = requestOf(kind, i)
+  const res = await fetch(`${base}${p}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "anthropic-version": "2023-06-01", "content-type": "application/json" },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(60_000)
+  }).catch(() => undefined)
+  const requestId = res?.headers.get("x-request-id") ?? undefined
+  const text = res ? await res.text().catch(() => undefined) : undefined
+  let code: string | undefined
+  if (res && res.status !== 200 && text) {
+    try {
+      code = JSON.parse(text).error?.code
+    } catch {
+      // not the envelope
+    }
+  }
+  return { i, kind, ok: res?.status === 200 && text !== undefined && complete(kind, text), status: res?.status, code, requestId, ms: Date.now() - t0 }
+}
+
+describe.skipIf(backend() !== "postgres")("billing through database outages", () => {
+  const scope = Effect.runSync(Scope.make())
+  let cluster: Cluster
+  let fake: Fake
+
+  beforeAll(async () => {
+    cluster = await startCluster()
+    fake = await Effect.runPromise(Scope.extend(FakeUpstream, scope))
+    fake.otherwise(answer)
+  }, T)
+
+  afterAll(async () => {
+    cluster?.dispose()
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+  }, T)
+
+  const serve = async (env: Record<string, string>) => {
+    const port = await freePort()
+    const p = start(["serve"], { ...env, TOLLGATE_PORT: String(port) })
+    const base = `http://127.0.0.1:${port}`
+    await waitForHttp(base, p, 60_000)
+    return { p, base }
+  }
+
+  const until = async (what: string, check: () => Promise<boolean>, ms: number) => {
+    const deadline = Date.now() + ms
+    while (!(await check())) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+      await sleep(250)
+    }
+  }
+
+  const scenario = async (name: string, o: { readonly outageMs: number; readonly kill: boolean }) => {
+    const database = `outage_${name}`
+    await cluster.createDatabase(database)
+    const dir = tempDir(`outage-${name}`)
+    const config = path.join(dir, "tollgate.yaml")
+    fs.writeFileSync(config, [
+      "server: { replica_timeout_ms: 1500 }",
+      "billing: { commit_wait_ms: 500, spool_retry_max_ms: 500, checkpoint_interval_ms: 1000 }",
+      "providers:",
+      `  oai: { style: openai, base_url: "${fake.url}/v1", api_key: k }`,
+      `  ant: { style: anthropic, base_url: "${fake.url}", api_key: k }`,
+      "models:",
+      "  gpt: { deployments: [{ provider: oai }], pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" } }",
+      "  claude: { deployments: [{ provider: ant }], pricing: { input_per_mtok: \"3\", output_per_mtok: \"15\" } }",
+      "  img: { kind: image, deployments: [{ provider: oai }], pricing: { per_image: \"0.04\" } }",
+      "server_options:",
+      "  default: { models: [gpt, claude, img] }"
+    ].join("\n"))
+    const spoolDir = path.join(dir, "data", "spool")
+    const env = { DATABASE_URL: cluster.url(database), TOLLGATE_CONFIG: config, TOLLGATE_DATA_DIR: path.join(dir, "data") }
+    let server: { p: Proc; base: string } = await serve(env)
+    const key = await tollgateJson(["keys", "create", "--quota-usd", "1000"], env)
+
+    const outcomes: Array<Outcome> = []
+    let next = 0
+    let stopped = false
+    const worker = async () => {
+      while (!stopped) {
+        const i = next++
+        const outcome = await call(server.base, key.key, KINDS[i % KINDS.length]!, i)
+        outcomes.push(outcome)
+        await sleep(outcome.status === 200 ? 10 : 50)
+      }
+    }
+    const workers = Array.from({ length: 6 }, worker)
+
+    await sleep(1_500)
+    cluster.stop("immediate")
+    const downAt = Date.now()
+    if (o.kill) {
+      await sleep(o.outageMs / 2)
+      process.kill(server.p.pid, "SIGKILL")
+      await server.p.exited
+      await sleep(o.outageMs / 2)
+    } else {
+      await sleep(o.outageMs)
+    }
+    cluster.start()
+    const upAt = Date.now()
+    if (o.kill) server = await serve(env)
+    await sleep(2_000)
+    stopped = true
+    await Promise.all(workers)
+
+    // Everything settles: the spool lands, the reconciler closes what the killed process left open.
+    await until("the spool to land and every request to be billed", async () => {
+      const spooled = fs.existsSync(spoolDir) ? fs.readdirSync(spoolDir).length : 0
+      const [open] = await cluster.query(database, "SELECT count(*)::int AS n FROM open_requests")
+      return spooled === 0 && open.n === 0
+    }, 60_000)
+
+    const succeeded = outcomes.filter((r) => r.ok)
+    const during = outcomes.filter((r) => r.ms > 0 && r.ok && r.i > 0)
+    expect(succeeded.length, `${name}: calls served`).toBeGreaterThan(20)
+    // Refusals during the outage are 503 ledger_unavailable, never a 500; a killed gateway cuts connections.
+    for (const r of outcomes.filter((x) => !x.ok && x.status !== undefined && x.status !== 200)) {
+      expect(`${r.status} ${r.code}`, `${name}: call ${r.i} (${r.kind})`).toBe("503 ledger_unavailable")
+    }
+    // Nobody waits long for the end of an answer: a stream is ~0.4 s, a bill waits at most commit_wait_ms.
+    for (const r of during) expect(r.ms, `${name}: call ${r.i} (${r.kind}) took ${r.ms} ms`).toBeLessThan(10_000)
+
+    const billed = await cluster.query<{ stream_id: string; data: any }>(
+      database,
+      "SELECT stream_id, data FROM event_log WHERE event_type = 'Billed'"
+    )
+    const byRequest = new Map<string, Array<any>>()
+    for (const b of billed) byRequest.set(b.data.request_id, [...(byRequest.get(b.data.request_id) ?? []), b.data])
+    for (const r of succeeded) {
+      const bills = byRequest.get(r.requestId!) ?? []
+      expect(bills.length, `${name}: call ${r.i} (${r.kind}, ${r.requestId}) billed once`).toBe(1)
+      const b = bills[0]
+      expect(b.outcome, `${name}: call ${r.i}`).toBe("completed")
+      expect(b.estimated, `${name}: call ${r.i}`).toBe(false)
+      if (r.kind === "images") expect(b.usage.images).toBe(1)
+      else expect([b.usage.input_tokens, b.usage.output_tokens], `${name}: call ${r.i} (${r.kind})`).toEqual([usageOf(r.i).input, usageOf(r.i).output])
+    }
+    for (const [id, bills] of byRequest) expect(bills.length, `${name}: ${id} billed twice`).toBe(1)
+    const [unbilled] = await cluster.query(
+      database,
+      `SELECT count(*)::int AS n FROM event_log s WHERE s.event_type = 'StreamStarted'
+         AND NOT EXISTS (SELECT 1 FROM event_log b WHERE b.stream_id = s.stream_id AND b.event_type = 'Billed')`
+    )
+    expect(unbilled.n, `${name}: started but never billed`).toBe(0)
+    const [held] = await cluster.query(database, "SELECT coalesce(sum(reserved_nanos), 0)::text AS n FROM api_keys")
+    expect(held.n, `${name}: reservations left`).toBe("0")
+    const report = await tollgateJson(["replay", "--verify"], env)
+    expect(report.ok, `${name}: replay --verify`).toBe(true)
+
+    process.kill(server.p.pid, "SIGTERM")
+    await server.p.exited
+    console.log(`${name}: ${outcomes.length} calls, ${succeeded.length} complete, ${outcomes.filter((r) => r.status === 503).length} refused (503), outage ${upAt - downAt} ms`)
+    return { succeeded: succeeded.length, outageMs: upAt - downAt }
+  }
+
+  it("a short outage (shorter than a bill's wait)", async () => {
+    await scenario("short", { outageMs: 400, kill: false })
+  }, T)
+
+  it("a long outage (many times a bill's wait and the spool's retries)", async () => {
+    await scenario("long", { outageMs: 8_000, kill: false })
+  }, T)
+
+  it("a short outage with the gateway SIGKILLed during it", async () => {
+    await scenario("short_kill", { outageMs: 1_000, kill: true })
+  }, T)
+
+  it("a long outage with the gateway SIGKILLed during it", async () => {
+    await scenario("long_kill", { outageMs: 8_000, kill: true })
+  }, T)
+})

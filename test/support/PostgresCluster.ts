@@ -1,0 +1,79 @@
+/**
+ * A Postgres server of a test's own (initdb + pg_ctl on a spare port, in a temporary folder), so a
+ * test can stop it (an outage, or a crash with `immediate`) and start it again. As root, the server
+ * runs as the `postgres` user. Requires `initdb` and `pg_ctl` on the PATH (Debian's postgresql).
+ */
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import pg from "pg"
+import { freePort } from "./Processes.ts"
+
+export interface Cluster {
+  /** The URL of a database on it (the `postgres` database unless created with `database`). */
+  readonly url: (database?: string) => string
+  readonly createDatabase: (name: string) => Promise<void>
+  readonly query: <R = any>(database: string, text: string, params?: ReadonlyArray<unknown>) => Promise<Array<R>>
+  readonly start: () => void
+  /** `immediate`: as a crash; `fast`: an orderly stop that cuts the clients. */
+  readonly stop: (mode?: "immediate" | "fast") => void
+  readonly dispose: () => void
+}
+
+const which = (bin: string) => {
+  try {
+    return execFileSync("which", [bin], { encoding: "utf8" }).trim()
+  } catch {
+    const found = fs.existsSync("/usr/lib/postgresql")
+      ? fs.readdirSync("/usr/lib/postgresql").map((v) => path.join("/usr/lib/postgresql", v, "bin", bin)).find((p) => fs.existsSync(p))
+      : undefined
+    if (!found) throw new Error(`${bin} is not installed: these tests need a PostgreSQL server's binaries (Debian: postgresql)`)
+    return found
+  }
+}
+
+export const startCluster = async (): Promise<Cluster> => {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "tollgate-pg-"))
+  const data = path.join(root, "data")
+  const logFile = path.join(root, "server.log")
+  const asRoot = process.getuid?.() === 0
+  if (asRoot) execFileSync("chown", ["-R", "postgres:postgres", root])
+  const run = (bin: string, args: ReadonlyArray<string>) => {
+    const exe = which(bin)
+    return asRoot
+      ? execFileSync("runuser", ["-u", "postgres", "--", exe, ...args], { encoding: "utf8", stdio: "pipe", cwd: root })
+      : execFileSync(exe, [...args], { encoding: "utf8", stdio: "pipe", cwd: root })
+  }
+  run("initdb", ["-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"])
+  const port = await freePort()
+  const options = `-p ${port} -c listen_addresses=127.0.0.1 -k ${root} -c fsync=off -c max_connections=100`
+  const start = () => void run("pg_ctl", ["-D", data, "-l", logFile, "-w", "-t", "60", "-o", options, "start"])
+  const stop = (mode: "immediate" | "fast" = "immediate") => void run("pg_ctl", ["-D", data, "-m", mode, "-w", "-t", "60", "stop"])
+  start()
+  const url = (database = "postgres") => `postgres://postgres@127.0.0.1:${port}/${database}`
+  const query = async <R>(database: string, text: string, params: ReadonlyArray<unknown> = []) => {
+    const client = new pg.Client({ connectionString: url(database) })
+    await client.connect()
+    try {
+      return (await client.query(text, params as Array<unknown>)).rows as Array<R>
+    } finally {
+      await client.end()
+    }
+  }
+  return {
+    url,
+    query,
+    createDatabase: async (name) => void (await query("postgres", `CREATE DATABASE ${name}`)),
+    start,
+    stop,
+    dispose: () => {
+      try {
+        stop("immediate")
+      } catch {
+        // already stopped
+      }
+      fs.rmSync(root, { recursive: true, force: true })
+    }
+  }
+}
