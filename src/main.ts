@@ -11,6 +11,7 @@ import { UsageReport } from "./accounts/UsageReport.ts"
 import { Vendors } from "./accounts/Vendors.ts"
 import { Billing } from "./gateway/Billing.ts"
 import { Gateway } from "./gateway/Gateway.ts"
+import { Heartbeat } from "./gateway/Heartbeat.ts"
 import { RequestSupervisor } from "./gateway/RequestSupervisor.ts"
 import { EventLog } from "./ledger/EventLog.ts"
 import { Spool } from "./ledger/Spool.ts"
@@ -29,7 +30,8 @@ export const AccountsLive = Layer.mergeAll(Keys.Default, Vendors.Default, UsageR
 export const makeGatewayLive = <E, R>(upstreams: Layer.Layer<Upstreams, E, R>) =>
   Gateway.Default.pipe(
     Layer.provideMerge(Billing.Default),
-    Layer.provideMerge(Layer.mergeAll(upstreams, RequestSupervisor.Default, Spool.Default)),
+    // The supervisor holds the heartbeat, so the heartbeat stops only after the requests have drained.
+    Layer.provideMerge(Layer.mergeAll(upstreams, RequestSupervisor.Default.pipe(Layer.provideMerge(Heartbeat.Default)), Spool.Default)),
     Layer.provideMerge(AccountsLive)
   )
 

@@ -10,10 +10,11 @@ import { QuotaExceeded } from "../accounts/errors.ts"
 import type { KeyRecord } from "../accounts/KeyRecord.ts"
 import { costOf, type PriceSheet } from "../accounts/Pricing.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
-import { EventLog } from "../ledger/EventLog.ts"
+import { EventLog, LedgerUnavailable } from "../ledger/EventLog.ts"
 import { type Endpoint, streamOf } from "../ledger/events.ts"
 import { landOnce } from "../ledger/landOnce.ts"
 import { Spool } from "../ledger/Spool.ts"
+import type { UpstreamEndpoint } from "../providers/Upstream.ts"
 import type { Usage } from "../wire/usage.ts"
 import type { CallBound } from "./Bound.ts"
 import { LedgerDown, RateLimitReached } from "./errors.ts"
@@ -35,6 +36,10 @@ export interface Ticket {
   /** The request stream's head as far as this process knows. */
   version: number
   billed: boolean
+  /** The stream was found closed by another process: no more checkpoints. */
+  closed: boolean
+  /** A non-streamed call's answer, once the upstream gave it (for the bill of a request that fails after). */
+  answered?: { readonly endpoint: UpstreamEndpoint; readonly body: unknown }
 }
 
 export interface Estimate {
@@ -129,7 +134,8 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
         bound: r.bound,
         countsTokensPerMinute: r.rateLimits?.tokens_per_minute !== undefined,
         version: 1,
-        billed: false
+        billed: false,
+        closed: false
       }
       return log.append({
         streamId: streamOf.request(r.requestId),
@@ -181,7 +187,7 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
                   estimator: "none"
                 }
               }, at)
-              yield* spool.put(entry)
+              yield* spool.put({ ...entry, kind: "close-if-started" })
               return yield* new LedgerDown({ message: e.message })
             }),
           // Not an outage: the database refused the write (a bug, or a broken schema): a 500, logged once.
@@ -195,7 +201,7 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
     /** Best effort: records a long stream's progress. A failure is not an error, only a missed checkpoint. */
     const checkpoint = (t: Ticket, counts: { readonly input_tokens: number; readonly output_tokens: number; readonly estimator: string }) =>
       Effect.suspend(() => {
-        if (t.billed) return Effect.void
+        if (t.billed || t.closed) return Effect.void
         const streamId = streamOf.request(t.requestId)
         return log.append({
           streamId,
@@ -216,36 +222,52 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
           ),
           Effect.catchAll((e) =>
             e._tag === "StreamConflict"
-              // An earlier checkpoint landed unconfirmed: learn the head.
-              ? Effect.map(
-                log.read({ streamId, limit: 1_000, settledOnly: false }),
-                (events) => {
-                  if (events.length > 0) t.version = events[events.length - 1]!.streamVersion
-                }
-              ).pipe(Effect.ignore)
+              // An earlier checkpoint landed unconfirmed (learn the head), or another process closed the stream.
+              ? Effect.map(log.requestSummary(streamId), (summary) => {
+                if (summary) t.version = summary.head
+                if (summary?.billed) t.closed = true
+              }).pipe(Effect.ignore)
               : Effect.logDebug(`${t.requestId}: checkpoint not written (${e.message})`)
           )
         )
       })
 
-    /** UsageReported + Billed, once; never fails; releases the in-process reservation. */
-    const bill = (t: Ticket, settled: Settled): Effect.Effect<void> =>
+    /**
+     * UsageReported + Billed, once; never fails; releases the in-process reservation. Waits for the log
+     * at most `within` (`billing.commit_wait_ms` unless said), then keeps the bill in the spool.
+     */
+    const bill = (t: Ticket, settled: Settled, within: number = commitWait): Effect.Effect<void> =>
       Effect.suspend(() => {
         if (t.billed) return Effect.void
         t.billed = true
         return Effect.gen(function*() {
-          const { cost, entry } = closingOf(t, settled, new Date(yield* Clock.currentTimeMillis).toISOString())
-          const appended = yield* Effect.either(log.append({ ...entry, expectedVersion: t.version }, { confirmWithinMs: commitWait }))
+          const started = yield* Clock.currentTimeMillis
+          const { cost, entry } = closingOf(t, settled, new Date(started).toISOString())
+          const wait = Math.max(1, within)
+          const appended = yield* Effect.either(log.append({ ...entry, expectedVersion: t.version }, { confirmWithinMs: wait }))
           if (appended._tag === "Left") {
             const e = appended.left
-            const landing = e._tag === "StreamConflict" ? yield* Effect.either(landOnce(log, entry)) : undefined
+            // The head moved (a checkpoint landed unconfirmed, or an earlier attempt of this very append
+            // did): close the stream where it is, within what is left of the wait.
+            const left = wait - ((yield* Clock.currentTimeMillis) - started)
+            const landing = e._tag === "StreamConflict" && left > 0
+              ? yield* Effect.either(landOnce(log, entry, { confirmWithinMs: left }).pipe(
+                Effect.timeoutFail({
+                  duration: left,
+                  onTimeout: () => new LedgerUnavailable({ message: `the event log did not confirm the bill within ${wait} ms` })
+                })
+              ))
+              : undefined
             if (landing?._tag === "Right") {
-              if (landing.right !== "landed") {
-                yield* Effect.logWarning(`${t.requestId}: not billed again: ${landing.right === "already-billed" ? "it was billed already (reconciled by another process)" : "its StreamStarted is missing"}`)
+              const l = landing.right
+              if (l._tag === "already-billed" && l.billed.outcome === "reconciled") {
+                yield* Effect.logWarning(`${t.requestId}: not billed: another process reconciled it first (${l.billed.basis ?? ""})`)
+              } else if (l._tag === "not-started") {
+                yield* Effect.logError(`${t.requestId}: not billed: its StreamStarted is not in the log`)
               }
             } else {
               const reason = landing?._tag === "Left" ? landing.left.message : e.message
-              yield* spool.put(entry)
+              yield* spool.put({ ...entry, kind: "bill" })
               yield* Effect.logWarning(`${t.requestId}: billing kept in the spool until the event log answers (${reason})`)
             }
           }

@@ -37,21 +37,22 @@ const opaquePart = (type: unknown) =>
   typeof type === "string" &&
   /^(image|image_url|input_image|file|input_file|document|container_upload)$/.test(type)
 
-const firstOpaquePart = (messages: unknown, key: string, path: string): string | undefined => {
-  const ms = list(messages)
-  for (let i = 0; i < ms.length; i++) {
-    const m = obj(ms[i])
-    if (m.type === "item_reference") return `${path}.${i}`
-    if (opaquePart(m.type)) return `${path}.${i}`
-    const parts = list(m[key])
-    for (let j = 0; j < parts.length; j++) {
-      const part = obj(parts[j])
-      if (opaquePart(part.type)) return `${path}.${i}.${key}.${j}`
-      // A tool result may itself carry images or documents.
-      const nested = list(part.content)
-      for (let k = 0; k < nested.length; k++) {
-        if (opaquePart(obj(nested[k]).type)) return `${path}.${i}.${key}.${j}.content.${k}`
-      }
+/**
+ * The first content part, anywhere in `root` (messages or input items, tool results and tool outputs
+ * included), whose tokens are not its bytes; as a field path. Iterative; tool-call arguments (the
+ * model's own output, passed back) are not looked into.
+ */
+const firstOpaquePart = (root: unknown, path: string): string | undefined => {
+  const stack: Array<readonly [unknown, string]> = [[root, path]]
+  while (stack.length > 0) {
+    const [node, at] = stack.pop()!
+    if (Array.isArray(node)) {
+      for (let i = node.length - 1; i >= 0; i--) stack.push([node[i], `${at}.${i}`])
+    } else if (node !== null && typeof node === "object") {
+      const o = node as Json
+      if (o.type === "item_reference" || opaquePart(o.type)) return at
+      if (o.type === "tool_use" || o.type === "server_tool_use") continue
+      for (const [k, v] of Object.entries(o)) if (v !== null && typeof v === "object") stack.push([v, `${at}.${k}`])
     }
   }
   return undefined
@@ -71,15 +72,14 @@ export const unsizedInput = (endpoint: UpstreamEndpoint, body: Json): string | u
   switch (endpoint) {
     case "chat.completions":
       if (present(body.web_search_options)) return "web_search_options"
-      return firstOpaquePart(body.messages, "content", "messages") ?? firstHostedTool(body.tools)
+      return firstOpaquePart(body.messages, "messages") ?? firstHostedTool(body.tools)
     case "responses":
       for (const field of ["previous_response_id", "conversation", "prompt"]) if (present(body[field])) return field
-      return (typeof body.input === "string" ? undefined : firstOpaquePart(body.input, "content", "input")) ??
-        firstHostedTool(body.tools)
+      return firstOpaquePart(body.input, "input") ?? firstHostedTool(body.tools)
     case "messages":
       if (present(body.mcp_servers)) return "mcp_servers"
       if (present(body.container)) return "container"
-      return firstOpaquePart(body.messages, "content", "messages") ?? firstHostedTool(body.tools)
+      return firstOpaquePart(body.messages, "messages") ?? firstHostedTool(body.tools)
     case "images.generations":
       return undefined
   }

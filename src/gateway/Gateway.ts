@@ -54,7 +54,14 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
     const supervisor = yield* RequestSupervisor
     const config = yield* GatewayConfig
     const policy = config.file.server.retries
-    const runStream = streamCall({ upstreams, billing, supervisor, policy, checkpointMs: config.file.billing.checkpoint_interval_ms })
+    const runStream = streamCall({
+      upstreams,
+      billing,
+      supervisor,
+      policy,
+      checkpointMs: config.file.billing.checkpoint_interval_ms,
+      commitWaitMs: config.file.billing.commit_wait_ms
+    })
 
     /**
      * Routes the request; then, in the server-owned supervisor and uninterruptibly but for what `body`
@@ -90,7 +97,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                 inputEstimateTokens
               }).pipe(Effect.onError(() => supervisor.leave(g.requestId)))
               const close = (exit: Exit.Exit<unknown, unknown>) =>
-                Effect.zipRight(billedAnyway(ticket, exit), supervisor.leave(g.requestId))
+                Effect.zipRight(billedAnyway(g, ticket, exit), supervisor.leave(g.requestId))
               return yield* body({ candidates: routed.candidates, ticket, restore, close }).pipe(
                 Effect.onExit((exit) => (Exit.isFailure(exit) || leaves(exit.value) ? close(exit) : Effect.void)),
                 // Released by the bill; on a failure before it too (release is idempotent).
@@ -100,16 +107,25 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
           )
         ))
 
-    /** The safety net: a request that ended without billing (a defect) is billed as failed. */
-    const billedAnyway = (ticket: Ticket, exit: Exit.Exit<unknown, unknown>) =>
-      ticket.billed ? Effect.void : Effect.zipRight(
-        Effect.logError(`${ticket.requestId} ended without being billed; billing it as failed`, Exit.isFailure(exit) ? exit.cause : ""),
-        billing.bill(ticket, {
-          usage: zeroUsage,
+    /**
+     * The safety net: a request that ended without billing (a defect) is billed as failed: from an
+     * estimate of the upstream's answer if it had come (it may be what failed to read), else 0.
+     */
+    const billedAnyway = (g: Generation, ticket: Ticket, exit: Exit.Exit<unknown, unknown>) =>
+      ticket.billed ? Effect.void : Effect.gen(function*() {
+        yield* Effect.logError(`${ticket.requestId} ended without being billed; billing it as failed`, Exit.isFailure(exit) ? exit.cause : "")
+        const answered = ticket.answered
+        const estimated = answered
+          ? yield* estimateReply(g.body, answered.endpoint, answered.body).pipe(Effect.option, Effect.catchAllDefect(() => Effect.succeedNone))
+          : Option.none()
+        yield* billing.bill(ticket, {
+          usage: Option.isSome(estimated) ? estimated.value.usage : zeroUsage,
           outcome: "failed",
-          estimate: { basis: "the request failed inside the gateway before it was billed; nothing is known of its usage", estimator: "none" }
+          estimate: Option.isSome(estimated)
+            ? { basis: `the request failed inside the gateway after the upstream answered; ${estimated.value.estimate!.basis}`, estimator: estimated.value.estimate!.estimator }
+            : { basis: "the request failed inside the gateway before it was billed; nothing is known of its usage", estimator: "none" }
         })
-      )
+      })
 
     const generate = (g: Generation): Effect.Effect<GenerationResult, Refusal> =>
       supervised(g, () => true, ({ candidates, restore, ticket }) =>
@@ -130,6 +146,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
           if (Exit.isSuccess(exit)) {
             const { candidate, value } = exit.value
             const endpoint = candidate.path.upstreamEndpoint
+            ticket.answered = { endpoint, body: value.body }
             const usage = usageOfReply(endpoint, value.body)
             yield* billing.bill(ticket, usage ? { usage, outcome: "completed" } : yield* estimateReply(g.body, endpoint, value.body))
             if (value.body === null || typeof value.body !== "object" || Array.isArray(value.body)) {

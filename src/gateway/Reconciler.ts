@@ -26,6 +26,7 @@ import { streamOf } from "../ledger/events.ts"
 import { landOnce } from "../ledger/landOnce.ts"
 import { Spool } from "../ledger/Spool.ts"
 import { CHEAP_ESTIMATOR } from "../wire/tokens.ts"
+import { Heartbeat } from "./Heartbeat.ts"
 import { RequestSupervisor } from "./RequestSupervisor.ts"
 
 interface OpenRow {
@@ -43,22 +44,23 @@ export class Reconciler extends Effect.Service<Reconciler>()("Gateway/Reconciler
     const keys = yield* KeyStore
     const db = yield* Database
     const timeoutMs = (yield* GatewayConfig).file.server.replica_timeout_ms
-    const self = log.replicaId
+    const heartbeat = yield* Heartbeat
+    const self = heartbeat.replicaId
 
-    const heartbeat = sql`
-      INSERT INTO replicas (replica) VALUES (${self})
-      ON CONFLICT (replica) DO UPDATE SET last_seen = now()`.pipe(Effect.asVoid)
-    yield* heartbeat.pipe(Effect.orDie)
-    yield* heartbeat.pipe(Effect.ignore, Effect.repeat(Schedule.spaced(Duration.millis(timeoutMs / 3))), Effect.forkScoped)
-    yield* Effect.addFinalizer(() => sql`DELETE FROM replicas WHERE replica = ${self}`.pipe(Effect.ignore))
-
-    const candidates = db.backend === "pglite"
-      ? sql<OpenRow>`SELECT request_id, replica FROM open_requests`
-      : sql<OpenRow>`
+    // On Postgres another process is taken for dead only when its heartbeat is older than the timeout
+    // and this one has been connected at least that long (after an outage every heartbeat is stale).
+    // On the embedded backend any other process is gone: only one can hold the data folder.
+    const candidates = Effect.suspend(() =>
+      db.backend === "pglite"
+        ? sql<OpenRow>`SELECT request_id, replica FROM open_requests`
+        : heartbeat.connectedFor() < timeoutMs
+        ? sql<OpenRow>`SELECT request_id, replica FROM open_requests WHERE replica = ${self}`
+        : sql<OpenRow>`
           SELECT o.request_id, o.replica FROM open_requests o
            WHERE o.replica = ${self}
               OR NOT EXISTS (SELECT 1 FROM replicas r WHERE r.replica = o.replica
                                AND r.last_seen > now() - make_interval(secs => ${timeoutMs / 1000}))`
+    )
 
     /** Open, and nobody will bill it: its process is gone, or it is this one and no longer serves it. */
     const orphaned = (row: OpenRow) =>
@@ -67,10 +69,11 @@ export class Reconciler extends Effect.Service<Reconciler>()("Gateway/Reconciler
     const reconcileOne = (row: OpenRow) =>
       Effect.gen(function*() {
         const streamId = streamOf.request(row.request_id)
-        const events = yield* log.read({ streamId, limit: 1_000, settledOnly: false })
-        const started = events[0]?.event
-        if (started?._tag !== "StreamStarted" || events.some((e) => e.event._tag === "Billed")) return false
-        const checkpoint = events.map((e) => e.event).filter((e) => e._tag === "OutputCheckpointed").at(-1)
+        const summary = yield* log.requestSummary(streamId)
+        const started = summary?.first?.event
+        if (started?._tag !== "StreamStarted" || summary?.billed) return false
+        const last = summary?.lastCheckpoint?.event
+        const checkpoint = last?._tag === "OutputCheckpointed" ? last : undefined
         // The prices in force when it started (older events without them: today's prices for its key).
         const prices = started.prices ?? catalog.pricesFor(keys.byId(started.key_id)?.serverOption ?? "", started.model)
         const bound = started.bound
@@ -107,8 +110,8 @@ export class Reconciler extends Effect.Service<Reconciler>()("Gateway/Reconciler
             }
           ]
         })
-        if (landing === "landed") yield* Effect.logWarning(`reconciled request ${row.request_id}: ${basis}`)
-        return landing === "landed"
+        if (landing._tag === "landed") yield* Effect.logWarning(`reconciled request ${row.request_id}: ${basis}`)
+        return landing._tag === "landed"
       })
 
     /** Lands the spool, then bills every orphaned request; returns how many it billed. Also drops rate-limit minutes long past. */
@@ -122,7 +125,8 @@ export class Reconciler extends Effect.Service<Reconciler>()("Gateway/Reconciler
     })
 
     yield* reconcile.pipe(
-      Effect.catchAll((e) => Effect.logError(`reconciliation failed: ${e.message}`).pipe(Effect.as(0))),
+      // A defect too: reconciliation must go on for the life of the process.
+      Effect.catchAllCause((cause) => Effect.logError("reconciliation failed", cause).pipe(Effect.as(0))),
       Effect.repeat(Schedule.spaced(Duration.millis(timeoutMs))),
       Effect.forkScoped
     )

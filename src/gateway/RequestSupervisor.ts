@@ -7,23 +7,23 @@
  */
 import { Duration, Effect, Fiber, FiberSet } from "effect"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { Heartbeat } from "./Heartbeat.ts"
 
 export class RequestSupervisor extends Effect.Service<RequestSupervisor>()("Gateway/RequestSupervisor", {
   scoped: Effect.gen(function*() {
     const config = yield* GatewayConfig
+    // Held, so that the heartbeat outlives the requests: other processes must not take this one for
+    // dead while it still finishes and bills what it serves.
+    yield* Heartbeat
     const grace = Duration.millis(config.file.server.shutdown_grace_ms)
     const fibers = yield* FiberSet.make<unknown, unknown>()
-    yield* Effect.addFinalizer(() =>
-      FiberSet.size(fibers).pipe(
-        Effect.flatMap((n) =>
-          n === 0 ? Effect.void : Effect.logInfo(`waiting for ${n} in-flight request(s) to finish and bill`).pipe(
-            Effect.zipRight(
-              FiberSet.awaitEmpty(fibers).pipe(Effect.timeout(grace), Effect.ignore)
-            )
-          )
-        )
-      )
-    )
+    // Set once the drain is over, just before the set closes (its finalizer runs after this one).
+    let closed = false
+    const drain = Effect.flatMap(FiberSet.size(fibers), (n) =>
+      n === 0 ? Effect.void : Effect.logInfo(`waiting for ${n} in-flight request(s) to finish and bill`).pipe(
+        Effect.zipRight(FiberSet.awaitEmpty(fibers).pipe(Effect.timeout(grace), Effect.ignore))
+      ))
+    yield* Effect.addFinalizer(() => Effect.ensuring(drain, Effect.sync(() => void (closed = true))))
 
     /**
      * Runs `work` in the supervisor. When the caller goes away (client disconnect) the work fiber is
@@ -37,7 +37,8 @@ export class RequestSupervisor extends Effect.Service<RequestSupervisor>()("Gate
 
     /** Runs `work` in the supervisor without waiting for it (the rest of a stream after its first chunk). */
     const fork = <A, E>(work: Effect.Effect<A, E>): Effect.Effect<void> =>
-      Effect.asVoid(FiberSet.run(fibers, work))
+      // A closed set (the process is stopping) would drop the work unrun: it runs on its own then.
+      closed ? Effect.asVoid(Effect.forkDaemon(work)) : Effect.asVoid(FiberSet.run(fibers, work))
 
     // The requests this process is serving, by id, from before their StreamStarted until they are
     // billed: the reconciler leaves these alone, and bills any other open request of this process.

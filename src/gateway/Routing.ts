@@ -74,6 +74,16 @@ export const makeRouter = (catalog: CatalogService) => {
         })
       )
     }
+    if (g.endpoint === "responses" && g.body.background === true) {
+      // Its answer (and its usage) arrives after this call ends, where the gateway cannot bill it.
+      return Effect.fail(
+        new BadRequest({
+          param: "background",
+          code: "unsupported_parameter",
+          message: "Background responses are not supported through this gateway: their output could not be billed. Send the request without `background`, streamed if it is long."
+        })
+      )
+    }
     const cap = model.config.max_output_tokens
     const candidates: Array<Candidate> = []
     let unsized: string | undefined

@@ -3,7 +3,7 @@
  * event is in hand), then relay it to the client in the client's style, checkpoint its output while
  * it runs, and bill it when it ends, however it ends.
  */
-import { Cause, Duration, Effect, Exit, type Fiber, FiberId, Option, Scope } from "effect"
+import { Cause, Duration, Effect, Exit, Fiber, FiberId, Option, Scope } from "effect"
 import type { Readable } from "node:stream"
 import type { Upstreams } from "../providers/Upstreams.ts"
 import { UpstreamError } from "../providers/Upstream.ts"
@@ -35,6 +35,8 @@ export interface StreamDeps {
   readonly policy: RetryPolicy
   /** How often a running stream checkpoints its output. */
   readonly checkpointMs: number
+  /** The most a finished stream waits for its bill to commit. */
+  readonly commitWaitMs: number
 }
 
 export interface Started {
@@ -124,8 +126,13 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
     let countedInput: number | undefined
     let lastCheckpoint = began
     let checkpointing: Fiber.RuntimeFiber<void> | undefined
+    // Output text a checkpoint has taken but not counted yet: the final estimate counts it if the
+    // checkpoint does not finish.
+    let taken = ""
     const checkpoint = Effect.gen(function*() {
-      countedOutput += yield* countTokens(relay.takeText())
+      taken = relay.takeText()
+      countedOutput += yield* countTokens(taken)
+      taken = ""
       countedInput ??= relay.inputTokens() ?? (yield* countTokens(textOf(g.body)))
       yield* billing.checkpoint(ticket, {
         input_tokens: relay.usage()?.input_tokens ?? countedInput,
@@ -184,8 +191,13 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
           )
         ]).pipe(Effect.timeout("1 second"), Effect.ignore)
       }
+      // A checkpoint in flight gets part of the bill's wait; then it is stopped (its append may still land).
+      const waitStarted = Date.now()
       const pending = checkpointing
-      if (pending) yield* pending.await.pipe(Effect.timeout("2 seconds"), Effect.ignore)
+      if (pending) {
+        const done = yield* Effect.timeoutOption(Fiber.await(pending), Duration.millis(deps.commitWaitMs / 2))
+        if (Option.isNone(done)) yield* Fiber.interrupt(pending)
+      }
       const reported = relay.usage()
       const outcome = Exit.isSuccess(result) ? "completed" as const : Exit.isInterrupted(result) ? "cancelled" as const : "failed" as const
       yield* billing.bill(
@@ -195,9 +207,10 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
           reported,
           announcedInput: relay.inputTokens(),
           countedOutput,
-          uncountedText: relay.takeText(),
+          uncountedText: taken + relay.takeText(),
           outcome
-        })
+        }),
+        deps.commitWaitMs - (Date.now() - waitStarted)
       )
       // The stream ends once it is billed (or, if the log is slow, kept in the spool), so /v1/usage
       // shows a call as soon as its answer is complete.

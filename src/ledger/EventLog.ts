@@ -165,6 +165,9 @@ const isEventConflict = (error: SqlError) => {
 
 const MAX_BATCH = 256
 
+const COLUMNS = `position::text, transaction_id::text, event_id::text, stream_id, stream_version, event_type,
+  schema_version, data, metadata, occurred_at`
+
 export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -325,6 +328,14 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
      * as `LedgerUnavailable` (its outcome unknown: it may still commit), without a fiber or a timeout
      * per append, only a timer.
      */
+    const wakeWriter = () => {
+      if (wake) {
+        const w = wake
+        wake = undefined
+        w()
+      }
+    }
+
     const append = (request: AppendRequest, options?: { readonly confirmWithinMs?: number }): Effect.Effect<Appended, AppendError> =>
       Effect.async<Appended, AppendError>((resume) => {
         if (closed) return resume(Exit.fail(closing))
@@ -346,12 +357,11 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
               resume(exit)
             }
           })
+          wakeWriter()
+          // An appender that stops waiting stops the timer; its append is committed all the same.
+          return Effect.sync(() => clearTimeout(timer))
         }
-        if (wake) {
-          const w = wake
-          wake = undefined
-          w()
-        }
+        wakeWriter()
       })
 
     /**
@@ -396,8 +406,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         }
         params.push(options.limit)
         const rows = yield* sql.unsafe<EventRow>(
-          `SELECT position::text, transaction_id::text, event_id::text, stream_id, stream_version, event_type,
-                  schema_version, data, metadata, occurred_at
+          `SELECT ${COLUMNS}
              FROM event_log ${conds.length ? "WHERE " + conds.join(" AND ") : ""}
             ORDER BY event_log.transaction_id, event_log.position LIMIT $${params.length}`,
           params
@@ -405,9 +414,37 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         return rows.map(decodeStoredEvent)
       })
 
+    /**
+     * What closing a request stream needs to know, however long the stream: its head version, whether
+     * it has a Billed (and which), its first event and its last checkpoint. Committed events only.
+     */
+    const requestSummary = (streamId: string) =>
+      Effect.gen(function*() {
+        const [head] = yield* sql.unsafe<{ head: number | null }>(
+          `SELECT max(stream_version)::int AS head FROM event_log WHERE stream_id = $1`,
+          [streamId]
+        )
+        if (head?.head == null) return undefined
+        const rows = yield* sql.unsafe<EventRow>(
+          `(SELECT ${COLUMNS} FROM event_log WHERE stream_id = $1 AND stream_version = 1)
+           UNION ALL (SELECT ${COLUMNS} FROM event_log WHERE stream_id = $1 AND event_type = 'Billed')
+           UNION ALL (SELECT ${COLUMNS} FROM event_log WHERE stream_id = $1 AND event_type = 'OutputCheckpointed'
+                       ORDER BY stream_version DESC LIMIT 1)`,
+          [streamId]
+        )
+        const events = rows.map(decodeStoredEvent)
+        return {
+          head: head.head,
+          first: events.find((e) => e.streamVersion === 1),
+          billed: events.find((e) => e.event._tag === "Billed"),
+          lastCheckpoint: events.find((e) => e.event._tag === "OutputCheckpointed")
+        }
+      })
+
     return {
       append,
       read,
+      requestSummary,
       replicaId,
       /** Appends waiting for the writer (not counting the batch being committed). */
       queued: Effect.sync(() => pending.length),

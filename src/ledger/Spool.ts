@@ -18,11 +18,23 @@ import { type AppendRequest, EventLog } from "./EventLog.ts"
 import { DomainEvent } from "./events.ts"
 import { landOnce } from "./landOnce.ts"
 
-/** A spooled append: everything but the expected version, which is found when it lands. */
-export type SpoolEntry = Omit<AppendRequest, "expectedVersion"> & { readonly occurredAt: string }
+/**
+ * A spooled append: everything but the expected version, which is found when it lands.
+ * - `bill`: the closing events of a request whose StreamStarted committed;
+ * - `close-if-started`: those of a request whose StreamStarted was never confirmed: they land only if
+ *   it did commit. Its absence counts only once it has been seen twice, `NOT_STARTED_MS` apart, with
+ *   the log answering: a transaction whose connection dropped may still be committing.
+ */
+export type SpoolEntry = Omit<AppendRequest, "expectedVersion"> & {
+  readonly occurredAt: string
+  readonly kind: "bill" | "close-if-started"
+}
+
+const NOT_STARTED_MS = 5_000
 
 const EntryFile = Schema.parseJson(Schema.Struct({
   format: Schema.Literal(1),
+  kind: Schema.Literal("bill", "close-if-started"),
   stream_id: Schema.String,
   occurred_at: Schema.String,
   metadata: Schema.Record({ key: Schema.String, value: Schema.String }),
@@ -30,6 +42,16 @@ const EntryFile = Schema.parseJson(Schema.Struct({
 }))
 const encodeEntry = Schema.encodeSync(EntryFile)
 const decodeEntry = Schema.decodeUnknownSync(EntryFile)
+
+const alive = (pid: number) => {
+  if (!Number.isInteger(pid) || pid <= 0) return false
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
 
 const fileNameOf = (streamId: string) => `${streamId.replace(/[^A-Za-z0-9_.-]/g, "_")}.json`
 
@@ -41,7 +63,7 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
     const retryMax = config.file.billing.spool_retry_max_ms
 
     /** Entries waiting, by stream id: spooled files and, when a file could not be written, memory only. */
-    const waiting = new Map<string, { readonly entry: SpoolEntry; readonly file: string | undefined }>()
+    const waiting = new Map<string, { readonly entry: SpoolEntry; readonly file: string | undefined; notStartedSince?: number }>()
     let wake: (() => void) | undefined
     const signal = () => {
       const w = wake
@@ -56,6 +78,7 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
         const tmp = `${file}.${process.pid}.tmp`
         const text = encodeEntry({
           format: 1,
+          kind: entry.kind,
           stream_id: entry.streamId,
           occurred_at: entry.occurredAt,
           metadata: { ...entry.metadata },
@@ -110,7 +133,9 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
       for (const name of names) {
         const file = path.join(dir, name)
         if (name.endsWith(".tmp")) {
-          await fs.rm(file, { force: true }) // never renamed: its append was not spooled
+          // Never renamed: its append was not spooled. Another live process's may still be being written.
+          const pid = Number(/\.(\d+)\.tmp$/.exec(name)?.[1])
+          if (!alive(pid)) await fs.rm(file, { force: true })
           continue
         }
         if (!name.endsWith(".json")) continue
@@ -123,7 +148,7 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
         }
         if (!waiting.has(e.stream_id)) {
           waiting.set(e.stream_id, {
-            entry: { streamId: e.stream_id, occurredAt: e.occurred_at, metadata: e.metadata, events: e.events },
+            entry: { kind: e.kind, streamId: e.stream_id, occurredAt: e.occurred_at, metadata: e.metadata, events: e.events },
             file
           })
           found++
@@ -142,26 +167,50 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
       Effect.catchAll((e) => Effect.logError(`cannot read the spool folder ${dir}: ${String(e.error)}`))
     )
 
+    /** Done with an entry: its file goes, and it is no longer waiting. */
+    const forget = (streamId: string, file: string | undefined) =>
+      Effect.zipRight(
+        file ? Effect.promise(() => fs.rm(file, { force: true })) : Effect.void,
+        Effect.sync(() => void waiting.delete(streamId))
+      )
+
     /**
      * One pass over the waiting entries. Returns false when the log is still unreachable (the pass
      * stops at the first such failure), true when everything that could land has landed.
      */
     const drain = Effect.gen(function*() {
-      for (const [streamId, { entry, file }] of [...waiting]) {
+      for (const [streamId, waiter] of [...waiting]) {
+        const { entry, file } = waiter
         const landed = yield* Effect.either(landOnce(log, entry))
         if (landed._tag === "Left") {
           if (landed.left._tag === "LedgerUnavailable") return false
-          // Refused for a reason a retry will not change: this is a bug; the entry stays for the operator.
-          yield* Effect.logError(`spool: the event log refused ${streamId}: ${landed.left.message}; kept in ${file ?? "memory"}`)
+          // Refused for a reason a retry will not change (a bug): parked for the operator, out of the way.
+          const parked = file ? `${file}.rejected` : undefined
+          if (file && parked) yield* Effect.promise(() => fs.rename(file, parked).catch(() => undefined))
+          waiting.delete(streamId)
+          yield* Effect.logError(
+            `spool: the event log refused ${streamId} (${landed.left.message}); ` +
+              (parked ? `parked as ${parked}` : "dropped (it was in memory only)") + "; the reconciler will bill the request"
+          )
           continue
         }
-        if (file) yield* Effect.promise(() => fs.rm(file, { force: true }))
-        waiting.delete(streamId)
-        yield* landed.right === "landed"
+        const landing = landed.right
+        if (landing._tag === "not-started" && entry.kind === "close-if-started") {
+          const now = Date.now()
+          waiter.notStartedSince ??= now
+          if (now - waiter.notStartedSince < NOT_STARTED_MS) continue
+        }
+        yield* forget(streamId, file)
+        yield* landing._tag === "landed"
           ? Effect.logInfo(`spool: landed ${streamId}`)
-          : Effect.logInfo(`spool: ${streamId} needed nothing (${landed.right === "already-billed" ? "already billed" : "never started"})`)
+          : landing._tag === "already-billed"
+          ? Effect.logInfo(`spool: ${streamId} was billed already (${landing.billed.outcome}); nothing written`)
+          : entry.kind === "close-if-started"
+          ? Effect.logInfo(`spool: ${streamId} never started; nothing to close`)
+          : Effect.logError(`spool: ${streamId} has no StreamStarted in the log; its bill was not written`)
       }
-      return true
+      // Entries waiting to be sure their request never started: come back for them.
+      return [...waiting.values()].every((w) => w.notStartedSince === undefined)
     })
 
     const waitForWork = Effect.async<void>((resume) => {

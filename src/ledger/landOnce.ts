@@ -5,35 +5,36 @@
  * the head is not known for certain: by the spool, the reconciler, and a bill whose append conflicted.
  */
 import { Effect } from "effect"
-import { type AppendError, type AppendRequest, type EventLog, LedgerRejected, LedgerUnavailable } from "./EventLog.ts"
 import { isConnectionLoss } from "../db/errors.ts"
+import { type AppendError, type AppendRequest, type EventLog, LedgerRejected, LedgerUnavailable } from "./EventLog.ts"
+import type { DomainEvent } from "./events.ts"
 
 export type Landing =
   /** Appended now. */
-  | "landed"
-  /** The stream already has its Billed: nothing was written. */
-  | "already-billed"
+  | { readonly _tag: "landed" }
+  /** The stream already has its Billed (this one): nothing was written. */
+  | { readonly _tag: "already-billed"; readonly billed: Extract<DomainEvent, { _tag: "Billed" }> }
   /** The stream does not exist (its StreamStarted never committed): nothing to close. */
-  | "not-started"
+  | { readonly _tag: "not-started" }
 
 export const landOnce = (
   log: EventLog,
-  request: Omit<AppendRequest, "expectedVersion">
+  request: Omit<AppendRequest, "expectedVersion">,
+  options?: { readonly confirmWithinMs?: number }
 ): Effect.Effect<Landing, Exclude<AppendError, { readonly _tag: "StreamConflict" }>> =>
   Effect.gen(function*() {
     for (;;) {
-      const events = yield* log.read({ streamId: request.streamId, limit: 1_000, settledOnly: false }).pipe(
+      const summary = yield* log.requestSummary(request.streamId).pipe(
         Effect.mapError((e) =>
           isConnectionLoss(e.cause)
             ? new LedgerUnavailable({ message: `cannot read ${request.streamId}: ${e.message}`, cause: e })
             : new LedgerRejected({ message: `cannot read ${request.streamId}: ${e.message}`, cause: e })
         )
       )
-      if (events.length === 0) return "not-started" as const
-      if (events.some((e) => e.event._tag === "Billed")) return "already-billed" as const
-      const head = events[events.length - 1]!.streamVersion
-      const appended = yield* Effect.either(log.append({ ...request, expectedVersion: head }))
-      if (appended._tag === "Right") return "landed" as const
+      if (summary === undefined) return { _tag: "not-started" } as const
+      if (summary.billed?.event._tag === "Billed") return { _tag: "already-billed", billed: summary.billed.event } as const
+      const appended = yield* Effect.either(log.append({ ...request, expectedVersion: summary.head }, options))
+      if (appended._tag === "Right") return { _tag: "landed" } as const
       // Someone appended meanwhile: look again.
       if (appended.left._tag !== "StreamConflict") return yield* Effect.fail(appended.left)
     }

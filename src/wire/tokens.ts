@@ -19,8 +19,24 @@ let loading: Promise<Count> | undefined
 const asText = { disallowedSpecial: new Set<string>() }
 
 const counter = () =>
-  loading ??= import("gpt-tokenizer/encoding/o200k_base").then((m): Count => (text) => m.countTokens(text, asText))
+  loading ??= import("gpt-tokenizer/encoding/o200k_base").then(
+    (m): Count => (text) => m.countTokens(text, asText),
+    (e) => {
+      loading = undefined // tried again next time
+      throw e
+    }
+  )
 
-/** The tokens of `text` in o200k_base. */
+/**
+ * The tokens of `text` in o200k_base. Should the tokenizer fail to load, `cheapTokens` counts instead,
+ * and the failure is logged: an estimate is still made.
+ */
 export const countTokens = (text: string): Effect.Effect<number> =>
-  text === "" ? Effect.succeed(0) : Effect.map(Effect.promise(counter), (count) => count(text))
+  text === ""
+    ? Effect.succeed(0)
+    : Effect.tryPromise(counter).pipe(
+      Effect.map((count) => count(text)),
+      Effect.catchAll((e) =>
+        Effect.as(Effect.logError(`the o200k_base tokenizer could not be loaded (${String(e.error)}); counting ${CHEAP_ESTIMATOR}`), cheapTokens(text))
+      )
+    )

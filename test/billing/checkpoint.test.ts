@@ -101,10 +101,11 @@ describe("checkpoints of a long stream", () => {
     expect(billed.usage.output_tokens).toBe(last.output_tokens)
     // Checkpoints rise, and the last one covers all the client saw but the last interval (~300 ms, 12 chunks, plus the kill).
     expect(checkpoints.map((c: any) => c.output_tokens)).toEqual([...checkpoints.map((c: any) => c.output_tokens)].sort((a, b) => a - b))
-    const all = await Effect.runPromise(countTokens(seen.join("")))
+    // At most what the upstream could have sent (the relay may hold some the client had not read yet).
+    const everything = await Effect.runPromise(countTokens(pieces.join("")))
     const allButLast = await Effect.runPromise(countTokens(seen.slice(0, Math.max(0, seen.length - 30)).join("")))
     expect(billed.usage.output_tokens).toBeGreaterThanOrEqual(allButLast)
-    expect(billed.usage.output_tokens).toBeLessThanOrEqual(all + 20)
+    expect(billed.usage.output_tokens).toBeLessThan(everything)
     expect(BigInt(billed.cost.output_nanos)).toBeGreaterThan(0n)
 
     const report = await tollgateJson(["replay", "--verify"], env)

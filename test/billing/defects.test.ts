@@ -63,6 +63,11 @@ describe("a defect after admission", () => {
         const billed = yield* sql<{ data: any }>`SELECT data FROM event_log WHERE event_type = 'Billed'`
         const data = billed.map((b) => (typeof b.data === "string" ? JSON.parse(b.data) : b.data))
         expect(data.filter((d) => d.outcome === "failed")).toHaveLength(12)
+        // Those that failed after the upstream answered are billed from an estimate of that answer.
+        const afterAnswer = data.filter((d) => /after the upstream answered/.test(d.basis ?? ""))
+        expect(afterAnswer).toHaveLength(4)
+        for (const d of afterAnswer) expect(d).toMatchObject({ estimated: true, estimator: "o200k_base" })
+        for (const d of afterAnswer) expect(d.usage.input_tokens).toBeGreaterThan(0)
         expect(data.filter((d) => d.outcome === "completed")).toHaveLength(1)
         const [open] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM open_requests`
         expect(open!.n).toBe(0)

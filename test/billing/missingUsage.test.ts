@@ -34,13 +34,24 @@ const chatChunk = (delta: unknown, finish: string | null = null) => ({
 
 describe("missing usage is estimated and marked", () => {
   layer(withFakeUpstream((url) => makeTestGateway(configFor(url))), { timeout: 60_000, excludeTestServices: true })((it) => {
-    const lastBilled = Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      const rows = yield* sql<{ data: any }>`
-        SELECT data FROM event_log WHERE event_type = 'Billed' ORDER BY position DESC LIMIT 1`
-      const d = rows[0]!.data
-      return typeof d === "string" ? JSON.parse(d) : d
-    })
+    /** The request's UsageReported and Billed; the request is the last one the gateway answered. */
+    const closingOf = (requestId: string) =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const rows = yield* sql<{ event_type: string; data: any }>`
+          SELECT event_type, data FROM event_log WHERE stream_id = ${`request-${requestId}`} ORDER BY stream_version`
+        const data = (r: { data: any }) => (typeof r.data === "string" ? JSON.parse(r.data) : r.data)
+        expect(rows.map((r) => r.event_type)).toEqual(["StreamStarted", "UsageReported", "Billed"])
+        return { reported: data(rows[1]!), billed: data(rows[2]!) }
+      })
+    let lastRequestId = ""
+    const lastBilled = Effect.suspend(() => closingOf(lastRequestId)).pipe(
+      Effect.tap(({ billed, reported }) => {
+        expect(reported).toMatchObject({ source: "estimated", estimator: "o200k_base", usage: billed.usage })
+        expect(reported.basis).toBe(billed.basis)
+      }),
+      Effect.map(({ billed }) => billed)
+    )
     const expectEstimated = (billed: any) => {
       expect(billed.estimated).toBe(true)
       expect(billed.estimator).toBe("o200k_base")
@@ -52,11 +63,17 @@ describe("missing usage is estimated and marked", () => {
     const clients = Effect.gen(function*() {
       const base = yield* baseUrl
       const { secret } = yield* issueKey({ quotaUsd: 10 })
+      // Every answer's request id, from the header both SDKs read.
+      const fetchRecording: typeof fetch = (input, init) =>
+        fetch(input, init).then((r) => {
+          lastRequestId = r.headers.get("x-request-id") ?? ""
+          return r
+        })
       return {
         base,
         secret,
-        openai: new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 }),
-        anthropic: new Anthropic({ apiKey: secret, baseURL: base, maxRetries: 0 })
+        openai: new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0, fetch: fetchRecording }),
+        anthropic: new Anthropic({ apiKey: secret, baseURL: base, maxRetries: 0, fetch: fetchRecording })
       }
     })
 
@@ -154,6 +171,7 @@ describe("missing usage is estimated and marked", () => {
             body: JSON.stringify({ model: "claude", max_tokens: 200, stream: true, messages: [{ role: "user", content: PROMPT }] })
           })
         )
+        lastRequestId = res.headers.get("x-request-id") ?? ""
         const body = yield* Effect.promise(() => res.text())
         expect(body).toContain("message_stop")
         expectEstimated(yield* lastBilled)

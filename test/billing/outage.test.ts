@@ -200,7 +200,7 @@ describe.skipIf(backend() !== "postgres")("billing through database outages", ()
     }
   }
 
-  const scenario = async (name: string, o: { readonly outageMs: number; readonly kill: boolean }) => {
+  const scenario = async (name: string, o: { readonly outageMs: number; readonly kill: boolean; readonly replicas?: number }) => {
     const database = `outage_${name}`
     await cluster.createDatabase(database)
     const dir = tempDir(`outage-${name}`)
@@ -220,7 +220,11 @@ describe.skipIf(backend() !== "postgres")("billing through database outages", ()
     ].join("\n"))
     const spoolDir = path.join(dir, "data", "spool")
     const env = { DATABASE_URL: cluster.url(database), TOLLGATE_CONFIG: config, TOLLGATE_DATA_DIR: path.join(dir, "data") }
-    let server: { p: Proc; base: string } = await serve(env)
+    // Several replicas share the database; each has its own data folder (its spool).
+    const envOf = (r: number) => ({ ...env, TOLLGATE_DATA_DIR: path.join(dir, r === 0 ? "data" : `data${r}`) })
+    const servers: Array<{ p: Proc; base: string }> = []
+    for (let r = 0; r < (o.replicas ?? 1); r++) servers.push(await serve(envOf(r)))
+    const everyServer = [...servers]
     const key = await tollgateJson(["keys", "create", "--quota-usd", "1000"], env)
 
     const outcomes: Array<Outcome> = []
@@ -229,7 +233,7 @@ describe.skipIf(backend() !== "postgres")("billing through database outages", ()
     const worker = async () => {
       while (!stopped) {
         const i = next++
-        const outcome = await call(server.base, key.key, KINDS[i % KINDS.length]!, i)
+        const outcome = await call(servers[i % servers.length]!.base, key.key, KINDS[i % KINDS.length]!, i)
         outcomes.push(outcome)
         await sleep(outcome.status === 200 ? 10 : 50)
       }
@@ -239,17 +243,22 @@ describe.skipIf(backend() !== "postgres")("billing through database outages", ()
     await sleep(1_500)
     cluster.stop("immediate")
     const downAt = Date.now()
+    let spooledAtKill = 0
     if (o.kill) {
       await sleep(o.outageMs / 2)
-      process.kill(server.p.pid, "SIGKILL")
-      await server.p.exited
+      process.kill(servers[0]!.p.pid, "SIGKILL")
+      await servers[0]!.p.exited
+      spooledAtKill = fs.existsSync(spoolDir) ? fs.readdirSync(spoolDir).filter((f) => f.endsWith(".json")).length : 0
       await sleep(o.outageMs / 2)
     } else {
       await sleep(o.outageMs)
     }
     cluster.start()
     const upAt = Date.now()
-    if (o.kill) server = await serve(env)
+    if (o.kill) {
+      servers[0] = await serve(envOf(0))
+      everyServer.push(servers[0])
+    }
     await sleep(2_000)
     stopped = true
     await Promise.all(workers)
@@ -262,14 +271,13 @@ describe.skipIf(backend() !== "postgres")("billing through database outages", ()
     }, 60_000)
 
     const succeeded = outcomes.filter((r) => r.ok)
-    const during = outcomes.filter((r) => r.ms > 0 && r.ok && r.i > 0)
     expect(succeeded.length, `${name}: calls served`).toBeGreaterThan(20)
     // Refusals during the outage are 503 ledger_unavailable, never a 500; a killed gateway cuts connections.
     for (const r of outcomes.filter((x) => !x.ok && x.status !== undefined && x.status !== 200)) {
       expect(`${r.status} ${r.code}`, `${name}: call ${r.i} (${r.kind})`).toBe("503 ledger_unavailable")
     }
     // Nobody waits long for the end of an answer: a stream is ~0.4 s, a bill waits at most commit_wait_ms.
-    for (const r of during) expect(r.ms, `${name}: call ${r.i} (${r.kind}) took ${r.ms} ms`).toBeLessThan(10_000)
+    for (const r of succeeded) expect(r.ms, `${name}: call ${r.i} (${r.kind}) took ${r.ms} ms`).toBeLessThan(10_000)
 
     const billed = await cluster.query<{ stream_id: string; data: any }>(
       database,
@@ -298,8 +306,17 @@ describe.skipIf(backend() !== "postgres")("billing through database outages", ()
     const report = await tollgateJson(["replay", "--verify"], env)
     expect(report.ok, `${name}: replay --verify`).toBe(true)
 
-    process.kill(server.p.pid, "SIGTERM")
-    await server.p.exited
+    // The spool did its work: bills were kept while the database was away, and landed after.
+    const logs = everyServer.map((s) => s.p.output().stdout + s.p.output().stderr).join("\n")
+    if (o.outageMs >= 5_000) {
+      expect(logs, `${name}: bills kept in the spool`).toMatch(/billing kept in the spool/)
+      expect(logs, `${name}: spool landed`).toMatch(/spool: landed/)
+    }
+    if (o.kill && o.outageMs >= 5_000) expect(spooledAtKill, `${name}: spool files when the gateway was killed`).toBeGreaterThan(0)
+    expect(logs, `${name}: no request was reconciled while its owner lived`).not.toMatch(o.kill ? /$^/ : /reconciled request/)
+
+    for (const s of servers) process.kill(s.p.pid, "SIGTERM")
+    await Promise.all(servers.map((s) => s.p.exited))
     console.log(`${name}: ${outcomes.length} calls, ${succeeded.length} complete, ${outcomes.filter((r) => r.status === 503).length} refused (503), outage ${upAt - downAt} ms`)
     return { succeeded: succeeded.length, outageMs: upAt - downAt }
   }
@@ -318,5 +335,9 @@ describe.skipIf(backend() !== "postgres")("billing through database outages", ()
 
   it("a long outage with the gateway SIGKILLed during it", async () => {
     await scenario("long_kill", { outageMs: 8_000, kill: true })
+  }, T)
+
+  it("a long outage under two replicas: neither takes the other for dead afterwards", async () => {
+    await scenario("long_two", { outageMs: 8_000, kill: false, replicas: 2 })
   }, T)
 })
