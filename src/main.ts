@@ -11,6 +11,7 @@ import { UsageReport } from "./accounts/UsageReport.ts"
 import { Vendors } from "./accounts/Vendors.ts"
 import { Gateway } from "./gateway/Gateway.ts"
 import { RequestSupervisor } from "./gateway/RequestSupervisor.ts"
+import { TokenCount } from "./gateway/TokenCount.ts"
 import { EventLog } from "./ledger/EventLog.ts"
 import { Upstreams } from "./providers/Upstreams.ts"
 
@@ -21,7 +22,7 @@ export const AccountsLive = Layer.mergeAll(Keys.Default, Vendors.Default, UsageR
 )
 
 /** The request lifecycle over the accounts. */
-export const GatewayLive = Gateway.Default.pipe(
+export const GatewayLive = Layer.merge(Gateway.Default, TokenCount.Default).pipe(
   Layer.provideMerge(Layer.mergeAll(Upstreams.Default, RequestSupervisor.Default)),
   Layer.provideMerge(AccountsLive)
 )

@@ -86,6 +86,11 @@ export const ModelConfig = Schema.Struct({
   }),
   /** Output tokens reserved when a request gives no max_tokens; also the default max_tokens for messages style. */
   max_output_tokens: Schema.optionalWith(PositiveInt, { default: () => 4096 }),
+  /**
+   * Across styles: `lenient` (default) drops advisory fields that have no equivalent and lists them in
+   * the `tollgate-dropped-params` response header; `strict` refuses every field that is not mapped.
+   */
+  translation: Schema.optionalWith(Schema.Literal("strict", "lenient"), { default: () => "lenient" as const }),
   display_name: Schema.optional(Schema.String),
   owned_by: Schema.optional(Schema.String),
   created: Schema.optionalWith(Schema.Int, { default: () => 1_700_000_000 })

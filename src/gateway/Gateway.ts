@@ -14,7 +14,7 @@ import { costOf, type PriceSheet, zeroUsage } from "../accounts/Pricing.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { EventLog, replicaId } from "../ledger/EventLog.ts"
 import { type Endpoint, streamOf } from "../ledger/events.ts"
-import { type UpstreamBody, UpstreamError } from "../providers/Upstream.ts"
+import { type ProtocolHeaders, type UpstreamBody, UpstreamError } from "../providers/Upstream.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
 import { clientSink } from "../stream/ClientSink.ts"
 import { relayFor, UpstreamStreamError } from "../stream/Relay.ts"
@@ -43,11 +43,15 @@ export interface Generation {
   readonly images: number
   /** `stream: true`: answer as SSE. */
   readonly stream: boolean
+  /** The client's protocol headers (anthropic-beta...), forwarded to an upstream of the same style only. */
+  readonly protocolHeaders?: ProtocolHeaders | undefined
 }
 
 export interface GenerationResult {
   readonly status: number
   readonly body: unknown
+  /** The client's advisory fields the translation dropped (the `tollgate-dropped-params` header). */
+  readonly dropped: ReadonlyArray<string>
 }
 
 export type Refusal = ModelNotFound | BadRequest | QuotaExceeded | RateLimitReached | UpstreamFailure | LedgerDown
@@ -57,6 +61,7 @@ interface Candidate {
   readonly deployment: ResolvedDeployment
   readonly path: Route
   readonly upstreamBody: Record<string, unknown>
+  readonly dropped: ReadonlyArray<string>
 }
 
 interface Routed {
@@ -64,7 +69,7 @@ interface Routed {
   readonly candidates: ReadonlyArray<Candidate>
 }
 
-const toFailure = (e: UpstreamError): UpstreamFailure => {
+export const toFailure = (e: UpstreamError): UpstreamFailure => {
   if (e.kind === "status" && (e.status === 401 || e.status === 403)) {
     // The upstream refused *our* credential: not the client's problem, and not to be echoed.
     return new UpstreamFailure({
@@ -221,16 +226,17 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
           style: p.style,
           responsesApi: p.responses_api,
           maxTokensField: p.max_tokens_field,
-          defaultMaxTokens: model.config.max_output_tokens
+          defaultMaxTokens: model.config.max_output_tokens,
+          translation: model.config.translation
         })
         const translated = path ? attempt(() => path.request(g.body)) : undefined
         if (path && translated?.ok) {
-          const upstreamBody: Record<string, unknown> = { ...translated.value, model: deployment.upstreamModel }
+          const upstreamBody: Record<string, unknown> = { ...translated.value.body, model: deployment.upstreamModel }
           if (g.stream && path.upstreamEndpoint === "chat.completions") {
             // Usage arrives at the end of a chat stream only when asked for; the relay strips it again.
             upstreamBody.stream_options = { ...(upstreamBody.stream_options as object | undefined), include_usage: true }
           }
-          candidates.push({ deployment, path, upstreamBody })
+          candidates.push({ deployment, path, upstreamBody, dropped: translated.value.dropped })
         } else if (i === 0) {
           // The primary deployment decides what the request may contain; a fallback that cannot take it is skipped.
           return Effect.fail(
@@ -393,6 +399,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
               provider: c.deployment.provider,
               endpoint: c.path.upstreamEndpoint,
               body: c.upstreamBody,
+              headers: g.protocolHeaders,
               requestId: g.requestId,
               // A non-streamed answer arrives whole: its first byte is its last.
               answerWithinMs: Math.min(c.deployment.provider.timeouts.first_byte_ms, c.deployment.provider.timeouts.total_ms)
@@ -416,7 +423,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                 message: `The upstream's answer could not be translated: ${translated.error.message}`
               })
             }
-            return { status: value.status, body: translated.value }
+            return { status: value.status, body: translated.value, dropped: candidate.dropped }
           }
           if (Exit.isInterrupted(exit)) {
             // The client left while the upstream worked: bill the prompt it read, from an estimate.
@@ -443,7 +450,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
      */
     const generateStream = (
       g: Generation & { readonly includeUsage: boolean }
-    ): Effect.Effect<Readable, Refusal> =>
+    ): Effect.Effect<{ readonly stream: Readable; readonly dropped: ReadonlyArray<string> }, Refusal> =>
       supervised(g, ({ candidates, prices, reservation, restore }) =>
         Effect.gen(function*() {
           const began = Date.now()
@@ -459,6 +466,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                   provider: c.deployment.provider,
                   endpoint: c.path.upstreamEndpoint,
                   body: c.upstreamBody,
+                  headers: g.protocolHeaders,
                   requestId: g.requestId
                 })
                 const pull = sseReader(body)
@@ -576,7 +584,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
           })
           out.onClose(alarm.clientLeft)
           yield* supervisor.fork(finish)
-          return out.readable
+          return { stream: out.readable, dropped: candidate.dropped }
         })
       )
 
