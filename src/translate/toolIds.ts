@@ -24,7 +24,7 @@ export const fromMessagesId = (id: unknown): string => {
   const s = typeof id === "string" ? id : String(id ?? "")
   if (!s.startsWith(PREFIX)) return s
   const raw = s.slice(PREFIX.length)
-  if (!VALID.test(raw)) return s
+  if (raw !== "" && !VALID.test(raw)) return s
   const decoded = Buffer.from(raw, "base64url").toString("utf8")
   // Only a well-formed encoding is decoded (re-encoding gives it back); anything else stays as it is.
   return toMessagesId(decoded) === s ? decoded : s
