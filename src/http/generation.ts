@@ -10,10 +10,10 @@ import { CurrentKey } from "../api/security.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { Gateway } from "../gateway/Gateway.ts"
 import type { Endpoint } from "../ledger/events.ts"
+import { ANTHROPIC_VERSION } from "../wire/messages.ts"
 import { decodeFields, readJsonObject } from "./body.ts"
 import { mapGatewayErrors } from "./gatewayErrors.ts"
 import { currentRequestId } from "./RequestId.ts"
-import { ANTHROPIC_VERSION } from "../wire/messages.ts"
 
 /** The header that lists the client's advisory fields a translation dropped. */
 export const DROPPED_PARAMS_HEADER = "tollgate-dropped-params"
