@@ -13,6 +13,7 @@ import { Billing } from "./gateway/Billing.ts"
 import { Gateway } from "./gateway/Gateway.ts"
 import { Heartbeat } from "./gateway/Heartbeat.ts"
 import { RequestSupervisor } from "./gateway/RequestSupervisor.ts"
+import { TokenCount } from "./gateway/TokenCount.ts"
 import { EventLog } from "./ledger/EventLog.ts"
 import { Spool } from "./ledger/Spool.ts"
 import { Upstreams } from "./providers/Upstreams.ts"
@@ -28,7 +29,7 @@ export const AccountsLive = Layer.mergeAll(Keys.Default, Vendors.Default, UsageR
  * own); the spool keeps bills the log could not take in time.
  */
 export const makeGatewayLive = <E, R>(upstreams: Layer.Layer<Upstreams, E, R>) =>
-  Gateway.Default.pipe(
+  Layer.merge(Gateway.Default, TokenCount.Default).pipe(
     Layer.provideMerge(Billing.Default),
     // The supervisor holds the heartbeat, so the heartbeat stops only after the requests have drained.
     Layer.provideMerge(Layer.mergeAll(upstreams, RequestSupervisor.Default.pipe(Layer.provideMerge(Heartbeat.Default)), Spool.Default)),

@@ -1,5 +1,5 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
-import { MessagesRequest } from "../wire/messages.ts"
+import { CountTokensRequest, CountTokensResponse, MessagesRequest } from "../wire/messages.ts"
 import { GenerationErrors, GenerationSuccess } from "./errors.ts"
 import { ApiKeyAuth } from "./security.ts"
 
@@ -9,6 +9,13 @@ export class AnthropicApi extends HttpApiGroup.make("anthropic")
     HttpApiEndpoint.post("createMessage", "/v1/messages")
       .setPayload(MessagesRequest)
       .addSuccess(GenerationSuccess)
+      .addError(GenerationErrors)
+  )
+  .add(
+    // Not billed: answered by an Anthropic-style upstream, or counted with a tokenizer for the others.
+    HttpApiEndpoint.post("countTokens", "/v1/messages/count_tokens")
+      .setPayload(CountTokensRequest)
+      .addSuccess(CountTokensResponse)
       .addError(GenerationErrors)
   )
   .middleware(ApiKeyAuth)

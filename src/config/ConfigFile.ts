@@ -94,6 +94,11 @@ export const ModelConfig = Schema.Struct({
    * (`previous_response_id`, file ids, images, hosted tools); without it such calls are refused.
    */
   max_input_tokens: Schema.optional(PositiveInt),
+  /**
+   * Across styles: `lenient` (default) drops advisory fields that have no equivalent and lists them in
+   * the `tollgate-dropped-params` response header; `strict` refuses every field that is not mapped.
+   */
+  translation: Schema.optionalWith(Schema.Literal("strict", "lenient"), { default: () => "lenient" as const }),
   display_name: Schema.optional(Schema.String),
   owned_by: Schema.optional(Schema.String),
   created: Schema.optionalWith(Schema.Int, { default: () => 1_700_000_000 })

@@ -81,6 +81,7 @@ export const unsizedInput = (endpoint: UpstreamEndpoint, body: Json): string | u
       if (present(body.container)) return "container"
       return firstOpaquePart(body.messages, "messages") ?? firstHostedTool(body.tools)
     case "images.generations":
+    case "messages.count_tokens":
       return undefined
   }
 }
@@ -138,6 +139,7 @@ export const withOutputCap = (
     case "messages":
       return present(body.max_tokens) ? body : { ...body, max_tokens: cap }
     case "images.generations":
+    case "messages.count_tokens":
       return body
   }
 }

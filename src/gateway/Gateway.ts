@@ -32,6 +32,8 @@ export type { Generation } from "./Routing.ts"
 export interface GenerationResult {
   readonly status: number
   readonly body: unknown
+  /** The client's advisory fields the translation dropped (the `tollgate-dropped-params` header). */
+  readonly dropped: ReadonlyArray<string>
 }
 
 export type Refusal = ModelNotFound | BadRequest | QuotaExceeded | RateLimitReached | UpstreamFailure | LedgerDown
@@ -136,6 +138,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
               provider: c.deployment.provider,
               endpoint: c.path.upstreamEndpoint,
               body: c.upstreamBody,
+              headers: g.protocolHeaders,
               requestId: g.requestId,
               // A non-streamed answer arrives whole: its first byte is its last.
               answerWithinMs: Math.min(c.deployment.provider.timeouts.first_byte_ms, c.deployment.provider.timeouts.total_ms)
@@ -154,7 +157,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
             }
             const translated = attempt(() => candidate.path.response(value.body as Json, g.body, g.model))
             if (!translated.ok) return yield* untranslatableAnswer(translated.error.message)
-            return { status: value.status, body: translated.value }
+            return { status: value.status, body: translated.value, dropped: candidate.dropped }
           }
           if (Exit.isInterrupted(exit)) {
             // The client left while the upstream worked: bill the prompt it read, from an estimate.
@@ -175,7 +178,9 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
      * A streamed generation: resolves once the first upstream event is in hand (until then failures
      * are retried, and a final failure is a plain JSON error), with the stream the client receives.
      */
-    const generateStream = (g: Generation & { readonly includeUsage: boolean }): Effect.Effect<Readable, Refusal> =>
+    const generateStream = (
+      g: Generation & { readonly includeUsage: boolean }
+    ): Effect.Effect<{ readonly stream: Readable; readonly dropped: ReadonlyArray<string> }, Refusal> =>
       supervised(g, () => false, (s) => runStream(g, s))
 
     return { generate, generateStream } as const

@@ -8,6 +8,7 @@ import type { CatalogModel, CatalogService, ResolvedDeployment } from "../accoun
 import type { KeyRecord } from "../accounts/KeyRecord.ts"
 import type { PriceSheet } from "../accounts/Pricing.ts"
 import type { Endpoint } from "../ledger/events.ts"
+import type { ProtocolHeaders } from "../providers/Upstream.ts"
 import { type Route, routeFor } from "../translate/Route.ts"
 import { attempt } from "../translate/Untranslatable.ts"
 import type { RateLimits } from "./Billing.ts"
@@ -32,6 +33,8 @@ export interface Generation {
   readonly images: number
   /** `stream: true`: answer as SSE. */
   readonly stream: boolean
+  /** The client's protocol headers (anthropic-beta...), forwarded to an upstream of the same style only. */
+  readonly protocolHeaders?: ProtocolHeaders | undefined
 }
 
 /** One way to serve the request: a deployment, the route to it, the body in its style. */
@@ -39,6 +42,8 @@ export interface Candidate {
   readonly deployment: ResolvedDeployment
   readonly path: Route
   readonly upstreamBody: Record<string, unknown>
+  /** The client's advisory fields the translation to this upstream dropped. */
+  readonly dropped: ReadonlyArray<string>
 }
 
 export interface Routed {
@@ -93,14 +98,15 @@ export const makeRouter = (catalog: CatalogService) => {
         style: p.style,
         responsesApi: p.responses_api,
         maxTokensField: p.max_tokens_field,
-        defaultMaxTokens: cap
+        defaultMaxTokens: cap,
+        translation: model.config.translation
       })
       const translated = path ? attempt(() => path.request(g.body)) : undefined
       if (path && translated?.ok) {
         // Without a cap from the client the model's own goes upstream: the bound is enforced, not assumed.
         const upstreamBody = withOutputCap(
           path.upstreamEndpoint,
-          { ...translated.value, model: deployment.upstreamModel },
+          { ...translated.value.body, model: deployment.upstreamModel },
           cap,
           p.max_tokens_field
         )
@@ -109,7 +115,7 @@ export const makeRouter = (catalog: CatalogService) => {
           upstreamBody.stream_options = { ...(upstreamBody.stream_options as object | undefined), include_usage: true }
         }
         unsized ??= unsizedInput(path.upstreamEndpoint, upstreamBody)
-        candidates.push({ deployment, path, upstreamBody })
+        candidates.push({ deployment, path, upstreamBody, dropped: translated.value.dropped })
       } else if (i === 0) {
         // The primary deployment decides what the request may contain; a fallback that cannot take it is skipped.
         return Effect.fail(

@@ -64,6 +64,7 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
             provider: c.deployment.provider,
             endpoint: c.path.upstreamEndpoint,
             body: c.upstreamBody,
+            headers: g.protocolHeaders,
             requestId: g.requestId
           })
           const pull = sseReader(body)
@@ -218,5 +219,5 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
     }).pipe(Effect.onExit(s.close))
     out.onClose(alarm.clientLeft)
     yield* deps.supervisor.fork(finish)
-    return out.readable as Readable
+    return { stream: out.readable as Readable, dropped: candidate.dropped }
   })

@@ -1,13 +1,47 @@
-import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
-import { InvalidRequest } from "../api/errors.ts"
+import { HttpApiBuilder, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Effect, FiberRef } from "effect"
+import { KeyStore } from "../accounts/KeyStore.ts"
+import { AuthenticationFailed, InvalidRequest } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
-import { ACCEPTED_ANTHROPIC_VERSIONS, ANTHROPIC_VERSION, MessagesRequest } from "../wire/messages.ts"
-import { makeGenerationHandler } from "./generation.ts"
+import { CurrentKey } from "../api/security.ts"
+import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { TokenCount } from "../gateway/TokenCount.ts"
+import { ACCEPTED_ANTHROPIC_VERSIONS, ANTHROPIC_VERSION, CountTokensRequest, MessagesRequest } from "../wire/messages.ts"
+import { decodeFields, readJsonObject } from "./body.ts"
+import { mapGatewayErrors } from "./gatewayErrors.ts"
+import { makeGenerationHandler, protocolHeadersOf } from "./generation.ts"
+import { currentRequestId } from "./RequestId.ts"
+
+/** `/v1/messages` and its kin need `anthropic-version` with a value the gateway speaks. */
+const checkVersion = (request: HttpServerRequest.HttpServerRequest) => {
+  const version = request.headers["anthropic-version"]
+  if (version === undefined) {
+    return Effect.fail(
+      new InvalidRequest({
+        message: `The anthropic-version header is required; send \`anthropic-version: ${ANTHROPIC_VERSION}\`.`,
+        param: "anthropic-version",
+        code: "missing_version_header"
+      })
+    )
+  }
+  if (!ACCEPTED_ANTHROPIC_VERSIONS.includes(version.trim())) {
+    return Effect.fail(
+      new InvalidRequest({
+        message: `Unsupported anthropic-version "${version}"; this gateway speaks ${ANTHROPIC_VERSION}.`,
+        param: "anthropic-version",
+        code: "invalid_version_header"
+      })
+    )
+  }
+  return Effect.void
+}
 
 export const AnthropicHandlers = HttpApiBuilder.group(GatewayApi, "anthropic", (handlers) =>
   Effect.gen(function*() {
     const generation = yield* makeGenerationHandler
+    const keys = yield* KeyStore
+    const tokens = yield* TokenCount
+    const maxBytes = (yield* GatewayConfig).file.server.max_body_bytes
     const messages = generation("messages", MessagesRequest, (b) => ({
       model: b.model,
       stream: b.stream === true,
@@ -15,26 +49,27 @@ export const AnthropicHandlers = HttpApiBuilder.group(GatewayApi, "anthropic", (
       choices: 1,
       images: 0
     }))
-    return handlers.handleRaw("createMessage", ({ request }) => {
-      const version = request.headers["anthropic-version"]
-      if (version === undefined) {
-        return Effect.fail(
-          new InvalidRequest({
-            message: `The anthropic-version header is required; send \`anthropic-version: ${ANTHROPIC_VERSION}\`.`,
-            param: "anthropic-version",
-            code: "missing_version_header"
-          })
-        )
-      }
-      if (!ACCEPTED_ANTHROPIC_VERSIONS.includes(version.trim())) {
-        return Effect.fail(
-          new InvalidRequest({
-            message: `Unsupported anthropic-version "${version}"; this gateway speaks ${ANTHROPIC_VERSION}.`,
-            param: "anthropic-version",
-            code: "invalid_version_header"
-          })
-        )
-      }
-      return messages(request)
-    })
+    const decodeCount = decodeFields(CountTokensRequest)
+
+    const countTokens = (request: HttpServerRequest.HttpServerRequest) =>
+      Effect.gen(function*() {
+        yield* checkVersion(request)
+        const { keyId } = yield* CurrentKey
+        const key = keys.byId(keyId)
+        if (!key) return yield* new AuthenticationFailed({ message: "Invalid API key.", code: "invalid_api_key" })
+        const body = yield* readJsonObject(request, maxBytes)
+        const fields = yield* decodeCount(body.json)
+        const counted = yield* mapGatewayErrors(tokens.count({
+          requestId: yield* FiberRef.get(currentRequestId),
+          key,
+          model: fields.model,
+          body: body.json,
+          protocolHeaders: protocolHeadersOf("messages", request.headers)
+        }))
+        return HttpServerResponse.unsafeJson(counted)
+      })
+
+    return handlers
+      .handleRaw("createMessage", ({ request }) => Effect.zipRight(checkVersion(request), messages(request)))
+      .handleRaw("countTokens", ({ request }) => countTokens(request))
   }))

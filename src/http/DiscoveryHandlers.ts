@@ -21,7 +21,7 @@ export const DiscoveryHandlers = HttpApiBuilder.group(GatewayApi, "discovery", (
     const log = yield* EventLog
     // `degraded` when the event log does not answer within a second.
     const healthy = sql`SELECT 1`.pipe(Effect.timeout("1 second"), Effect.as(true), Effect.orElseSucceed(() => false))
-    return handlers.handle("discover", () =>
+    return handlers.handle("root", () => Effect.succeed({ service: "tollgate", discovery: "/v1" })).handle("discover", () =>
       Effect.all([healthy, supervisor.inFlight, log.queued]).pipe(Effect.map(([ok, inFlight, queued]) => ({
         service: "tollgate",
         status: ok ? "ok" : "degraded",

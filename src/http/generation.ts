@@ -3,16 +3,46 @@
  * hand the request to the gateway, answer with the upstream's JSON in the client's style.
  */
 import { type HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, FiberRef, type Schema } from "effect"
+import { Effect, FiberRef, LogLevel, type Schema } from "effect"
 import { KeyStore } from "../accounts/KeyStore.ts"
 import { AuthenticationFailed, InvalidRequest } from "../api/errors.ts"
 import { CurrentKey } from "../api/security.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { Gateway } from "../gateway/Gateway.ts"
 import type { Endpoint } from "../ledger/events.ts"
+import { ANTHROPIC_VERSION } from "../wire/messages.ts"
 import { decodeFields, readJsonObject } from "./body.ts"
 import { mapGatewayErrors } from "./gatewayErrors.ts"
 import { currentRequestId } from "./RequestId.ts"
+
+/** The header that lists the client's advisory fields a translation dropped. */
+export const DROPPED_PARAMS_HEADER = "tollgate-dropped-params"
+
+/**
+ * The protocol headers of the client's request that travel to an upstream of its style: the
+ * Anthropic betas (and a version other than the default), OpenAI's beta header. Nothing else: no
+ * credential, no other client header.
+ */
+export const protocolHeadersOf = (endpoint: Endpoint, headers: Readonly<Record<string, string | undefined>>) => {
+  const picked: Record<string, string> = {}
+  const take = (name: string, keep: (v: string) => boolean = () => true) => {
+    const v = headers[name]?.trim()
+    if (v && keep(v)) picked[name] = v
+  }
+  if (endpoint === "messages") {
+    take("anthropic-beta")
+    take("anthropic-version", (v) => v !== ANTHROPIC_VERSION)
+  } else take("openai-beta")
+  if (Object.keys(picked).length === 0) return undefined
+  return { style: endpoint === "messages" ? "anthropic" as const : "openai" as const, headers: picked }
+}
+
+/** The response header naming the dropped fields (none when nothing was dropped), logged at debug level. */
+const droppedHeader = (requestId: string, dropped: ReadonlyArray<string>) =>
+  dropped.length === 0 ? Effect.succeed({}) : Effect.whenLogLevel(
+    Effect.suspend(() => Effect.logDebug(`${requestId}: dropped in translation: ${dropped.join(", ")}`)),
+    LogLevel.Debug
+  ).pipe(Effect.as({ [DROPPED_PARAMS_HEADER]: dropped.join(", ") }))
 
 export interface Fields {
   readonly model: string
@@ -58,20 +88,24 @@ export const makeGenerationHandler = Effect.gen(function*() {
           outputCap: fields.outputCap,
           choices: fields.choices,
           images: fields.images,
-          stream: fields.stream
+          stream: fields.stream,
+          protocolHeaders: protocolHeadersOf(endpoint, request.headers)
         }
         if (fields.stream) {
           const options = body.json.stream_options as { include_usage?: unknown } | null | undefined
-          const stream = yield* mapGatewayErrors(
+          const { dropped, stream } = yield* mapGatewayErrors(
             gateway.generateStream({ ...generation, includeUsage: options?.include_usage === true })
           )
           return HttpServerResponse.raw(stream, {
             contentType: "text/event-stream",
-            headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+            headers: { "cache-control": "no-cache", "x-accel-buffering": "no", ...(yield* droppedHeader(requestId, dropped)) }
           })
         }
         const result = yield* mapGatewayErrors(gateway.generate(generation))
-        return HttpServerResponse.unsafeJson(result.body, { status: result.status })
+        return HttpServerResponse.unsafeJson(result.body, {
+          status: result.status,
+          headers: yield* droppedHeader(requestId, result.dropped)
+        })
       })
   }
 })

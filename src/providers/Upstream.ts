@@ -6,7 +6,17 @@ import { Data, type Effect, type Scope } from "effect"
 import type { ProviderConfig } from "../config/ConfigFile.ts"
 
 /** Which upstream API a call goes to. */
-export type UpstreamEndpoint = "chat.completions" | "responses" | "messages" | "images.generations"
+export type UpstreamEndpoint = "chat.completions" | "responses" | "messages" | "messages.count_tokens" | "images.generations"
+
+/**
+ * Protocol headers the client sent (`anthropic-beta`, a non-default `anthropic-version`,
+ * `openai-beta`), tagged with the client's style: they reach an upstream of that style only, never
+ * one of the other style. Never a credential.
+ */
+export interface ProtocolHeaders {
+  readonly style: "openai" | "anthropic"
+  readonly headers: Readonly<Record<string, string>>
+}
 
 export interface UpstreamRequest {
   readonly providerName: string
@@ -14,6 +24,8 @@ export interface UpstreamRequest {
   readonly endpoint: UpstreamEndpoint
   /** The body in the upstream's style, with the upstream's model name. */
   readonly body: Record<string, unknown>
+  /** The client's protocol headers, applied when the provider speaks their style. */
+  readonly headers?: ProtocolHeaders | undefined
   readonly requestId: string
   /**
    * `send` only: the whole answer must have arrived within this many milliseconds, or the call fails

@@ -4,8 +4,10 @@
  *
  * - Same style: passthrough. Events are forwarded as they are, with the public model name; for chat
  *   the usage chunk the gateway asked for is stripped again if the client did not ask for it.
- * - Other style: the upstream's events are decoded into canonical ops and emitted in the client's style.
+ * - Other style: the upstream's events are decoded into canonical ops and emitted in the client's style;
+ *   tool-call ids are rewritten where the client's style cannot take them (translate/toolIds.ts).
  */
+import { fromMessagesId, toMessagesId } from "../translate/toolIds.ts"
 import { fromResponsesUsage, type Usage } from "../wire/usage.ts"
 import { chatDecoder, type Decoder, messagesDecoder } from "./decode.ts"
 import { chatEmitter, type Emitter, messagesEmitter, responsesEmitter } from "./emit.ts"
@@ -76,6 +78,7 @@ class Observer {
     for (const op of ops) {
       if (op._tag === "Text") this.text += op.text
       else if (op._tag === "ToolArgs") this.text += op.delta
+      else if (op._tag === "Thinking") this.text += op.text
       else if (op._tag === "ToolStart") this.text += ` ${op.name} `
       else if (op._tag === "Usage") this.reported = op.usage
       else if (op._tag === "Start" && op.inputTokens !== undefined) this.announcedInput = op.inputTokens
@@ -123,13 +126,15 @@ export const relayFor = (o: Options): Relay => {
   if (o.client !== o.upstream) {
     const decoder = decoderFor(o.upstream)
     const emitter = emitterFor(o)
+    const id = o.client === "messages" ? toMessagesId : o.upstream === "messages" ? fromMessagesId : undefined
+    const emit = (op: Op) => emitter.push(id && op._tag === "ToolStart" ? { ...op, id: id(op.id) } : op)
     return {
       ...base,
       push: (event) => {
         const json = read(event)
         const ops = decoder.push(event, json)
         seen.see(ops)
-        return ops.flatMap(emitter.push)
+        return ops.flatMap(emit)
       },
       end: () => emitter.end()
     }

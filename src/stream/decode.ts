@@ -2,6 +2,7 @@
  * Upstream stream events -> canonical ops, one decoder per upstream style. Each decoder is a small
  * state machine whose state is its fields; `push` takes one parsed SSE event.
  */
+import { chatReasoningOf, sealRedacted, sealThinking } from "../translate/reasoning.ts"
 import { fromChatUsage, fromMessagesUsage, type Usage } from "../wire/usage.ts"
 import { fromChatFinish, fromMessagesStop, type Op } from "./ops.ts"
 import type { SseEvent } from "./sse.ts"
@@ -24,6 +25,8 @@ export const chatDecoder = (): Decoder => {
       const choice = Array.isArray(chunk.choices) ? chunk.choices[0] : undefined
       const delta = choice?.delta
       if (delta) {
+        const reasoning = chatReasoningOf(delta)
+        if (reasoning !== undefined) ops.push({ _tag: "Thinking", text: reasoning })
         if (typeof delta.content === "string" && delta.content !== "") ops.push({ _tag: "Text", text: delta.content })
         if (Array.isArray(delta.tool_calls)) {
           for (const call of delta.tool_calls) {
@@ -50,6 +53,8 @@ export const messagesDecoder = (): Decoder => {
   let start: Record<string, unknown> = {}
   let output = 0
   let extra: Record<string, unknown> = {}
+  /** The thinking block being streamed: its index and its signature so far, or its redacted data. */
+  let thinking: { index: number; signature: string; redacted?: string } | undefined
   const usage = (): Usage | undefined => fromMessagesUsage({ ...start, ...extra, output_tokens: output })
   return {
     push: (event, e) => {
@@ -69,12 +74,31 @@ export const messagesDecoder = (): Decoder => {
           if (block.type === "text" && typeof block.text === "string" && block.text !== "") {
             return [{ _tag: "Text", text: block.text }]
           }
+          if (block.type === "thinking") {
+            thinking = { index: Number(e.index), signature: String(block.signature ?? "") }
+            return typeof block.thinking === "string" && block.thinking !== "" ? [{ _tag: "Thinking", text: block.thinking }] : []
+          }
+          if (block.type === "redacted_thinking") {
+            thinking = { index: Number(e.index), signature: "", redacted: String(block.data ?? "") }
+          }
           return []
+        }
+        case "content_block_stop": {
+          if (!thinking || thinking.index !== Number(e.index)) return []
+          const sealed = thinking.redacted !== undefined
+            ? sealRedacted(thinking.redacted)
+            : thinking.signature !== ""
+            ? sealThinking(thinking.signature)
+            : undefined
+          thinking = undefined
+          return [{ _tag: "ThinkingEnd", ...(sealed !== undefined ? { sealed } : {}) }]
         }
         case "content_block_delta": {
           const d = e.delta ?? {}
           if (d.type === "text_delta") return [{ _tag: "Text", text: String(d.text ?? "") }]
           if (d.type === "input_json_delta") return [{ _tag: "ToolArgs", index: Number(e.index), delta: String(d.partial_json ?? "") }]
+          if (d.type === "thinking_delta") return [{ _tag: "Thinking", text: String(d.thinking ?? "") }]
+          if (d.type === "signature_delta" && thinking) thinking.signature += String(d.signature ?? "")
           return []
         }
         case "message_delta": {

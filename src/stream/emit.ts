@@ -48,6 +48,13 @@ export const chatEmitter = (model: string, includeUsage: boolean): Emitter => {
           ensureStart(out)
           out.push(chunk({ content: op.text }))
           break
+        case "Thinking":
+          // The field OpenAI-compatible servers stream a model's reasoning in.
+          ensureStart(out)
+          out.push(chunk({ reasoning_content: op.text }))
+          break
+        case "ThinkingEnd":
+          break
         case "ToolStart": {
           ensureStart(out)
           const index = toolIndex.size
@@ -97,7 +104,7 @@ export const chatEmitter = (model: string, includeUsage: boolean): Emitter => {
 /** Messages events: message_start, content blocks, message_delta, message_stop. */
 export const messagesEmitter = (model: string): Emitter => {
   let started = false
-  let open: { index: number; kind: "text" | "tool" } | undefined
+  let open: { index: number; kind: "text" | "tool" | "thinking" } | undefined
   let nextIndex = 0
   const toolBlock = new Map<number, number>()
   let finish: { reason: FinishReason; stopSequence: string | null } = { reason: "stop", stopSequence: null }
@@ -146,6 +153,26 @@ export const messagesEmitter = (model: string): Emitter => {
             index: open.index,
             delta: { type: "text_delta", text: op.text }
           }))
+          break
+        case "Thinking":
+          start(out)
+          if (open?.kind !== "thinking") {
+            close(out)
+            open = { index: nextIndex++, kind: "thinking" }
+            out.push(named("content_block_start", {
+              type: "content_block_start",
+              index: open.index,
+              content_block: { type: "thinking", thinking: "", signature: "" }
+            }))
+          }
+          out.push(named("content_block_delta", {
+            type: "content_block_delta",
+            index: open.index,
+            delta: { type: "thinking_delta", thinking: op.text }
+          }))
+          break
+        case "ThinkingEnd":
+          if (open?.kind === "thinking") close(out)
           break
         case "ToolStart":
           start(out)
@@ -238,6 +265,28 @@ export const responsesEmitter = (model: string, request: Record<string, unknown>
     out.push(ev("response.created", { response: snapshot("in_progress") }))
     out.push(ev("response.in_progress", { response: snapshot("in_progress") }))
   }
+  /** The reasoning item being streamed: its summary text grows with each Thinking piece. */
+  let openReasoning: { item: Record<string, any>; outputIndex: number; text: string } | undefined
+  const openReasoningItem = (out: Array<SseEvent>) => {
+    if (openReasoning) return openReasoning
+    const item: Record<string, any> = { type: "reasoning", id: `rs_${id.slice(5)}_${items.length}`, summary: [] }
+    items.push(item)
+    openReasoning = { item, outputIndex: items.length - 1, text: "" }
+    out.push(ev("response.output_item.added", { output_index: openReasoning.outputIndex, item: { ...item, summary: [] } }))
+    return openReasoning
+  }
+  const closeReasoning = (out: Array<SseEvent>) => {
+    if (!openReasoning) return
+    const { item, outputIndex, text } = openReasoning
+    if (text !== "") {
+      const part = { type: "summary_text", text }
+      out.push(ev("response.reasoning_summary_text.done", { item_id: item.id, output_index: outputIndex, summary_index: 0, text }))
+      out.push(ev("response.reasoning_summary_part.done", { item_id: item.id, output_index: outputIndex, summary_index: 0, part }))
+      item.summary = [part]
+    }
+    out.push(ev("response.output_item.done", { output_index: outputIndex, item }))
+    openReasoning = undefined
+  }
   const closeText = (out: Array<SseEvent>) => {
     if (!openText) return
     const { item, outputIndex } = openText
@@ -256,8 +305,39 @@ export const responsesEmitter = (model: string, request: Record<string, unknown>
           if (op.id) id = op.id.startsWith("resp_") ? op.id : `resp_${op.id.replace(/^(msg_|chatcmpl-)/, "")}`
           start(out)
           break
+        case "Thinking": {
+          if (op.text === "") break
+          start(out)
+          closeText(out)
+          const r = openReasoningItem(out)
+          if (r.text === "") {
+            out.push(ev("response.reasoning_summary_part.added", {
+              item_id: r.item.id,
+              output_index: r.outputIndex,
+              summary_index: 0,
+              part: { type: "summary_text", text: "" }
+            }))
+          }
+          r.text += op.text
+          out.push(ev("response.reasoning_summary_text.delta", {
+            item_id: r.item.id,
+            output_index: r.outputIndex,
+            summary_index: 0,
+            delta: op.text
+          }))
+          break
+        }
+        case "ThinkingEnd": {
+          start(out)
+          // A redacted block has no text: its item opens and closes here.
+          const r = openReasoningItem(out)
+          if (op.sealed !== undefined) r.item.encrypted_content = op.sealed
+          closeReasoning(out)
+          break
+        }
         case "Text": {
           start(out)
+          closeReasoning(out)
           if (!openText) {
             const item = {
               type: "message",
@@ -287,6 +367,7 @@ export const responsesEmitter = (model: string, request: Record<string, unknown>
         }
         case "ToolStart": {
           start(out)
+          closeReasoning(out)
           closeText(out)
           const item = { type: "function_call", id: `fc_${op.id}`, call_id: op.id, name: op.name, arguments: "", status: "in_progress" }
           items.push(item)
@@ -313,6 +394,7 @@ export const responsesEmitter = (model: string, request: Record<string, unknown>
     end: () => {
       const out: Array<SseEvent> = []
       start(out)
+      closeReasoning(out)
       closeText(out)
       for (const { item, outputIndex } of tools.values()) {
         out.push(ev("response.function_call_arguments.done", { item_id: item.id, output_index: outputIndex, arguments: item.arguments }))

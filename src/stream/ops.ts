@@ -1,7 +1,10 @@
 /**
  * What a generation stream says, whatever its style: the canonical steps cross-style streaming goes
- * through. Tool calls keep their ids, names and argument text exactly; indices say which call a piece
- * of arguments belongs to, so parallel calls stay apart.
+ * through. Tool calls keep their names and argument text exactly (their ids are rewritten only where
+ * the client's style cannot take them, see translate/toolIds.ts); indices say which call a piece of
+ * arguments belongs to, so parallel calls stay apart. Reasoning text travels as `Thinking` pieces; a
+ * block of it ends with `ThinkingEnd`, which carries, from a messages upstream, the block's signature
+ * sealed for a Responses client's `encrypted_content`.
  */
 import type { Usage } from "../wire/usage.ts"
 
@@ -10,6 +13,8 @@ export type FinishReason = "stop" | "length" | "tool_use" | "content_filter" | "
 export type Op =
   | { readonly _tag: "Start"; readonly id: string; readonly inputTokens?: number }
   | { readonly _tag: "Text"; readonly text: string }
+  | { readonly _tag: "Thinking"; readonly text: string }
+  | { readonly _tag: "ThinkingEnd"; readonly sealed?: string }
   | { readonly _tag: "ToolStart"; readonly index: number; readonly id: string; readonly name: string }
   | { readonly _tag: "ToolArgs"; readonly index: number; readonly delta: string }
   | { readonly _tag: "Finish"; readonly reason: FinishReason; readonly stopSequence?: string | null }

@@ -5,6 +5,7 @@
  */
 import { chatRequestToMessages, messagesResponseToChat } from "./chatToMessages.ts"
 import { chatResponseToMessages, messagesRequestToChat } from "./messagesToChat.ts"
+import { makePolicy, type Policy, type TranslationMode } from "./Policy.ts"
 import { chatResponseToResponses, responsesRequestToChat } from "./responsesToChat.ts"
 import { messagesResponseToResponses, responsesRequestToMessages } from "./responsesToMessages.ts"
 import type { Json } from "./Untranslatable.ts"
@@ -17,13 +18,21 @@ export interface UpstreamTraits {
   readonly maxTokensField: "max_tokens" | "max_completion_tokens"
   /** The output limit to write when the upstream requires one and the client gave none. */
   readonly defaultMaxTokens: number
+  /** The model's `translation`: `strict` refuses advisory fields instead of dropping them. */
+  readonly translation?: TranslationMode | undefined
+}
+
+/** A request in the upstream's style, and the advisory fields of the client's that were dropped. */
+export interface Translated {
+  readonly body: Json
+  readonly dropped: ReadonlyArray<string>
 }
 
 export interface Route {
   readonly upstreamEndpoint: ClientEndpoint
   readonly passthrough: boolean
   /** The client's body in the upstream's style (may throw `Untranslatable`). */
-  readonly request: (body: Json) => Json
+  readonly request: (body: Json) => Translated
   /** The upstream's answer in the client's style. */
   readonly response: (answer: Json, clientBody: Json, model: string) => Json
 }
@@ -31,26 +40,35 @@ export interface Route {
 const passthrough = (endpoint: ClientEndpoint): Route => ({
   upstreamEndpoint: endpoint,
   passthrough: true,
-  request: (body) => body,
+  request: (body) => ({ body, dropped: [] }),
   response: (answer, _, model) => ("model" in answer ? { ...answer, model } : answer)
 })
+
+/** A translator run under a fresh policy of the model's mode. */
+const translating = (mode: TranslationMode | undefined, f: (body: Json, policy: Policy) => Json) => (body: Json): Translated => {
+  const policy = makePolicy(mode)
+  const out = f(body, policy)
+  return { body: out, dropped: policy.dropped() }
+}
 
 /** The route, or undefined when no translation exists (images from a messages-style upstream). */
 export const routeFor = (endpoint: ClientEndpoint, upstream: UpstreamTraits): Route | undefined => {
   const chatTarget = { maxTokensField: upstream.maxTokensField }
+  const messagesTarget = { defaultMaxTokens: upstream.defaultMaxTokens }
+  const mode = upstream.translation
   switch (endpoint) {
     case "chat.completions":
       return upstream.style === "openai" ? passthrough(endpoint) : {
         upstreamEndpoint: "messages",
         passthrough: false,
-        request: (body) => chatRequestToMessages(body, upstream.defaultMaxTokens),
+        request: translating(mode, (body, policy) => chatRequestToMessages(body, messagesTarget, policy)),
         response: (answer, _, model) => messagesResponseToChat(answer, model)
       }
     case "messages":
       return upstream.style === "anthropic" ? passthrough(endpoint) : {
         upstreamEndpoint: "chat.completions",
         passthrough: false,
-        request: (body) => messagesRequestToChat(body, chatTarget),
+        request: translating(mode, (body, policy) => messagesRequestToChat(body, chatTarget, policy)),
         response: (answer, _, model) => chatResponseToMessages(answer, model)
       }
     case "responses":
@@ -58,14 +76,14 @@ export const routeFor = (endpoint: ClientEndpoint, upstream: UpstreamTraits): Ro
         return {
           upstreamEndpoint: "messages",
           passthrough: false,
-          request: (body) => responsesRequestToMessages(body, upstream.defaultMaxTokens),
+          request: translating(mode, (body, policy) => responsesRequestToMessages(body, messagesTarget, policy)),
           response: (answer, body, model) => messagesResponseToResponses(answer, body, model)
         }
       }
       return upstream.responsesApi ? passthrough(endpoint) : {
         upstreamEndpoint: "chat.completions",
         passthrough: false,
-        request: (body) => responsesRequestToChat(body, chatTarget),
+        request: translating(mode, (body, policy) => responsesRequestToChat(body, chatTarget, policy)),
         response: (answer, body, model) => chatResponseToResponses(answer, body, model)
       }
     case "images.generations":

@@ -1,6 +1,7 @@
 /**
- * A request field that has no equivalent in the upstream's style. The gateway refuses the request
- * with a 400 naming the field rather than drop it silently.
+ * A request field that has no equivalent in the upstream's style and that the client may rely on:
+ * the gateway refuses the request with a 400 naming the field rather than drop it silently (advisory
+ * fields are dropped and reported instead, see Policy.ts).
  */
 import { Data } from "effect"
 
@@ -21,13 +22,6 @@ export const isObject = (v: unknown): v is Json => v !== null && typeof v === "o
 
 /** True when a field is present with a value that means something (not null or undefined). */
 export const present = (body: Json, field: string) => body[field] !== undefined && body[field] !== null
-
-/** Refuses every present field that is not in `known`. */
-export const refuseUnknown = (body: Json, known: ReadonlySet<string>, prefix = "") => {
-  for (const k of Object.keys(body)) {
-    if (!known.has(k) && present(body, k)) refuse(prefix + k, "the other style has no such field")
-  }
-}
 
 /** Runs a translator that may throw `Untranslatable`. */
 export const attempt = <A>(f: () => A): { readonly ok: true; readonly value: A } | { readonly ok: false; readonly error: Untranslatable } => {

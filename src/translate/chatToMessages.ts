@@ -1,12 +1,16 @@
 /**
  * A chat-completions client calling a messages-style (Anthropic) upstream: the request chat -> messages,
- * and the answer messages -> chat. Pure functions; what has no equivalent is refused, never dropped.
+ * and the answer messages -> chat. Pure functions. What has an equivalent is mapped, advisory fields are
+ * dropped and reported through the policy, the rest is refused.
  */
 import { imageSourceFromUrl, textOfBlocks } from "./content.ts"
+import { dropExtras, type Policy, sortTopLevel } from "./Policy.ts"
+import { normaliseEffort, thinkingFor } from "./reasoning.ts"
 import { chatFinishReason } from "./stopReasons.ts"
-import { type Json, isObject, parseArguments, present, refuse, refuseUnknown } from "./Untranslatable.ts"
+import { fromMessagesId, toMessagesId } from "./toolIds.ts"
+import { type Json, isObject, parseArguments, present, refuse } from "./Untranslatable.ts"
 
-const KNOWN = new Set([
+const MAPPED = new Set([
   "model",
   "messages",
   "max_tokens",
@@ -21,8 +25,26 @@ const KNOWN = new Set([
   "response_format",
   "user",
   "stream",
-  "stream_options"
+  "stream_options",
+  "reasoning_effort"
 ])
+
+/** Fields that do not change what the answer must be: dropped towards messages (refused when strict). */
+const ADVISORY: Record<string, string> = {
+  store: "the gateway stores no completions",
+  metadata: "stored-completion tags have no equivalent",
+  prompt_cache_key: "prompt caching hints have no equivalent",
+  prompt_cache_retention: "prompt caching hints have no equivalent",
+  safety_identifier: "has no equivalent",
+  service_tier: "service tiers differ between providers",
+  seed: "the upstream has no seed",
+  prediction: "predicted outputs are an OpenAI optimisation",
+  verbosity: "has no equivalent",
+  web_search_options: "a hosted tool the upstream cannot run"
+}
+
+const FUNCTION = new Set(["name", "description", "parameters", "strict"])
+const TOOL_CALL = new Set(["id", "type", "function", "index"])
 
 const userContent = (content: unknown, param: string): unknown => {
   if (typeof content === "string") return content
@@ -49,9 +71,14 @@ const toolResultContent = (content: unknown, param: string): unknown => {
   )
 }
 
-/** Chat completions request -> messages request. `defaultMaxTokens` fills the field messages requires. */
-export const chatRequestToMessages = (body: Json, defaultMaxTokens: number): Json => {
-  refuseUnknown(body, KNOWN)
+export interface MessagesTarget {
+  /** The output limit to write when the client gave none (messages style requires one). */
+  readonly defaultMaxTokens: number
+}
+
+/** Chat completions request -> messages request. */
+export const chatRequestToMessages = (body: Json, target: MessagesTarget, policy: Policy): Json => {
+  sortTopLevel(body, MAPPED, ADVISORY, policy)
   const out: Json = { model: body.model }
   const system: Array<string> = []
   const messages: Array<Json> = []
@@ -68,7 +95,8 @@ export const chatRequestToMessages = (body: Json, defaultMaxTokens: number): Jso
     switch (raw.role) {
       case "system":
       case "developer":
-        system.push(textOfBlocks(raw.content, `${p}.content`))
+        // Messages style has one system prompt: every system turn joins it, in order.
+        system.push(textOfBlocks(raw.content, `${p}.content`, policy))
         return
       case "user": {
         const content = userContent(raw.content, `${p}.content`)
@@ -86,15 +114,19 @@ export const chatRequestToMessages = (body: Json, defaultMaxTokens: number): Jso
             }
           })
         }
+        for (const k of ["reasoning_content", "reasoning"]) {
+          if (present(raw, k)) policy.drop(`${p}.${k}`, "earlier reasoning text cannot be sent to a messages upstream")
+        }
         if (Array.isArray(raw.tool_calls)) {
           raw.tool_calls.forEach((call, j) => {
             const cp = `${p}.tool_calls.${j}`
             if (!isObject(call) || call.type !== "function" || !isObject(call.function)) {
               return refuse(cp, "only function tool calls have an equivalent")
             }
+            dropExtras(call, TOOL_CALL, cp, policy)
             blocks.push({
               type: "tool_use",
-              id: call.id,
+              id: toMessagesId(call.id),
               name: call.function.name,
               input: parseArguments(call.function.arguments, `${cp}.function.arguments`)
             })
@@ -109,7 +141,7 @@ export const chatRequestToMessages = (body: Json, defaultMaxTokens: number): Jso
       case "tool":
         push("user", [{
           type: "tool_result",
-          tool_use_id: raw.tool_call_id,
+          tool_use_id: toMessagesId(raw.tool_call_id),
           content: toolResultContent(raw.content, `${p}.content`)
         }])
         return
@@ -125,7 +157,7 @@ export const chatRequestToMessages = (body: Json, defaultMaxTokens: number): Jso
       ? { role: m.role, content: blocks[0]!.text }
       : m
   })
-  out.max_tokens = body.max_completion_tokens ?? body.max_tokens ?? defaultMaxTokens
+  out.max_tokens = body.max_completion_tokens ?? body.max_tokens ?? target.defaultMaxTokens
   if (present(body, "temperature")) {
     const t = Number(body.temperature)
     if (t > 1) refuse("temperature", "the upstream accepts 0 to 1")
@@ -136,8 +168,12 @@ export const chatRequestToMessages = (body: Json, defaultMaxTokens: number): Jso
   if (present(body, "n") && body.n !== 1) refuse("n", "the upstream returns one choice")
   if (present(body, "user")) out.metadata = { user_id: String(body.user) }
   if (present(body, "response_format")) {
-    const format = isObject(body.response_format) ? body.response_format.type : undefined
-    if (format !== "text") refuse("response_format", "JSON mode has no equivalent in messages style")
+    const format = isObject(body.response_format) ? body.response_format : {}
+    if (format.type === "json_schema" && isObject(format.json_schema) && isObject(format.json_schema.schema)) {
+      out.output_config = { format: { type: "json_schema", schema: format.json_schema.schema } }
+    } else if (format.type !== "text") {
+      refuse("response_format", "JSON mode without a schema has no equivalent in messages style")
+    }
   }
   if (present(body, "tools")) {
     if (!Array.isArray(body.tools)) refuse("tools", "expected an array")
@@ -146,11 +182,12 @@ export const chatRequestToMessages = (body: Json, defaultMaxTokens: number): Jso
         return refuse(`tools.${i}.type`, "only function tools have an equivalent")
       }
       const f = tool.function
-      if (f.strict === true) refuse(`tools.${i}.function.strict`, "strict schema adherence has no equivalent")
+      dropExtras(f, FUNCTION, `tools.${i}.function`, policy)
       return {
         name: f.name,
         ...(f.description !== undefined ? { description: f.description } : {}),
-        input_schema: isObject(f.parameters) ? f.parameters : { type: "object", properties: {} }
+        input_schema: isObject(f.parameters) ? f.parameters : { type: "object", properties: {} },
+        ...(typeof f.strict === "boolean" ? { strict: f.strict } : {})
       }
     })
   }
@@ -158,6 +195,22 @@ export const chatRequestToMessages = (body: Json, defaultMaxTokens: number): Jso
   if (body.parallel_tool_calls === false) {
     out.tool_choice = { ...(choice ?? { type: "auto" }), disable_parallel_tool_use: true }
   } else if (choice) out.tool_choice = choice
+  if (present(body, "reasoning_effort")) {
+    const effort = normaliseEffort(body.reasoning_effort)
+    if (effort === undefined) refuse("reasoning_effort", `the effort "${String(body.reasoning_effort)}" has no equivalent`)
+    if (effort !== undefined && effort !== "none") {
+      const t = thinkingFor({
+        effort,
+        maxTokens: Number(out.max_tokens),
+        temperature: out.temperature,
+        topP: out.top_p,
+        toolChoice: out.tool_choice as Json | undefined,
+        messages: out.messages as Array<{ role: string; content: unknown }>
+      })
+      if ("thinking" in t) out.thinking = t.thinking
+      else policy.drop("reasoning_effort", t.why)
+    }
+  }
   if (present(body, "stream")) out.stream = body.stream
   return out
 }
@@ -177,10 +230,11 @@ const translateToolChoice = (choice: unknown): Json | undefined => {
 export const messagesResponseToChat = (message: Json, model: string): Json => {
   const content = Array.isArray(message.content) ? message.content : []
   const text = content.filter((b) => isObject(b) && b.type === "text").map((b) => String((b as Json).text)).join("")
+  const reasoning = content.filter((b) => isObject(b) && b.type === "thinking").map((b) => String((b as Json).thinking ?? "")).join("")
   const toolCalls = content.filter((b) => isObject(b) && b.type === "tool_use").map((b) => {
     const block = b as Json
     return {
-      id: block.id,
+      id: fromMessagesId(block.id),
       type: "function",
       function: { name: block.name, arguments: JSON.stringify(block.input ?? {}) }
     }
@@ -200,6 +254,8 @@ export const messagesResponseToChat = (message: Json, model: string): Json => {
         role: "assistant",
         content: text === "" && toolCalls.length > 0 ? null : text,
         refusal: null,
+        // Not in OpenAI's own API; the field OpenAI-compatible servers use for a model's reasoning.
+        ...(reasoning !== "" ? { reasoning_content: reasoning } : {}),
         ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {})
       },
       logprobs: null,

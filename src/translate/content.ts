@@ -1,4 +1,5 @@
 /** Content pieces both styles have: text and images (by URL or base64). */
+import { dropExtras, type Policy } from "./Policy.ts"
 import { type Json, isObject, refuse } from "./Untranslatable.ts"
 
 /** An OpenAI `image_url` part's URL to an Anthropic image source. */
@@ -20,13 +21,21 @@ export const urlFromImageSource = (source: unknown, param: string): string => {
   return refuse(`${param}.type`, `image sources of type "${String(source.type)}" have no equivalent`)
 }
 
+const TEXT_BLOCK = new Set(["type", "text"])
+
+/** An Anthropic text block's text; its annotations (`cache_control`, `citations`) are dropped. */
+export const textOfBlock = (b: Json, param: string, policy: Policy): string => {
+  dropExtras(b, TEXT_BLOCK, param, policy)
+  return String(b.text ?? "")
+}
+
 /** Text of an Anthropic tool_result / system content: a string or text blocks. */
-export const textOfBlocks = (content: unknown, param: string): string => {
+export const textOfBlocks = (content: unknown, param: string, policy: Policy): string => {
   if (typeof content === "string") return content
   if (content === undefined || content === null) return ""
   if (!Array.isArray(content)) return refuse(param, "expected a string or text blocks")
   return content.map((b, i) => {
-    if (isObject(b) && b.type === "text" && typeof b.text === "string") return b.text
+    if (isObject(b) && b.type === "text" && typeof b.text === "string") return textOfBlock(b, `${param}.${i}`, policy)
     return refuse(`${param}.${i}.type`, "only text can be carried here")
   }).join("\n")
 }

@@ -1,12 +1,16 @@
 /**
  * A messages-style (Anthropic) client calling a chat-completions (OpenAI-style) upstream: the request
- * messages -> chat, and the answer chat -> messages. Pure functions; what has no equivalent is refused.
+ * messages -> chat, and the answer chat -> messages. Pure functions. What has an equivalent is mapped,
+ * advisory fields are dropped and reported through the policy, the rest is refused.
  */
-import { textOfBlocks, urlFromImageSource } from "./content.ts"
+import { textOfBlock, textOfBlocks, urlFromImageSource } from "./content.ts"
+import { dropExtras, type Policy, sortTopLevel } from "./Policy.ts"
+import { chatReasoningOf, effortOfBudget, type Effort, normaliseEffort } from "./reasoning.ts"
 import { messagesStopReason } from "./stopReasons.ts"
-import { type Json, isObject, parseArguments, present, refuse, refuseUnknown } from "./Untranslatable.ts"
+import { fromMessagesId, toMessagesId } from "./toolIds.ts"
+import { type Json, isObject, parseArguments, present, refuse } from "./Untranslatable.ts"
 
-const KNOWN = new Set([
+const MAPPED = new Set([
   "model",
   "messages",
   "system",
@@ -17,20 +21,45 @@ const KNOWN = new Set([
   "tools",
   "tool_choice",
   "metadata",
-  "stream"
+  "stream",
+  "thinking",
+  "output_config",
+  "output_format"
 ])
+
+/** Fields that do not change what the answer must be: dropped towards chat (refused when strict). */
+const ADVISORY: Record<string, string> = {
+  context_management: "context editing is Anthropic's own",
+  cache_control: "prompt caching hints have no equivalent",
+  service_tier: "service tiers differ between providers",
+  inference_geo: "inference location is Anthropic's own",
+  speed: "speed modes are Anthropic's own"
+}
 
 export interface ChatTarget {
   /** Which field carries the output limit upstream: OpenAI's newer models want max_completion_tokens. */
   readonly maxTokensField: "max_tokens" | "max_completion_tokens"
 }
 
+const TOOL = new Set(["type", "name", "description", "input_schema", "strict"])
+const TOOL_USE = new Set(["type", "id", "name", "input"])
+const TOOL_RESULT = new Set(["type", "tool_use_id", "content", "is_error"])
+const IMAGE = new Set(["type", "source"])
+/** Hosted tools an OpenAI-style upstream cannot run; the model answers without them. */
+const HOSTED = /^(web_search|web_fetch)_/
+
+const structuredOutput = (format: unknown, param: string): Json => {
+  if (!isObject(format) || format.type !== "json_schema" || !isObject(format.schema)) {
+    return refuse(param, "only a json_schema output format has an equivalent")
+  }
+  return { type: "json_schema", json_schema: { name: "output", schema: format.schema, strict: true } }
+}
+
 /** Messages request -> chat completions request. */
-export const messagesRequestToChat = (body: Json, target: ChatTarget): Json => {
-  refuseUnknown(body, KNOWN)
-  if (isObject(body.thinking) && body.thinking.type !== "disabled") refuse("thinking", "extended thinking has no equivalent")
+export const messagesRequestToChat = (body: Json, target: ChatTarget, policy: Policy): Json => {
+  sortTopLevel(body, MAPPED, ADVISORY, policy)
   const messages: Array<Json> = []
-  if (present(body, "system")) messages.push({ role: "system", content: textOfBlocks(body.system, "system") })
+  if (present(body, "system")) messages.push({ role: "system", content: textOfBlocks(body.system, "system", policy) })
   const list = Array.isArray(body.messages) ? body.messages : []
   list.forEach((raw, i) => {
     const p = `messages.${i}`
@@ -40,6 +69,11 @@ export const messagesRequestToChat = (body: Json, target: ChatTarget): Json => {
       : Array.isArray(raw.content)
       ? raw.content
       : refuse(`${p}.content`, "expected a string or content blocks")
+    if (raw.role === "system") {
+      // A system message in the middle of the conversation (a beta of Anthropic's): chat has them natively.
+      messages.push({ role: "system", content: textOfBlocks(raw.content, `${p}.content`, policy) })
+      return
+    }
     if (raw.role === "user") {
       const parts: Array<Json> = []
       blocks.forEach((b, j) => {
@@ -47,15 +81,21 @@ export const messagesRequestToChat = (body: Json, target: ChatTarget): Json => {
         if (!isObject(b)) return refuse(bp, "expected a content block")
         switch (b.type) {
           case "text":
-            parts.push({ type: "text", text: String(b.text ?? "") })
+            parts.push({ type: "text", text: textOfBlock(b, bp, policy) })
             return
           case "image":
+            dropExtras(b, IMAGE, bp, policy)
             parts.push({ type: "image_url", image_url: { url: urlFromImageSource(b.source, `${bp}.source`) } })
             return
           case "tool_result": {
+            dropExtras(b, TOOL_RESULT, bp, policy)
             // Chat tool messages have no error flag: an error result says so in its text.
-            const text = textOfBlocks(b.content, `${bp}.content`)
-            messages.push({ role: "tool", tool_call_id: b.tool_use_id, content: b.is_error === true ? `Error: ${text}` : text })
+            const text = textOfBlocks(b.content, `${bp}.content`, policy)
+            messages.push({
+              role: "tool",
+              tool_call_id: fromMessagesId(b.tool_use_id),
+              content: b.is_error === true ? `Error: ${text}` : text
+            })
             return
           }
           default:
@@ -74,13 +114,17 @@ export const messagesRequestToChat = (body: Json, target: ChatTarget): Json => {
       blocks.forEach((b, j) => {
         const bp = `${p}.content.${j}`
         if (!isObject(b)) return refuse(bp, "expected a content block")
-        if (b.type === "text") text += String(b.text ?? "")
+        if (b.type === "text") text += textOfBlock(b, bp, policy)
         else if (b.type === "tool_use") {
+          dropExtras(b, TOOL_USE, bp, policy)
           toolCalls.push({
-            id: b.id,
+            id: fromMessagesId(b.id),
             type: "function",
             function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) }
           })
+        } else if (b.type === "thinking" || b.type === "redacted_thinking") {
+          // Earlier reasoning is context for Anthropic models only; a chat upstream has no field for it.
+          policy.drop(`${bp}.thinking`, "earlier thinking cannot be sent to a chat upstream")
         } else refuse(`${bp}.type`, `assistant blocks of type "${String(b.type)}" have no equivalent`)
       })
       messages.push({
@@ -108,21 +152,37 @@ export const messagesRequestToChat = (body: Json, target: ChatTarget): Json => {
     for (const k of Object.keys(meta)) if (k !== "user_id") refuse(`metadata.${k}`, "only user_id has an equivalent")
     if (present(meta, "user_id")) out.user = String(meta.user_id)
   }
+  const effort = reasoningEffort(body, policy)
+  if (effort !== undefined) out.reasoning_effort = effort
+  const format = isObject(body.output_config) && present(body.output_config, "format")
+    ? structuredOutput(body.output_config.format, "output_config.format")
+    : present(body, "output_format")
+    ? structuredOutput(body.output_format, "output_format")
+    : undefined
+  if (format) out.response_format = format
   if (present(body, "tools")) {
     if (!Array.isArray(body.tools)) refuse("tools", "expected an array")
-    out.tools = (body.tools as Array<unknown>).map((tool, i) => {
-      if (!isObject(tool) || (tool.type !== undefined && tool.type !== "custom")) {
+    const tools: Array<Json> = []
+    ;(body.tools as Array<unknown>).forEach((tool, i) => {
+      if (!isObject(tool)) return refuse(`tools.${i}`, "expected a tool")
+      if (tool.type !== undefined && tool.type !== null && tool.type !== "custom") {
+        if (typeof tool.type === "string" && HOSTED.test(tool.type)) {
+          return policy.drop(`tools.${i}.${tool.type}`, "a hosted tool the upstream cannot run")
+        }
         return refuse(`tools.${i}.type`, "server tools have no equivalent")
       }
-      return {
+      dropExtras(tool, TOOL, `tools.${i}`, policy)
+      tools.push({
         type: "function",
         function: {
           name: tool.name,
           ...(tool.description !== undefined ? { description: tool.description } : {}),
-          parameters: tool.input_schema ?? { type: "object", properties: {} }
+          parameters: tool.input_schema ?? { type: "object", properties: {} },
+          ...(typeof tool.strict === "boolean" ? { strict: tool.strict } : {})
         }
-      }
+      })
     })
+    if (tools.length > 0) out.tools = tools
   }
   if (isObject(body.tool_choice)) {
     const c = body.tool_choice
@@ -143,23 +203,69 @@ export const messagesRequestToChat = (body: Json, target: ChatTarget): Json => {
         refuse("tool_choice.type", "this tool choice has no equivalent")
     }
     if (c.disable_parallel_tool_use === true) out.parallel_tool_calls = false
+    if (out.tools === undefined) delete out.tool_choice // every tool was a dropped hosted one
   }
   if (present(body, "stream")) out.stream = body.stream
   return out
 }
 
-/** Chat completion answer -> messages answer. `stops` are the request's stop sequences. */
+/**
+ * `thinking` and `output_config` as `reasoning_effort`: thinking enabled with a budget asks for the
+ * effort its budget stands for; `output_config.effort` names one directly, and counts when thinking is
+ * enabled or adaptive. Disabled and adaptive thinking send nothing (the upstream's default).
+ */
+const reasoningEffort = (body: Json, policy: Policy): Effort | undefined => {
+  let effort: Effort | undefined
+  const thinking = body.thinking
+  let thinks = false
+  if (present(body, "thinking")) {
+    if (!isObject(thinking)) return refuse("thinking", "expected an object")
+    switch (thinking.type) {
+      case "enabled": {
+        const budget = Number(thinking.budget_tokens)
+        if (!Number.isFinite(budget)) return refuse("thinking.budget_tokens", "expected a number")
+        effort = effortOfBudget(budget)
+        thinks = true
+        break
+      }
+      case "adaptive":
+        thinks = true
+        break
+      case "disabled":
+        break
+      default:
+        return refuse("thinking.type", `thinking of type "${String(thinking.type)}" has no equivalent`)
+    }
+  }
+  if (present(body, "output_config")) {
+    const config = body.output_config
+    if (!isObject(config)) return refuse("output_config", "expected an object")
+    for (const k of Object.keys(config)) {
+      if (k === "effort") {
+        const level = normaliseEffort(config.effort)
+        if (level === undefined) refuse("output_config.effort", `the effort "${String(config.effort)}" has no equivalent`)
+        if (!thinks) policy.drop("output_config.effort", "without thinking, an effort level has no equivalent")
+        else if (level !== "none") effort = level
+      } else if (k !== "format" && present(config, k)) refuse(`output_config.${k}`, "has no equivalent")
+    }
+  }
+  return effort
+}
+
+/** Chat completion answer -> messages answer. */
 export const chatResponseToMessages = (chat: Json, model: string): Json => {
   const choice = Array.isArray(chat.choices) && isObject(chat.choices[0]) ? chat.choices[0] : {}
   const message = isObject(choice.message) ? choice.message : {}
   const content: Array<Json> = []
+  const reasoning = chatReasoningOf(message)
+  if (reasoning !== undefined) content.push({ type: "thinking", thinking: reasoning, signature: "" })
   if (typeof message.content === "string" && message.content !== "") content.push({ type: "text", text: message.content })
   if (Array.isArray(message.tool_calls)) {
     message.tool_calls.forEach((call, i) => {
       if (!isObject(call) || !isObject(call.function)) return
       content.push({
         type: "tool_use",
-        id: call.id,
+        id: toMessagesId(call.id),
         name: call.function.name,
         input: parseArguments(call.function.arguments, `choices.0.message.tool_calls.${i}.function.arguments`)
       })

@@ -2,12 +2,14 @@
  * A Responses-API client calling a chat-completions upstream that has no Responses API of its own
  * (many OpenAI-compatible servers): the request responses -> chat, and the answer chat -> responses.
  */
-import { functionCallItem, readResponsesInput, responseEnvelope, textItem } from "./responsesInput.ts"
 import type { ChatTarget } from "./messagesToChat.ts"
+import type { Policy } from "./Policy.ts"
+import { chatReasoningOf } from "./reasoning.ts"
+import { functionCallItem, readResponsesInput, reasoningItem, responseEnvelope, textItem } from "./responsesInput.ts"
 import { type Json, isObject, present, refuse } from "./Untranslatable.ts"
 
-export const responsesRequestToChat = (body: Json, target: ChatTarget): Json => {
-  const input = readResponsesInput(body)
+export const responsesRequestToChat = (body: Json, target: ChatTarget, policy: Policy): Json => {
+  const input = readResponsesInput(body, policy, { carriesSealedReasoning: false })
   const messages: Array<Json> = []
   if (input.instructions !== undefined) messages.push({ role: "system", content: input.instructions })
   for (const item of input.items) {
@@ -28,6 +30,9 @@ export const responsesRequestToChat = (body: Json, target: ChatTarget): Json => 
         })
         break
       }
+      case "reasoning":
+        policy.drop(`${item.param}.reasoning`, "earlier reasoning cannot be sent to a chat upstream")
+        break
       case "call": {
         const call = { id: item.callId, type: "function", function: { name: item.name, arguments: item.arguments } }
         const last = messages[messages.length - 1]
@@ -43,10 +48,22 @@ export const responsesRequestToChat = (body: Json, target: ChatTarget): Json => 
   const out: Json = { model: body.model, messages }
   if (input.maxOutputTokens !== undefined) out[target.maxTokensField] = input.maxOutputTokens
   for (const f of ["temperature", "top_p", "user", "stream"]) if (present(body, f)) out[f] = body[f]
+  if (input.effort !== undefined) out.reasoning_effort = input.effort
+  if (input.format?.type === "json_schema") {
+    out.response_format = {
+      type: "json_schema",
+      json_schema: { name: input.format.name, schema: input.format.schema, strict: input.format.strict }
+    }
+  } else if (input.format) out.response_format = { type: "json_object" }
   if (input.tools) {
     out.tools = input.tools.map((t) => ({
       type: "function",
-      function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.parameters }
+      function: {
+        name: t.name,
+        ...(t.description !== undefined ? { description: t.description } : {}),
+        parameters: t.parameters,
+        ...(t.strict !== undefined ? { strict: t.strict } : {})
+      }
     }))
   }
   if (input.toolChoice) {
@@ -63,6 +80,8 @@ export const chatResponseToResponses = (chat: Json, request: Json, model: string
   const message = isObject(choice.message) ? choice.message : {}
   const id = String(chat.id ?? "").replace(/^chatcmpl-/, "")
   const output: Array<Json> = []
+  const reasoning = chatReasoningOf(message)
+  if (reasoning !== undefined) output.push(reasoningItem(id, reasoning, undefined))
   if (typeof message.content === "string" && message.content !== "") output.push(textItem(id, message.content))
   if (Array.isArray(message.tool_calls)) {
     for (const call of message.tool_calls) {

@@ -3,11 +3,14 @@
  * messages, and the answer messages -> responses.
  */
 import { imageSourceFromUrl } from "./content.ts"
-import { functionCallItem, readResponsesInput, responseEnvelope, textItem } from "./responsesInput.ts"
+import type { Policy } from "./Policy.ts"
+import { sealRedacted, sealThinking, thinkingFor, unsealThinking } from "./reasoning.ts"
+import { functionCallItem, readResponsesInput, reasoningItem, responseEnvelope, textItem } from "./responsesInput.ts"
+import { fromMessagesId, toMessagesId } from "./toolIds.ts"
 import { type Json, isObject, parseArguments, present, refuse } from "./Untranslatable.ts"
 
-export const responsesRequestToMessages = (body: Json, defaultMaxTokens: number): Json => {
-  const input = readResponsesInput(body)
+export const responsesRequestToMessages = (body: Json, target: { readonly defaultMaxTokens: number }, policy: Policy): Json => {
+  const input = readResponsesInput(body, policy, { carriesSealedReasoning: true })
   const system: Array<string> = input.instructions !== undefined ? [input.instructions] : []
   const messages: Array<{ role: "user" | "assistant"; content: Array<Json> }> = []
   const push = (role: "user" | "assistant", blocks: Array<Json>) => {
@@ -30,17 +33,29 @@ export const responsesRequestToMessages = (body: Json, defaultMaxTokens: number)
           ))
         }
         break
+      case "reasoning": {
+        // Thinking the gateway itself turned into a reasoning item goes back as the block it was.
+        const block = unsealThinking(item.sealed, item.text)
+        if (block) push("assistant", [block])
+        else policy.drop(`${item.param}.reasoning`, "reasoning from another provider cannot be sent to this upstream")
+        break
+      }
       case "call":
-        push("assistant", [{ type: "tool_use", id: item.callId, name: item.name, input: parseArguments(item.arguments, item.param) }])
+        push("assistant", [{
+          type: "tool_use",
+          id: toMessagesId(item.callId),
+          name: item.name,
+          input: parseArguments(item.arguments, item.param)
+        }])
         break
       case "output":
-        push("user", [{ type: "tool_result", tool_use_id: item.callId, content: item.output }])
+        push("user", [{ type: "tool_result", tool_use_id: toMessagesId(item.callId), content: item.output }])
         break
     }
   }
   const out: Json = {
     model: body.model,
-    max_tokens: input.maxOutputTokens ?? defaultMaxTokens,
+    max_tokens: input.maxOutputTokens ?? target.defaultMaxTokens,
     messages: messages.map((m) =>
       m.content.length === 1 && m.content[0]!.type === "text" ? { role: m.role, content: m.content[0]!.text } : m
     )
@@ -52,11 +67,14 @@ export const responsesRequestToMessages = (body: Json, defaultMaxTokens: number)
   }
   if (present(body, "top_p")) out.top_p = body.top_p
   if (present(body, "user")) out.metadata = { user_id: String(body.user) }
+  if (input.format?.type === "json_schema") out.output_config = { format: { type: "json_schema", schema: input.format.schema } }
+  else if (input.format) refuse("text.format", "JSON mode without a schema has no equivalent in messages style")
   if (input.tools) {
     out.tools = input.tools.map((t) => ({
       name: t.name,
       ...(t.description !== undefined ? { description: t.description } : {}),
-      input_schema: t.parameters
+      input_schema: t.parameters,
+      ...(t.strict !== undefined ? { strict: t.strict } : {})
     }))
   }
   const choice: Json | undefined = input.toolChoice === undefined
@@ -66,6 +84,18 @@ export const responsesRequestToMessages = (body: Json, defaultMaxTokens: number)
     : { type: input.toolChoice.kind === "required" ? "any" : input.toolChoice.kind }
   if (input.parallelToolCalls === false) out.tool_choice = { ...(choice ?? { type: "auto" }), disable_parallel_tool_use: true }
   else if (choice) out.tool_choice = choice
+  if (input.effort !== undefined) {
+    const t = thinkingFor({
+      effort: input.effort,
+      maxTokens: Number(out.max_tokens),
+      temperature: out.temperature,
+      topP: out.top_p,
+      toolChoice: out.tool_choice as Json | undefined,
+      messages: out.messages as Array<{ role: string; content: unknown }>
+    })
+    if ("thinking" in t) out.thinking = t.thinking
+    else policy.drop("reasoning.effort", t.why)
+  }
   if (present(body, "stream")) out.stream = body.stream
   return out
 }
@@ -74,11 +104,25 @@ export const messagesResponseToResponses = (message: Json, request: Json, model:
   const content = Array.isArray(message.content) ? message.content : []
   const id = String(message.id ?? "").replace(/^msg_/, "")
   const output: Array<Json> = []
-  const text = content.filter((b) => isObject(b) && b.type === "text").map((b) => String((b as Json).text)).join("")
-  if (text !== "") output.push(textItem(id, text))
-  for (const b of content) {
-    if (isObject(b) && b.type === "tool_use") output.push(functionCallItem(String(b.id), b.name, JSON.stringify(b.input ?? {})))
-  }
+  // Items in the order of the blocks; adjacent text blocks make one message item.
+  let text: Json | undefined
+  content.forEach((b, i) => {
+    if (!isObject(b)) return
+    if (b.type === "text") {
+      if (text) {
+        const part = (text.content as Array<Json>)[0]!
+        part.text = String(part.text) + String(b.text ?? "")
+      } else {
+        text = textItem(output.length === 0 ? id : `${id}_${i}`, String(b.text ?? ""))
+        output.push(text)
+      }
+      return
+    }
+    text = undefined
+    if (b.type === "thinking") output.push(reasoningItem(`${id}_${i}`, String(b.thinking ?? ""), sealThinking(String(b.signature ?? ""))))
+    else if (b.type === "redacted_thinking") output.push(reasoningItem(`${id}_${i}`, "", sealRedacted(String(b.data ?? ""))))
+    else if (b.type === "tool_use") output.push(functionCallItem(fromMessagesId(b.id), b.name, JSON.stringify(b.input ?? {})))
+  })
   const usage = isObject(message.usage) ? message.usage : {}
   const cached = Number(usage.cache_read_input_tokens ?? 0)
   return responseEnvelope({

@@ -1,4 +1,7 @@
-/** Messages (Anthropic style): the fields of a request the gateway reads; the rest travels as raw JSON. */
+/**
+ * Messages (Anthropic style): the fields of a request the gateway reads (model, the output cap,
+ * stream, the text it estimates); the rest travels as raw JSON and is not validated here.
+ */
 import { Schema } from "effect"
 
 export const ANTHROPIC_VERSION = "2023-06-01"
@@ -9,8 +12,12 @@ export const ANTHROPIC_VERSION = "2023-06-01"
  */
 export const ACCEPTED_ANTHROPIC_VERSIONS: ReadonlyArray<string> = [ANTHROPIC_VERSION, "2026-10-21"]
 
+/**
+ * A turn, read for its text only: roles and content block types are the upstream's to check, so new
+ * ones (a mid-conversation `system` turn under a beta, new block types) reach it untouched.
+ */
 export const AnthropicMessage = Schema.Struct({
-  role: Schema.Literal("user", "assistant"),
+  role: Schema.String,
   content: Schema.Union(Schema.String, Schema.Array(Schema.Unknown))
 })
 
@@ -21,6 +28,15 @@ export const MessagesRequest = Schema.Struct({
   stream: Schema.optional(Schema.Boolean)
 }).annotations({ identifier: "MessagesRequest" })
 export type MessagesRequest = typeof MessagesRequest.Type
+
+/** `POST /v1/messages/count_tokens`: like a messages request, without the output cap. */
+export const CountTokensRequest = Schema.Struct({
+  model: Schema.String.pipe(Schema.minLength(1)),
+  messages: Schema.Array(AnthropicMessage).pipe(Schema.minItems(1))
+}).annotations({ identifier: "CountTokensRequest" })
+export type CountTokensRequest = typeof CountTokensRequest.Type
+
+export const CountTokensResponse = Schema.Struct({ input_tokens: Schema.Int })
 
 export const MessagesUsage = Schema.Struct({
   input_tokens: Schema.Number,

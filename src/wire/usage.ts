@@ -92,7 +92,7 @@ export const usageOfReply = (
 
 /** The text an answer carries (text, reasoning, tool names and arguments), for an estimate of its output. */
 export const outputTextOfReply = (
-  endpoint: "chat.completions" | "responses" | "messages" | "images.generations",
+  endpoint: "chat.completions" | "responses" | "messages" | "images.generations" | "messages.count_tokens",
   body: unknown
 ): string => {
   const parts: Array<string> = []
@@ -136,6 +136,7 @@ export const outputTextOfReply = (
       }
       break
     case "images.generations":
+    case "messages.count_tokens":
       break
   }
   return parts.join(" ")

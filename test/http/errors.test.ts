@@ -28,6 +28,7 @@ const TYPE_BY_STATUS: Readonly<Record<number, string>> = {
   405: "invalid_request_error",
   413: "request_too_large",
   429: "rate_limit_error",
+  500: "api_error",
   502: "api_error",
   503: "overloaded_error"
 }
@@ -252,7 +253,7 @@ describe("error envelope over HTTP (default config)", () => {
           const [method, path] of [
             ["GET", "/v1/nope"],
             ["POST", "/v1/chat/complete"],
-            ["GET", "/"],
+            ["GET", "/nope"],
             ["GET", "/api/nothing"],
             ["DELETE", "/v2/models"]
           ] as const
@@ -375,7 +376,8 @@ describe("error envelope over HTTP (default config)", () => {
         add(messages, "max_tokens", { ...messagesBody, max_tokens: "64" })
         add(messages, "messages", { model: "mock-claude", max_tokens: 16 }, /`messages` is required/)
         add(messages, "messages", { ...messagesBody, messages: [] })
-        add(messages, "messages.0.role", { ...messagesBody, messages: msg("system") })
+        // Roles are the upstream's to check (a mid-conversation "system" turn is a beta of Anthropic's); a missing one is not.
+        add(messages, "messages.0.role", { ...messagesBody, messages: [{ content: "Hi" }] })
         add(messages, "messages.0.content", { ...messagesBody, messages: [{ role: "user", content: 5 }] })
         add(messages, "model", { max_tokens: 16, messages: msg("user") })
         // images

@@ -4,11 +4,26 @@
  * usage with cached tokens; round trips; and refusals that name the field.
  */
 import { describe, expect, it } from "vitest"
-import { chatRequestToMessages, messagesResponseToChat } from "../../src/translate/chatToMessages.ts"
-import { chatResponseToMessages, messagesRequestToChat } from "../../src/translate/messagesToChat.ts"
-import { chatResponseToResponses, responsesRequestToChat } from "../../src/translate/responsesToChat.ts"
-import { messagesResponseToResponses, responsesRequestToMessages } from "../../src/translate/responsesToMessages.ts"
+import * as C2M from "../../src/translate/chatToMessages.ts"
+import { messagesResponseToChat } from "../../src/translate/chatToMessages.ts"
+import * as M2C from "../../src/translate/messagesToChat.ts"
+import { chatResponseToMessages, type ChatTarget } from "../../src/translate/messagesToChat.ts"
+import * as R2C from "../../src/translate/responsesToChat.ts"
+import { chatResponseToResponses } from "../../src/translate/responsesToChat.ts"
+import * as R2M from "../../src/translate/responsesToMessages.ts"
+import { messagesResponseToResponses } from "../../src/translate/responsesToMessages.ts"
+import { makePolicy } from "../../src/translate/Policy.ts"
 import { attempt, Untranslatable } from "../../src/translate/Untranslatable.ts"
+
+// The translators under the default (lenient) policy, as the gateway runs them for most models.
+const chatRequestToMessages = (body: Record<string, unknown>, defaultMaxTokens: number) =>
+  C2M.chatRequestToMessages(body, { defaultMaxTokens }, makePolicy())
+const messagesRequestToChat = (body: Record<string, unknown>, target: ChatTarget) =>
+  M2C.messagesRequestToChat(body, target, makePolicy())
+const responsesRequestToMessages = (body: Record<string, unknown>, defaultMaxTokens: number) =>
+  R2M.responsesRequestToMessages(body, { defaultMaxTokens }, makePolicy())
+const responsesRequestToChat = (body: Record<string, unknown>, target: ChatTarget) =>
+  R2C.responsesRequestToChat(body, target, makePolicy())
 
 const weatherSchema = { type: "object", properties: { city: { type: "string" } }, required: ["city"] }
 
@@ -273,8 +288,9 @@ describe("messages -> chat", () => {
     const base = { model: "m", max_tokens: 5, messages: [{ role: "user", content: "x" }] }
     expect(param({ ...base, top_k: 5 })).toBe("top_k")
     expect(param({ ...base, stop_sequences: ["a", "b", "c", "d", "e"] })).toBe("stop_sequences")
-    expect(param({ ...base, thinking: { type: "enabled", budget_tokens: 1024 } })).toBe("thinking")
-    expect(param({ ...base, tools: [{ type: "web_search_20250305", name: "web_search" }] })).toBe("tools.0.type")
+    expect(param({ ...base, thinking: { type: "sometimes" } })).toBe("thinking.type")
+    expect(param({ ...base, tools: [{ type: "code_execution_20250825", name: "code_execution" }] })).toBe("tools.0.type")
+    expect(param({ ...base, mcp_servers: [{ type: "url", url: "https://mcp.example" }] })).toBe("mcp_servers")
     expect(param({ ...base, messages: [{ role: "user", content: [{ type: "document", source: {} }] }] })).toBe(
       "messages.0.content.0.type"
     )
@@ -366,34 +382,40 @@ describe("responses -> messages and chat", () => {
     })
   })
 
-  it("refuses built-in tools, previous_response_id and structured output, naming the field", () => {
+  it("refuses built-in tools it cannot run, previous_response_id and unknown output formats, naming the field", () => {
     const param = (body: Record<string, unknown>) => {
       const r = attempt(() => responsesRequestToMessages({ model: "m", input: "x", ...body }, 5))
       expect(r.ok).toBe(false)
       return (r as { error: Untranslatable }).error.param
     }
-    expect(param({ tools: [{ type: "web_search" }] })).toBe("tools.0.type")
+    expect(param({ tools: [{ type: "file_search", vector_store_ids: ["vs_1"] }] })).toBe("tools.0.type")
     expect(param({ previous_response_id: "resp_1" })).toBe("previous_response_id")
     expect(param({ text: { format: { type: "json_schema" } } })).toBe("text.format")
-    expect(param({ input: [{ type: "reasoning", summary: [] }] })).toBe("input.0.type")
+    expect(param({ input: [{ type: "item_reference", id: "msg_1" }] })).toBe("input.0.type")
   })
 })
 
 const chatToMessagesOnce = () => chatRequestToMessages(chatRequest, 4096)
 
 describe("strict tools", () => {
-  it("are refused rather than silently losing strictness", () => {
-    const r = attempt(() =>
-      chatRequestToMessages({
-        model: "m",
-        messages: [{ role: "user", content: "x" }],
-        tools: [{ type: "function", function: { name: "f", parameters: {}, strict: true } }]
-      }, 5)
+  it("keep their strictness in the other style", () => {
+    const chat = chatRequestToMessages({
+      model: "m",
+      messages: [{ role: "user", content: "x" }],
+      tools: [{ type: "function", function: { name: "f", parameters: weatherSchema, strict: true } }]
+    }, 5)
+    expect(chat.tools).toEqual([{ name: "f", input_schema: weatherSchema, strict: true }])
+    const responses = responsesRequestToMessages(
+      { model: "m", input: "x", tools: [{ type: "function", name: "f", parameters: weatherSchema, strict: true }] },
+      5
     )
-    expect(r.ok ? "" : r.error.param).toBe("tools.0.function.strict")
-    const s = attempt(() =>
-      responsesRequestToMessages({ model: "m", input: "x", tools: [{ type: "function", name: "f", strict: true }] }, 5)
-    )
-    expect(s.ok ? "" : s.error.param).toBe("tools.0.strict")
+    expect(responses.tools).toEqual([{ name: "f", input_schema: weatherSchema, strict: true }])
+    const messages = messagesRequestToChat({
+      model: "m",
+      max_tokens: 5,
+      messages: [{ role: "user", content: "x" }],
+      tools: [{ name: "f", input_schema: weatherSchema, strict: false }]
+    }, { maxTokensField: "max_tokens" })
+    expect(messages.tools).toEqual([{ type: "function", function: { name: "f", parameters: weatherSchema, strict: false } }])
   })
 })

@@ -2,7 +2,8 @@
  * A real upstream over HTTP, through undici's dispatcher directly (one connection pool per provider,
  * with its connect timeout): no fetch, no web streams, no per-call client objects, which keeps the
  * call to a few microseconds of the gateway's time. Headers are rebuilt, never copied from the client:
- * only the provider's own credential and configured headers go upstream. Non-2xx answers and
+ * only the provider's own credential and configured headers go upstream, plus, to a provider of the
+ * client's own style, the protocol headers the client sent (`anthropic-beta` and the like). Non-2xx answers and
  * connection failures become typed `UpstreamError`s whose messages name the provider, never its URL
  * or credential. Interrupting a call aborts it, which closes its connection.
  */
@@ -10,10 +11,10 @@ import { Effect, Exit, Redacted } from "effect"
 import type { IncomingHttpHeaders } from "node:http"
 import { Agent, type Dispatcher } from "undici"
 import type { ProviderConfig } from "../../config/ConfigFile.ts"
-import { type UpstreamBody, type UpstreamEndpoint, UpstreamError, type UpstreamRequest } from "../Upstream.ts"
+import { type ProtocolHeaders, type UpstreamBody, type UpstreamEndpoint, UpstreamError, type UpstreamRequest } from "../Upstream.ts"
 
 const pathOf = (p: ProviderConfig, endpoint: UpstreamEndpoint, model: string) => {
-  if (p.style === "anthropic") return "/v1/messages"
+  if (p.style === "anthropic") return endpoint === "messages.count_tokens" ? "/v1/messages/count_tokens" : "/v1/messages"
   const tail = endpoint === "chat.completions"
     ? "/chat/completions"
     : endpoint === "responses"
@@ -31,9 +32,29 @@ export const urlOf = (p: ProviderConfig, endpoint: UpstreamEndpoint, model: stri
   return base + pathOf(p, endpoint, model) + query
 }
 
-/** The headers sent upstream: content type, the provider's credential, its configured extras. */
-export const headersOf = (p: ProviderConfig): Record<string, string> => {
+/** The protocol headers a client may pass on; any other name is ignored. */
+const PROTOCOL_HEADERS = new Set(["anthropic-beta", "anthropic-version", "openai-beta"])
+/** Headers whose values are lists: the client's entries join the provider's configured ones. */
+const LIST_HEADERS = new Set(["anthropic-beta", "openai-beta"])
+
+/**
+ * The headers sent upstream: content type, the provider's configured extras, the client's protocol
+ * headers when the provider speaks the client's style (a list header joins the configured one; any
+ * other configured header wins), and the provider's credential, always last.
+ */
+export const headersOf = (p: ProviderConfig, protocol?: ProtocolHeaders): Record<string, string> => {
   const headers: Record<string, string> = { ...p.headers, "content-type": "application/json" }
+  if (protocol && protocol.style === p.style) {
+    for (const [name, value] of Object.entries(protocol.headers)) {
+      if (!PROTOCOL_HEADERS.has(name)) continue
+      const configured = Object.keys(headers).find((h) => h.toLowerCase() === name)
+      if (configured === undefined) headers[name] = value
+      else if (LIST_HEADERS.has(name)) {
+        const entries = [...headers[configured]!.split(","), ...value.split(",")].map((v) => v.trim()).filter((v) => v !== "")
+        headers[configured] = [...new Set(entries)].join(",")
+      }
+    }
+  }
   if (p.style === "anthropic") headers["anthropic-version"] ??= "2023-06-01"
   if (p.api_key) {
     const key = Redacted.value(p.api_key)
@@ -161,7 +182,7 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
     const post = (request: UpstreamRequest, signal: AbortSignal, accept?: string) => {
       const p = request.provider
       const url = new URL(urlOf(p, request.endpoint, String(request.body.model ?? "")))
-      const headers = headersOf(p)
+      const headers = headersOf(p, request.headers)
       if (accept) headers.accept = accept
       return agentFor(request.providerName, p).request({
         origin: url.origin,

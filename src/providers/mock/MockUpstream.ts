@@ -128,6 +128,9 @@ const reply = (request: UpstreamRequest): UpstreamReply => {
         }
       }
     }
+    case "messages.count_tokens":
+      // What a messages call with this body would report as its input.
+      return { status: 200, body: { input_tokens: answer(body, model, undefined).inputTokens } }
     case "messages": {
       const a = answer(body, model, num(body.max_tokens))
       return {

@@ -1,0 +1,77 @@
+/**
+ * `POST /v1/messages/count_tokens`: how many input tokens a messages request would take. A model whose
+ * primary deployment speaks messages style is asked (its own count, not billed and not logged);
+ * any other model is counted here with a tokenizer (o200k_base, OpenAI's current encoding), which is
+ * what an OpenAI-style upstream's count comes close to.
+ */
+import { Effect } from "effect"
+import { Catalog } from "../accounts/Catalog.ts"
+import type { KeyRecord } from "../accounts/KeyRecord.ts"
+import type { ProtocolHeaders } from "../providers/Upstream.ts"
+import { Upstreams } from "../providers/Upstreams.ts"
+import { textOf } from "../wire/text.ts"
+import { countTokens } from "../wire/tokens.ts"
+import { BadRequest, ModelNotFound, UpstreamFailure } from "./errors.ts"
+import { toFailure } from "./upstreamFailure.ts"
+
+export interface CountRequest {
+  readonly requestId: string
+  readonly key: KeyRecord
+  readonly model: string
+  readonly body: Record<string, unknown>
+  readonly protocolHeaders?: ProtocolHeaders | undefined
+}
+
+/**
+ * The tokenizer's count of a messages request: its text (system, turns), its tool definitions as
+ * JSON, and the few tokens each turn's framing takes in chat formats (3 a turn, 3 for the reply).
+ */
+export const tokenizerCount = (body: Record<string, unknown>): Effect.Effect<number> => {
+  const turns = Array.isArray(body.messages) ? body.messages.length : 0
+  const text = textOf({ system: body.system, messages: body.messages })
+  const tools = Array.isArray(body.tools) && body.tools.length > 0 ? JSON.stringify(body.tools) : ""
+  return Effect.zipWith(countTokens(text), countTokens(tools), (a, b) => a + b + 3 * turns + 3)
+}
+
+export class TokenCount extends Effect.Service<TokenCount>()("Gateway/TokenCount", {
+  effect: Effect.gen(function*() {
+    const catalog = yield* Catalog
+    const upstreams = yield* Upstreams
+
+    const count = (r: CountRequest): Effect.Effect<{ readonly input_tokens: number }, ModelNotFound | BadRequest | UpstreamFailure> =>
+      Effect.gen(function*() {
+        const model = catalog.find(r.key, r.model)
+        if (!model) return yield* new ModelNotFound({ model: r.model })
+        if (model.config.kind === "image") {
+          return yield* new BadRequest({
+            param: "model",
+            code: "model_not_supported",
+            message: `The model \`${r.model}\` is an image model; it counts no message tokens.`
+          })
+        }
+        const d = model.deployments[0]!
+        if (d.provider.style !== "anthropic") return { input_tokens: yield* tokenizerCount(r.body) }
+        const reply = yield* upstreams.send({
+          providerName: d.providerName,
+          provider: d.provider,
+          endpoint: "messages.count_tokens",
+          body: { ...r.body, model: d.upstreamModel },
+          headers: r.protocolHeaders,
+          requestId: r.requestId,
+          answerWithinMs: Math.min(d.provider.timeouts.first_byte_ms, d.provider.timeouts.total_ms)
+        }).pipe(Effect.mapError(toFailure))
+        const tokens = (reply.body as { input_tokens?: unknown } | null)?.input_tokens
+        if (typeof tokens !== "number" || !Number.isFinite(tokens)) {
+          return yield* new UpstreamFailure({
+            status: 502,
+            type: "api_error",
+            code: "upstream_error",
+            message: `The upstream ${d.providerName} answered a token count without input_tokens.`
+          })
+        }
+        return { input_tokens: tokens }
+      })
+
+    return { count } as const
+  })
+}) {}

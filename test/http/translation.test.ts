@@ -1,0 +1,372 @@
+/**
+ * The translation policy over HTTP, through the official SDKs and a scripted upstream: advisory fields
+ * dropped and named in `tollgate-dropped-params` (refused by a `translation: strict` model), protocol
+ * headers forwarded to an upstream of the client's style only, tool-call ids the messages style cannot
+ * take rewritten both ways, reasoning carried across styles in streams, `count_tokens`, and `GET /`.
+ */
+import Anthropic from "@anthropic-ai/sdk"
+import { describe, expect, layer } from "@effect/vitest"
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { countTokens } from "gpt-tokenizer/encoding/o200k_base"
+import OpenAI from "openai"
+import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
+import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
+import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
+
+const configFor = (url: string): ConfigFileEncoded => ({
+  providers: {
+    "fake-openai": { style: "openai", base_url: `${url}/v1`, api_key: "upstream-openai-secret" },
+    "fake-anthropic": { style: "anthropic", base_url: url, api_key: "upstream-anthropic-secret", headers: { "anthropic-beta": "operator-beta-1" } }
+  },
+  models: {
+    "gpt-up": { deployments: [{ provider: "fake-openai", model: "gpt-upstream" }], max_input_tokens: 128_000 },
+    "claude-up": { deployments: [{ provider: "fake-anthropic", model: "claude-upstream" }], max_output_tokens: 1000 },
+    "claude-strict": { deployments: [{ provider: "fake-anthropic", model: "claude-upstream" }], translation: "strict" }
+  },
+  server_options: { all: { models: ["gpt-up", "claude-up", "claude-strict"] } }
+})
+
+const weather = { type: "object", properties: { city: { type: "string" } }, required: ["city"] }
+const ANTHROPIC_ID = /^[a-zA-Z0-9_-]+$/
+
+const TestLayer = withFakeUpstream((url) => makeTestGateway(configFor(url)))
+
+describe("translation policy over HTTP", () => {
+  layer(TestLayer, { timeout: 60_000, excludeTestServices: true })((it) => {
+    const clients = Effect.gen(function*() {
+      const base = yield* baseUrl
+      const { key, secret } = yield* issueKey()
+      const fake = yield* Fake
+      fake.reset()
+      return {
+        base,
+        key,
+        secret,
+        fake,
+        openai: new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 }),
+        anthropic: new Anthropic({ apiKey: secret, baseURL: base, maxRetries: 0 })
+      }
+    })
+
+    const codexLike = {
+      input: [{ role: "developer", content: "Be brief." }, { role: "user", content: "hi" }],
+      store: false,
+      include: ["reasoning.encrypted_content", "message.output_text.logprobs"],
+      prompt_cache_key: "session-1",
+      client_metadata: { turn_id: "t1" },
+      tools: [
+        { type: "function", name: "exec_command", parameters: weather, strict: false },
+        { type: "web_search", external_web_access: true }
+      ]
+    }
+
+    it.effect("advisory fields are dropped and named in tollgate-dropped-params, for JSON and SSE answers", () =>
+      Effect.gen(function*() {
+        const { fake, openai } = yield* clients
+        const json = yield* Effect.promise(() =>
+          openai.responses.create({ model: "claude-up", ...codexLike } as any).withResponse()
+        )
+        const dropped = json.response.headers.get("tollgate-dropped-params")!.split(", ").sort()
+        expect(dropped).toEqual(["client_metadata", "include", "prompt_cache_key", "tools.*.web_search"])
+        const got = fake.received.at(-1)!.body
+        for (const k of ["store", "include", "prompt_cache_key", "client_metadata"]) expect(got).not.toHaveProperty(k)
+        expect(got.system).toBe("Be brief.")
+        expect(got.tools).toEqual([{ name: "exec_command", input_schema: weather, strict: false }])
+
+        const stream = yield* Effect.promise(() =>
+          openai.responses.create({ model: "claude-up", ...codexLike, stream: true } as any).withResponse()
+        )
+        expect(stream.response.headers.get("tollgate-dropped-params")!.split(", ").sort()).toEqual(dropped)
+        yield* Effect.promise(async () => {
+          for await (const _ of stream.data as any) {
+            // read to the end
+          }
+        })
+        // Passthrough drops nothing and says nothing.
+        const same = yield* Effect.promise(() => openai.responses.create({ model: "gpt-up", ...codexLike } as any).withResponse())
+        expect(same.response.headers.get("tollgate-dropped-params")).toBeNull()
+        expect(fake.received.at(-1)!.body.prompt_cache_key).toBe("session-1")
+      }))
+
+    it.effect("a model with translation: strict refuses the advisory fields instead, before anything goes upstream", () =>
+      Effect.gen(function*() {
+        const { fake, openai } = yield* clients
+        const error = yield* Effect.promise(() =>
+          openai.responses.create({ model: "claude-strict", ...codexLike } as any).then(() => undefined, (e) => e)
+        )
+        expect(error).toBeInstanceOf(OpenAI.BadRequestError)
+        expect(error.code).toBe("untranslatable_field")
+        expect(error.param).toBe("prompt_cache_key")
+        expect(fake.received).toEqual([])
+      }))
+
+    it.effect("thinking and effort map across styles; disabled thinking sends nothing", () =>
+      Effect.gen(function*() {
+        const { fake, anthropic, openai } = yield* clients
+        yield* Effect.promise(() =>
+          anthropic.messages.create({
+            model: "gpt-up",
+            max_tokens: 20_000,
+            messages: [{ role: "user", content: "hi" }],
+            thinking: { type: "enabled", budget_tokens: 10_000 }
+          })
+        )
+        expect(fake.received.at(-1)!.body.reasoning_effort).toBe("medium")
+        yield* Effect.promise(() =>
+          anthropic.messages.create({ model: "gpt-up", max_tokens: 50, messages: [{ role: "user", content: "hi" }], thinking: { type: "disabled" } })
+        )
+        expect(fake.received.at(-1)!.body.reasoning_effort).toBeUndefined()
+        yield* Effect.promise(() =>
+          openai.chat.completions.create({ model: "claude-up", max_tokens: 9000, reasoning_effort: "low", messages: [{ role: "user", content: "hi" }] })
+        )
+        expect(fake.received.at(-1)!.body.thinking).toEqual({ type: "enabled", budget_tokens: 2048 })
+      }))
+
+    it.effect("protocol headers reach an upstream of the client's style only; credentials and other headers never", () =>
+      Effect.gen(function*() {
+        const { anthropic, fake, openai, secret } = yield* clients
+        const betas = { headers: { "anthropic-beta": "context-management-2025-06-27,effort-2025-11-24", "x-custom": "no" } }
+        yield* Effect.promise(() => anthropic.messages.create({ model: "claude-up", max_tokens: 10, messages: [{ role: "user", content: "hi" }] }, betas))
+        const same = fake.received.at(-1)!
+        // The client's betas join the provider's configured one.
+        expect(same.headers["anthropic-beta"]).toBe("operator-beta-1,context-management-2025-06-27,effort-2025-11-24")
+        // This SDK line sends 2026-10-21, which differs from the default: it is passed on.
+        expect(same.headers["anthropic-version"]).toBe("2026-10-21")
+        expect(same.headers["x-api-key"]).toBe("upstream-anthropic-secret")
+        expect(same.headers["x-custom"]).toBeUndefined()
+        expect(JSON.stringify(same.headers)).not.toContain(secret)
+
+        yield* Effect.promise(() => anthropic.messages.create({ model: "gpt-up", max_tokens: 10, messages: [{ role: "user", content: "hi" }] }, betas))
+        const cross = fake.received.at(-1)!
+        expect(cross.path).toBe("/v1/chat/completions")
+        expect(cross.headers["anthropic-beta"]).toBeUndefined()
+        expect(cross.headers["anthropic-version"]).toBeUndefined()
+
+        const beta = { headers: { "OpenAI-Beta": "responses=v1" } }
+        yield* Effect.promise(() => openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content: "hi" }] }, beta))
+        expect(fake.received.at(-1)!.headers["openai-beta"]).toBe("responses=v1")
+        yield* Effect.promise(() => openai.chat.completions.create({ model: "claude-up", messages: [{ role: "user", content: "hi" }] }, beta))
+        expect(fake.received.at(-1)!.headers["openai-beta"]).toBeUndefined()
+        // The operator's configured beta still goes; the default version stays the spec's.
+        expect(fake.received.at(-1)!.headers["anthropic-beta"]).toBe("operator-beta-1")
+        expect(fake.received.at(-1)!.headers["anthropic-version"]).toBe("2023-06-01")
+      }))
+
+    it.effect("tool-call ids the messages style cannot take are rewritten both ways and pair again upstream", () =>
+      Effect.gen(function*() {
+        const { anthropic, fake, openai } = yield* clients
+        // A chat upstream that names its calls like `functions.get_weather:0`, to a messages client.
+        const chatCall = (stream: boolean) => ({
+          id: "chatcmpl-t",
+          object: "chat.completion",
+          model: "gpt-upstream",
+          choices: [{
+            index: 0,
+            finish_reason: "tool_calls",
+            message: { role: "assistant", content: null, tool_calls: [{ id: "functions.get_weather:0", type: "function", function: { name: "get_weather", arguments: "{\"city\":\"Paris\"}" } }] }
+          }],
+          usage: { prompt_tokens: 5, completion_tokens: 3 },
+          stream
+        })
+        fake.script("/v1/chat/completions", { body: chatCall(false) })
+        const tools = [{ name: "get_weather", input_schema: weather as any }]
+        const first = yield* Effect.promise(() =>
+          anthropic.messages.create({ model: "gpt-up", max_tokens: 50, tools, messages: [{ role: "user", content: "weather?" }] })
+        )
+        const use = first.content.find((b) => b.type === "tool_use")!
+        expect(use.type === "tool_use" && use.id).toMatch(ANTHROPIC_ID)
+        const id = (use as { id: string }).id
+        // The same id, streamed.
+        fake.script("/v1/chat/completions", {
+          events: [
+            { data: { id: "c", object: "chat.completion.chunk", choices: [{ index: 0, delta: { role: "assistant", tool_calls: [{ index: 0, id: "functions.get_weather:0", type: "function", function: { name: "get_weather", arguments: "" } }] } }] } },
+            { data: { id: "c", object: "chat.completion.chunk", choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: "{\"city\":\"Paris\"}" } }] } }] } },
+            { data: { id: "c", object: "chat.completion.chunk", choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] } },
+            { data: { id: "c", object: "chat.completion.chunk", choices: [], usage: { prompt_tokens: 5, completion_tokens: 3 } } },
+            { data: "[DONE]" }
+          ]
+        })
+        const streamed = yield* Effect.promise(() =>
+          anthropic.messages.stream({ model: "gpt-up", max_tokens: 50, tools, messages: [{ role: "user", content: "weather?" }] }).finalMessage()
+        )
+        expect(streamed.content.find((b) => b.type === "tool_use")).toMatchObject({ id })
+        // The result goes back with the rewritten id; the chat upstream gets its own id back.
+        yield* Effect.promise(() =>
+          anthropic.messages.create({
+            model: "gpt-up",
+            max_tokens: 50,
+            tools,
+            messages: [
+              { role: "user", content: "weather?" },
+              { role: "assistant", content: [{ type: "tool_use", id, name: "get_weather", input: { city: "Paris" } }] },
+              { role: "user", content: [{ type: "tool_result", tool_use_id: id, content: "sunny" }] }
+            ]
+          })
+        )
+        const back = fake.received.at(-1)!.body.messages
+        expect(back[1].tool_calls[0].id).toBe("functions.get_weather:0")
+        expect(back[2]).toEqual({ role: "tool", tool_call_id: "functions.get_weather:0", content: "sunny" })
+
+        // The other way: a chat conversation with such ids, continued on a messages-style model.
+        yield* Effect.promise(() =>
+          openai.chat.completions.create({
+            model: "claude-up",
+            messages: [
+              { role: "user", content: "weather?" },
+              { role: "assistant", content: null, tool_calls: [{ id: "functions.get_weather:0", type: "function", function: { name: "get_weather", arguments: "{}" } }] },
+              { role: "tool", tool_call_id: "functions.get_weather:0", content: "sunny" }
+            ]
+          })
+        )
+        const toAnthropic = fake.received.at(-1)!.body.messages
+        const useId = toAnthropic[1].content[0].id
+        expect(useId).toMatch(ANTHROPIC_ID)
+        expect(toAnthropic[2].content[0].tool_use_id).toBe(useId)
+      }))
+
+    it.effect("thinking from a messages upstream streams to a Responses client as a reasoning item, and goes back as the same block", () =>
+      Effect.gen(function*() {
+        const { fake, openai } = yield* clients
+        const ev = (data: Record<string, unknown>) => ({ event: String(data.type), data })
+        fake.script("/v1/messages", {
+          events: [
+            ev({ type: "message_start", message: { id: "msg_t", type: "message", role: "assistant", model: "claude-upstream", content: [], usage: { input_tokens: 7, output_tokens: 1 } } }),
+            ev({ type: "content_block_start", index: 0, content_block: { type: "thinking", thinking: "", signature: "" } }),
+            ev({ type: "content_block_delta", index: 0, delta: { type: "thinking_delta", thinking: "Paris is " } }),
+            ev({ type: "content_block_delta", index: 0, delta: { type: "thinking_delta", thinking: "in France." } }),
+            ev({ type: "content_block_delta", index: 0, delta: { type: "signature_delta", signature: "SIG123" } }),
+            ev({ type: "content_block_stop", index: 0 }),
+            ev({ type: "content_block_start", index: 1, content_block: { type: "tool_use", id: "toolu_1", name: "get_weather", input: {} } }),
+            ev({ type: "content_block_delta", index: 1, delta: { type: "input_json_delta", partial_json: "{\"city\":\"Paris\"}" } }),
+            ev({ type: "content_block_stop", index: 1 }),
+            ev({ type: "message_delta", delta: { stop_reason: "tool_use" }, usage: { output_tokens: 12 } }),
+            ev({ type: "message_stop" })
+          ]
+        })
+        const stream = yield* Effect.promise(() =>
+          openai.responses.create({
+            model: "claude-up",
+            input: "weather in Paris?",
+            max_output_tokens: 5000,
+            reasoning: { effort: "low", summary: "auto" },
+            tools: [{ type: "function", name: "get_weather", parameters: weather, strict: true }],
+            stream: true
+          })
+        )
+        let completed: any
+        const types: Array<string> = []
+        yield* Effect.promise(async () => {
+          for await (const e of stream as any) {
+            types.push(e.type)
+            if (e.type === "response.completed") completed = e.response
+          }
+        })
+        expect(types).toContain("response.reasoning_summary_text.delta")
+        // The request asked for reasoning: thinking with low effort's budget, under half the output limit.
+        expect(fake.received.at(-1)!.body.thinking).toEqual({ type: "enabled", budget_tokens: 2048 })
+        const [reasoning, call] = completed.output
+        expect(reasoning).toMatchObject({ type: "reasoning", summary: [{ type: "summary_text", text: "Paris is in France." }] })
+        expect(reasoning.encrypted_content).toContain("SIG123")
+        expect(call).toMatchObject({ type: "function_call", call_id: "toolu_1", arguments: "{\"city\":\"Paris\"}" })
+
+        // The client sends its output back with the tool's result: the upstream gets its thinking block back.
+        yield* Effect.promise(() =>
+          openai.responses.create({
+            model: "claude-up",
+            input: [
+              { role: "user", content: "weather in Paris?" },
+              reasoning,
+              call,
+              { type: "function_call_output", call_id: "toolu_1", output: "sunny" }
+            ],
+            max_output_tokens: 5000,
+            reasoning: { effort: "low" },
+            tools: [{ type: "function", name: "get_weather", parameters: weather, strict: true }]
+          } as any)
+        )
+        const sent = fake.received.at(-1)!.body
+        expect(sent.messages[1]).toEqual({
+          role: "assistant",
+          content: [
+            { type: "thinking", thinking: "Paris is in France.", signature: "SIG123" },
+            { type: "tool_use", id: "toolu_1", name: "get_weather", input: { city: "Paris" } }
+          ]
+        })
+        // With its thinking block back, the tool loop may go on thinking.
+        expect(sent.thinking).toEqual({ type: "enabled", budget_tokens: 2048 })
+      }))
+
+    it.effect("reasoning text from a chat upstream streams to a messages client as a thinking block", () =>
+      Effect.gen(function*() {
+        const { anthropic, fake } = yield* clients
+        const chunk = (delta: unknown, finish: string | null = null) => ({
+          data: { id: "chatcmpl-r", object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: finish }] }
+        })
+        fake.script("/v1/chat/completions", {
+          events: [
+            chunk({ role: "assistant", reasoning_content: "Think" }),
+            chunk({ reasoning_content: "ing." }),
+            chunk({ content: "Done." }),
+            chunk({}, "stop"),
+            { data: { id: "chatcmpl-r", object: "chat.completion.chunk", choices: [], usage: { prompt_tokens: 3, completion_tokens: 4 } } },
+            { data: "[DONE]" }
+          ]
+        })
+        const message = yield* Effect.promise(() =>
+          anthropic.messages.stream({ model: "gpt-up", max_tokens: 50, messages: [{ role: "user", content: "hi" }] }).finalMessage()
+        )
+        expect(message.content[0]).toEqual({ type: "thinking", thinking: "Thinking.", signature: "" })
+        expect(message.content[1]).toMatchObject({ type: "text", text: "Done." })
+      }))
+
+    it.effect("count_tokens: asked of a messages upstream, counted with the tokenizer otherwise; never billed", () =>
+      Effect.gen(function*() {
+        const { anthropic, base, fake, key, secret } = yield* clients
+        fake.script("/v1/messages/count_tokens", { body: { input_tokens: 4242 } })
+        const counted = yield* Effect.promise(() =>
+          anthropic.messages.countTokens({ model: "claude-up", messages: [{ role: "user", content: "Hello there" }] }, {
+            headers: { "anthropic-beta": "token-counting-2024-11-01" }
+          })
+        )
+        expect(counted.input_tokens).toBe(4242)
+        const got = fake.received.at(-1)!
+        expect(got.path).toBe("/v1/messages/count_tokens")
+        expect(got.body).toEqual({ model: "claude-upstream", messages: [{ role: "user", content: "Hello there" }] })
+        expect(got.headers["x-api-key"]).toBe("upstream-anthropic-secret")
+        expect(got.headers["anthropic-beta"]).toBe("operator-beta-1,token-counting-2024-11-01")
+
+        const local = yield* Effect.promise(() =>
+          anthropic.messages.countTokens({ model: "gpt-up", system: "Be brief.", messages: [{ role: "user", content: "Hello there" }] })
+        )
+        expect(local.input_tokens).toBe(countTokens("Be brief. Hello there") + 3 + 3)
+
+        // The same key rules as /v1/messages.
+        const post = (headers: Record<string, string>, body: unknown) =>
+          Effect.promise(() =>
+            fetch(`${base}/v1/messages/count_tokens`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) })
+              .then(async (r) => ({ status: r.status, body: await r.json() as any }))
+          )
+        const ok = { model: "gpt-up", messages: [{ role: "user", content: "hi" }] }
+        expect((yield* post({ "x-api-key": secret }, ok)).body.error.param).toBe("anthropic-version")
+        expect((yield* post({ "x-api-key": "sk-tg-wrong", "anthropic-version": "2023-06-01" }, ok)).status).toBe(401)
+        const unknown = yield* post({ "x-api-key": secret, "anthropic-version": "2023-06-01" }, { ...ok, model: "nope" })
+        expect([unknown.status, unknown.body.error.code]).toEqual([404, "model_not_found"])
+        expect((yield* post({ "x-api-key": secret, "anthropic-version": "2023-06-01" }, { model: "gpt-up" })).body.error.param).toBe("messages")
+
+        const sql = yield* SqlClient.SqlClient
+        const events = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM event_log WHERE data->>'key_id' = ${key.keyId} AND stream_id LIKE 'request-%'`
+        expect(events[0]!.n).toBe(0)
+      }))
+
+    it.effect("GET / and HEAD / answer 200 (the connectivity check of Claude Code)", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const get = yield* Effect.promise(() => fetch(`${base}/`))
+        expect(get.status).toBe(200)
+        expect(yield* Effect.promise(() => get.json())).toEqual({ service: "tollgate", discovery: "/v1" })
+        const head = yield* Effect.promise(() => fetch(`${base}/`, { method: "HEAD" }))
+        expect(head.status).toBe(200)
+      }))
+  })
+})
