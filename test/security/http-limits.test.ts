@@ -204,7 +204,7 @@ describe("HTTP limits", () => {
         expect(inString.status, inString.text).toBe(200)
 
         // A tool whose JSON schema nests objects 12 levels deep (deeper than OpenAI's structured outputs
-        // allow), forwarded to a same-style upstream: 31 levels of JSON in the request body.
+        // allow), forwarded to a same-style upstream: 29 levels of JSON in the request body.
         let schema: Record<string, unknown> = { type: "string" }
         for (let i = 0; i < 12; i++) schema = { type: "object", properties: { [`level${i}`]: schema }, required: [`level${i}`] }
         const tool = { type: "function", function: { name: "deep", description: "nested", parameters: schema } }

@@ -116,7 +116,10 @@ describe.skipIf(backend() === "postgres")("the operator endpoint", () => {
         const pump = () => {
           while (sent < 256 * 1024 * 1024 && !socket.destroyed) {
             sent += chunk.length
-            const more = socket.write(`${chunk.length.toString(16)}\r\n`) && socket.write(chunk) && socket.write("\r\n")
+            // A chunk's three parts are always written together, whatever write() says about buffering.
+            socket.write(`${chunk.length.toString(16)}\r\n`)
+            socket.write(chunk)
+            const more = socket.write("\r\n")
             if (!more) return void socket.once("drain", pump)
           }
           socket.end()
