@@ -179,17 +179,20 @@ describe("vendor input bounds", () => {
 
         for (let i = 0; i < 20; i++) yield* issueKey({ quotaUsd: 1 })
         yield* store.catchUp // up to date with everything so far
-        // Another process (its own event writer and cache over the same database) issues and revokes keys.
+        const readBefore = store.rowsRead()
+        // Another process (its own event writer and cache over the same database) issues, revokes, tops up.
         const other = yield* Layer.build(Layer.fresh(AccountsLive))
         const otherKeys = Context.get(other, Keys)
         const elsewhere = yield* otherKeys.issue({ quotaNanos: 5_000_000_000n, name: "elsewhere", issuedBy: "test" }).pipe(Effect.orDie)
         yield* otherKeys.revoke(made.body.id, "test").pipe(Effect.orDie)
         yield* otherKeys.grant(elsewhere.key.keyId, 1_000_000_000n, "test").pipe(Effect.orDie)
 
-        const readBefore = store.rowsRead()
+        // On Postgres the server's listener may have caught up already (NOTIFY, or its one-second poll).
         yield* store.catchUp
-        // Two keys changed, two rows read (not the 20-odd keys of the table).
-        expect(store.rowsRead() - readBefore).toBe(2)
+        // Two keys changed, three times: at most three rows read, not the 20-odd keys of the table.
+        const read = store.rowsRead() - readBefore
+        expect(read).toBeGreaterThanOrEqual(2)
+        expect(read).toBeLessThanOrEqual(3)
         expect(store.byId(made.body.id)!.revokedAt).not.toBeNull()
         expect(cached.revokedAt).not.toBeNull() // the same object, updated in place
         expect(store.byId(elsewhere.key.keyId)!.quotaNanos).toBe(6_000_000_000n)
