@@ -237,6 +237,8 @@ const parseObject = (raw: Buffer, maxDepth: number): Effect.Effect<JsonBody, Inv
   return Effect.succeed({ json: json as Record<string, unknown>, bytes: raw.length })
 }
 
+const MAX_MESSAGE = 500
+
 /** Decodes the fields the gateway needs; the first problem is reported with its path as `param`. */
 export const decodeFields = <A, I>(schema: Schema.Schema<A, I>) => {
   const decode = Schema.decodeUnknownEither(schema)
@@ -246,6 +248,8 @@ export const decodeFields = <A, I>(schema: Schema.Schema<A, I>) => {
     const issue = ParseResult.ArrayFormatter.formatErrorSync(result.left)[0]
     const param = issue && issue.path.length > 0 ? issue.path.map(String).join(".") : undefined
     const message = issue?.message === "is missing" ? `\`${param}\` is required.` : `\`${param ?? "body"}\`: ${issue?.message}`
-    return Effect.fail(new InvalidRequest({ message, ...(param ? { param } : {}) }))
+    // The schema's message quotes the value it got, which may be as large as the body.
+    const short = message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE)}…` : message
+    return Effect.fail(new InvalidRequest({ message: short, ...(param ? { param } : {}) }))
   }
 }

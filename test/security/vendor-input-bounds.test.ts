@@ -62,6 +62,7 @@ describe("vendor input bounds", () => {
           [`{"quota_usd":1e21}`, "quota_usd"],
           [`{"quota_usd":"1000000000.000000001"}`, "quota_usd"],
           [`{"quota_usd":"99999999999999999999999"}`, "quota_usd"],
+          [`{"quota_usd":"${"9".repeat(5_000_000)}"}`, "quota_usd"], // not five million digits of BigInt parsing
           [`{"quota_usd":"1","expires_at":"+275760-09-13T00:00:00.000Z"}`, "expires_at"],
           [`{"quota_usd":"1","expires_at":"10000-01-01T00:00:00Z"}`, "expires_at"],
           [`{"quota_usd":"1","expires_at":"9999-12-31T23:59:59-05:00"}`, "expires_at"],
@@ -74,6 +75,7 @@ describe("vendor input bounds", () => {
           const r = yield* vendorCall(base, vendor.token, "POST", "/api/keys", raw)
           expectEnvelope(r.status, r.body, { status: 400, code: null, param }, raw.slice(0, 80))
           expect(r.text).not.toContain("\\u0000")
+          expect(r.text.length, "the refusal does not echo a huge value").toBeLessThan(2_000)
         }
         // The metadata that is accepted is about the limit: 16 KiB serialised, 50 keys of 40, values of 500.
         const atLimit = Object.fromEntries(Array.from({ length: 31 }, (_, i) => [`k${String(i).padStart(39, "0")}`, pad(480)]))
