@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # npm run bench:soak: Tollgate on Postgres under steady load (chat streams and non-streamed chat, half
-# the connections each) for SOAK_SECONDS (300), sampling every 10 s its RSS and, from GET /v1, the
-# requests in flight and the appends waiting for the event writer. Passes when, after the first minute
+# the connections each) for SOAK_SECONDS (300), sampling every 10 s its RSS and, from the operator's
+# GET /operator/status (server.operator_token, a random one per run), the requests in flight and the
+# appends waiting for the event writer. Passes when, after the first minute
 # (warm-up: heap and pools grow to their working size), RSS grows by less than 10% and the writer queue
 # stays under 1,000. Then `replay --verify`. Loopback only; everything it starts it stops, by PID.
 # Env: SOAK_SECONDS (300), CONNS (50), TOLLGATE_NODE_OPTIONS, BENCH_DATABASE_URL (default: postgres on 127.0.0.1:5432/test).
@@ -16,7 +17,10 @@ start_mock
 P_TG=$(free_port)
 one_model_config
 fresh_database
-export DATABASE_URL="$DB_URL" TOLLGATE_CONFIG="$WORK/tollgate.yaml"
+# The operator's status endpoint, for the samples below.
+OPERATOR_TOKEN="soak_$(node -e 'console.log(require("crypto").randomBytes(24).toString("hex"))')"
+printf 'server:\n  operator_token: ${TOLLGATE_OPERATOR_TOKEN}\n' >>"$WORK/tollgate.yaml"
+export DATABASE_URL="$DB_URL" TOLLGATE_CONFIG="$WORK/tollgate.yaml" TOLLGATE_OPERATOR_TOKEN="$OPERATOR_TOKEN"
 start_serve "$WORK/tollgate.log" "$P_TG"
 TG=$SERVE_PID
 read -r KEY _ < <(bench_key)
@@ -31,7 +35,7 @@ echo "t_s rss_mb in_flight events_queued" >"$OUT/samples.txt"
 for ((t = 10; t <= SECONDS_TOTAL; t += 10)); do
   sleep 10
   rss=$(awk '/^VmRSS:/{printf "%.1f", $2/1024}' /proc/$TG/status)
-  load=$(curl -s --max-time 5 "http://127.0.0.1:$P_TG/v1" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const l=JSON.parse(s).load;console.log(l.requests_in_flight+" "+l.events_queued)}catch{console.log("- -")}})')
+  load=$(curl -s --max-time 5 -H "Authorization: Bearer $OPERATOR_TOKEN" "http://127.0.0.1:$P_TG/operator/status" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const l=JSON.parse(s);console.log(l.requests_in_flight+" "+l.events_queued)}catch{console.log("- -")}})')
   echo "$t $rss $load" | tee -a "$OUT/samples.txt" >&2
 done
 wait "$LOAD1" "$LOAD2" || true

@@ -1,4 +1,7 @@
-/** A key as the gateway sees it: the `api_keys` projection row, decoded. */
+/**
+ * A key as authentication and admission see it (what the key cache holds): the `api_keys` projection
+ * row, decoded, without its metadata, which only the vendor area's listings show (`KeyDetails`).
+ */
 export interface KeyRecord {
   readonly keyId: string
   readonly keyHash: string
@@ -10,7 +13,6 @@ export interface KeyRecord {
   quotaNanos: bigint
   usedNanos: bigint
   billedRequests: bigint
-  readonly metadata: Readonly<Record<string, string>>
   readonly createdAt: string
   expiresAt: string | null
   revokedAt: string | null
@@ -18,9 +20,16 @@ export interface KeyRecord {
   readonly rateLimits?: { readonly requests_per_minute?: number | undefined; readonly tokens_per_minute?: number | undefined } | undefined
 }
 
+/** A key with its metadata, as the vendor area shows it. */
+export interface KeyDetails extends KeyRecord {
+  readonly metadata: Readonly<Record<string, string>>
+}
+
 export const KEY_COLUMNS = `key_id, key_hash, key_hint, name, vendor_id, server_option, allowed_models,
   quota_nanos::text AS quota_nanos, used_nanos::text AS used_nanos, billed_requests::text AS billed_requests,
-  metadata, created_at, expires_at, revoked_at, rate_limits`
+  created_at, expires_at, revoked_at, rate_limits`
+
+export const KEY_DETAIL_COLUMNS = `${KEY_COLUMNS}, metadata`
 
 export interface KeyRow {
   readonly key_id: string
@@ -33,7 +42,6 @@ export interface KeyRow {
   readonly quota_nanos: string
   readonly used_nanos: string
   readonly billed_requests: string
-  readonly metadata: unknown
   readonly created_at: Date | string
   readonly expires_at: Date | string | null
   readonly revoked_at: Date | string | null
@@ -56,13 +64,21 @@ export const fromRow = (r: KeyRow): KeyRecord => {
     quotaNanos: BigInt(r.quota_nanos),
     usedNanos: BigInt(r.used_nanos),
     billedRequests: BigInt(r.billed_requests),
-    metadata: (json(r.metadata) ?? {}) as Record<string, string>,
     createdAt: iso(r.created_at)!,
     expiresAt: iso(r.expires_at),
     revokedAt: iso(r.revoked_at),
     rateLimits: (json(r.rate_limits) ?? undefined) as KeyRecord["rateLimits"]
   }
 }
+
+export interface KeyDetailRow extends KeyRow {
+  readonly metadata: unknown
+}
+
+export const detailsFromRow = (r: KeyDetailRow): KeyDetails => ({
+  ...fromRow(r),
+  metadata: (json(r.metadata) ?? {}) as Record<string, string>
+})
 
 /** Why a key cannot be used now, if it cannot. */
 export const unusableReason = (key: KeyRecord, now: number): string | undefined => {

@@ -1,23 +1,39 @@
 /**
  * Keys in memory: the hot path authenticates from here, never with a database round trip per request.
- * The cache is loaded at start, follows every event this process commits, reloads when another
- * process signals a key change (Postgres LISTEN/NOTIFY on `tollgate_keys`), and looks up a key it has
- * not seen (created by another process a moment ago) in the database once.
+ * The cache holds what authentication and admission need (no metadata, which only the vendor area's
+ * listings read from the database). It is loaded once at start, then kept current key by key:
+ * - every event this process commits is applied as it commits;
+ * - changes made by other processes (replicas, the CLI on Postgres) are caught up from the event log:
+ *   the key events after a cursor name the keys that changed, and only those keys' rows are read again.
+ *   A catch-up runs when another process signals a key change (Postgres LISTEN/NOTIFY on
+ *   `tollgate_keys`) and every second (cheap when nothing happened: one indexed query);
+ * - a key it has not seen (created elsewhere a moment ago) is looked up in the database once, and an
+ *   unknown one is remembered for two seconds (at most 10,000 of them) against floods of bad keys.
  */
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Option, Schedule, Stream } from "effect"
 import { EventLog } from "../ledger/EventLog.ts"
-import { KEY_COLUMNS, type KeyRecord, fromRow, type KeyRow } from "./KeyRecord.ts"
+import { fromRow, KEY_COLUMNS, type KeyRecord, type KeyRow } from "./KeyRecord.ts"
 import { hashSecret } from "./secrets.ts"
 
 const NEGATIVE_TTL_MS = 2_000
 const NEGATIVE_MAX = 10_000
+const CATCH_UP_PAGE = 5_000
+/** The events that change a cached key; each carries `key_id`. */
+const KEY_EVENTS = ["KeyIssued", "QuotaGranted", "KeyExpiryChanged", "KeyRevoked", "Billed"]
+const KEY_EVENT_LIST = KEY_EVENTS.map((t) => `'${t}'`).join(", ")
+
+interface Cursor {
+  readonly transactionId: string
+  readonly position: string
+}
 
 /**
- * Servers follow key changes made by other processes (replicas, the CLI): every key change commits a
- * `NOTIFY tollgate_keys`, and a server reloads its keys on each. Only long-running servers listen;
- * one-shot CLI commands do not.
+ * Long-running servers follow key changes made by other processes: a catch-up on each
+ * `NOTIFY tollgate_keys` (sent in the transaction of every key change), and one every second for what
+ * a notification cannot tell (a billing elsewhere, a notice missed while reconnecting). Postgres only:
+ * on the embedded backend no other process writes. One-shot CLI commands do not follow.
  */
 export const KeyChangeListener = Layer.scopedDiscard(Effect.gen(function*() {
   const store = yield* KeyStore
@@ -25,8 +41,14 @@ export const KeyChangeListener = Layer.scopedDiscard(Effect.gen(function*() {
   if (Option.isNone(pg)) return
   yield* pg.value.listen("tollgate_keys").pipe(
     Stream.debounce("50 millis"),
-    Stream.runForEach(() => store.reload),
+    Stream.runForEach(() => store.catchUp),
     Effect.retry(Schedule.spaced("1 second")),
+    Effect.forkScoped
+  )
+  yield* store.catchUp.pipe(
+    // The database being down is reported by the requests that need it; this only tries again.
+    Effect.catchAllCause((cause) => Effect.logDebug("the key cache could not catch up", cause)),
+    Effect.repeat(Schedule.spaced("1 second")),
     Effect.forkScoped
   )
 }))
@@ -38,21 +60,64 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
     const byHash = new Map<string, KeyRecord>()
     const byId = new Map<string, KeyRecord>()
     const unknown = new Map<string, number>() // hash -> time of the miss
+    let rowsRead = 0 // key rows read from the database since start: the cost of following changes
 
+    /** Adds a key, or brings the cached one up to date in place (requests in flight hold it). */
     const put = (key: KeyRecord) => {
+      const cached = byId.get(key.keyId)
+      if (cached) {
+        cached.quotaNanos = key.quotaNanos
+        cached.usedNanos = key.usedNanos
+        cached.billedRequests = key.billedRequests
+        cached.expiresAt = key.expiresAt
+        cached.revokedAt = key.revokedAt
+        return
+      }
       byHash.set(key.keyHash, key)
       byId.set(key.keyId, key)
       unknown.delete(key.keyHash)
     }
 
-    const reload = Effect.gen(function*() {
+    // Where the catch-up starts: the last settled event when the keys were loaded (taken first, so
+    // no change can fall between the two; a change seen twice is harmless, rows are read whole).
+    let cursor: Cursor | undefined
+    const settled = `transaction_id < pg_snapshot_xmin(pg_current_snapshot())`
+    yield* Effect.gen(function*() {
+      const last = yield* sql.unsafe<{ transaction_id: string; position: string }>(
+        `SELECT transaction_id::text, position::text FROM event_log WHERE ${settled}
+          ORDER BY transaction_id DESC, position DESC LIMIT 1`
+      )
+      cursor = last[0] ? { transactionId: last[0].transaction_id, position: last[0].position } : undefined
       const rows = yield* sql.unsafe<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys`)
-      byHash.clear()
-      byId.clear()
-      unknown.clear()
+      rowsRead += rows.length
       for (const r of rows) put(fromRow(r))
-    })
-    yield* reload.pipe(Effect.orDie)
+    }).pipe(Effect.orDie)
+
+    /** Reads again the keys that changed after the cursor, page by page, and moves the cursor; one at a time. */
+    const oneAtATime = yield* Effect.makeSemaphore(1)
+    const catchUp = oneAtATime.withPermits(1)(Effect.gen(function*() {
+      for (;;) {
+        const after = cursor
+        const page = yield* sql.unsafe<{ transaction_id: string; position: string; key_id: string | null }>(
+          `SELECT transaction_id::text, position::text,
+                  CASE WHEN event_type IN (${KEY_EVENT_LIST}) THEN data->>'key_id' END AS key_id
+             FROM event_log
+            WHERE ${settled} ${after ? "AND (transaction_id, position) > ($1::xid8, $2::bigint)" : ""}
+            ORDER BY transaction_id, position LIMIT ${CATCH_UP_PAGE}`,
+          after ? [after.transactionId, after.position] : []
+        )
+        if (page.length === 0) return
+        const changed = [...new Set(page.flatMap((r) => (r.key_id === null ? [] : [r.key_id])))]
+        if (changed.length > 0) {
+          const rows = yield* sql.unsafe<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE key_id = ANY($1)`, [changed])
+          rowsRead += rows.length
+          for (const r of rows) put(fromRow(r))
+        }
+        const last = page[page.length - 1]!
+        cursor = { transactionId: last.transaction_id, position: last.position }
+        if (page.length < CATCH_UP_PAGE) return
+      }
+    }))
 
     yield* log.onCommitted((committed) => {
       for (const { event, occurredAt } of committed) {
@@ -69,7 +134,6 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
               quotaNanos: event.quota_nanos,
               usedNanos: 0n,
               billedRequests: 0n,
-              metadata: event.metadata,
               createdAt: occurredAt,
               expiresAt: event.expires_at,
               revokedAt: null,
@@ -103,9 +167,6 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
       }
     })
 
-    // Every minute anyway, in case a change notification was missed.
-    yield* reload.pipe(Effect.ignore, Effect.repeat(Schedule.spaced("60 seconds")), Effect.delay("60 seconds"), Effect.forkScoped)
-
     /** The key for a clear secret, if it exists (revoked and expired keys included). */
     const findBySecret = (secret: string): Effect.Effect<KeyRecord | undefined> => {
       const hash = hashSecret(secret)
@@ -115,6 +176,7 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
       if (missedAt !== undefined && Date.now() - missedAt < NEGATIVE_TTL_MS) return Effect.succeed(undefined)
       return sql.unsafe<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE key_hash = $1`, [hash]).pipe(
         Effect.map((rows) => {
+          rowsRead += rows.length
           if (rows.length === 0) {
             if (unknown.size >= NEGATIVE_MAX) unknown.clear()
             unknown.set(hash, Date.now())
@@ -122,7 +184,7 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
           }
           const key = fromRow(rows[0]!)
           put(key)
-          return key
+          return byId.get(key.keyId)
         }),
         Effect.orDie
       )
@@ -131,7 +193,12 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
     return {
       findBySecret,
       byId: (keyId: string) => byId.get(keyId),
-      reload
+      /** Applies what other processes changed since the last catch-up. */
+      catchUp: catchUp.pipe(Effect.orDie),
+      /** How many keys the cache holds. */
+      size: () => byId.size,
+      /** How many key rows it has read from the database since start. */
+      rowsRead: () => rowsRead
     } as const
   })
 }) {}

@@ -9,7 +9,8 @@ import { type Appended, EventLog } from "../ledger/EventLog.ts"
 import { streamOf } from "../ledger/events.ts"
 import { Catalog } from "./Catalog.ts"
 import { CreditInsufficient, IdempotencyMismatch, InvalidInput, NotFound } from "./errors.ts"
-import { KEY_COLUMNS, type KeyRecord, fromRow, type KeyRow } from "./KeyRecord.ts"
+import * as Bounds from "./bounds.ts"
+import { KEY_DETAIL_COLUMNS, type KeyDetailRow, type KeyDetails, detailsFromRow } from "./KeyRecord.ts"
 import { hashSecret, hintOf, newApiKey, newId } from "./secrets.ts"
 
 export interface IssueKey {
@@ -30,7 +31,7 @@ export interface IssueKey {
 }
 
 export interface IssuedKey {
-  readonly key: KeyRecord
+  readonly key: KeyDetails
   /** The clear key. Shown once; only its hash is kept (so a replayed idempotent create has none). */
   readonly secret: string | null
   /** True when an earlier request with the same Idempotency-Key created this key. */
@@ -57,8 +58,8 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
 
     /** The key an earlier create with this vendor's Idempotency-Key made, if any. */
     const byIdempotencyKey = (vendorId: string, idempotencyKey: string) =>
-      sql.unsafe<KeyRow & { idempotency_fingerprint: string | null }>(
-        `SELECT ${KEY_COLUMNS}, idempotency_fingerprint FROM api_keys WHERE vendor_id = $1 AND idempotency_key = $2`,
+      sql.unsafe<KeyDetailRow & { idempotency_fingerprint: string | null }>(
+        `SELECT ${KEY_DETAIL_COLUMNS}, idempotency_fingerprint FROM api_keys WHERE vendor_id = $1 AND idempotency_key = $2`,
         [vendorId, idempotencyKey]
       ).pipe(Effect.orDie, Effect.map((rows) => rows[0]))
 
@@ -72,11 +73,34 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
             message: "This Idempotency-Key was used for a different request; use a new key for a new request."
           })
         }
-        return { key: fromRow(row), secret: null, replayed: true } satisfies IssuedKey
+        return { key: detailsFromRow(row), secret: null, replayed: true } satisfies IssuedKey
       })
+
+    /** Everything an issue is refused for that needs no database; the first problem, naming its field. */
+    const inputProblem = (input: IssueKey): InvalidInput | undefined => {
+      const vendorKey = input.vendorId !== undefined
+      const problems = [
+        Bounds.amountProblem("quota_usd", input.quotaNanos, { positive: vendorKey }),
+        input.name === undefined ? undefined : Bounds.nameProblem("name", input.name),
+        input.serverOption === undefined ? undefined : Bounds.textProblem("server_option", input.serverOption),
+        input.models === undefined ? undefined : Bounds.listProblem("models", input.models, Bounds.LIMITS.models),
+        input.metadata === undefined ? undefined : Bounds.metadataProblem("metadata", input.metadata),
+        input.idempotencyKey === undefined ? undefined : Bounds.textProblem("Idempotency-Key", input.idempotencyKey),
+        ...Object.entries(input.rateLimits ?? {}).map(([field, v]) => v === undefined ? undefined : Bounds.rateProblem(field, v))
+      ]
+      const first = problems.find((p) => p !== undefined)
+      if (first) return first
+      if (input.expiresAt !== undefined) {
+        const at = Bounds.parseInstant("expires_at", input.expiresAt)
+        if (typeof at !== "number") return at
+      }
+      return undefined
+    }
 
     const issue = (input: IssueKey): Effect.Effect<IssuedKey, InvalidInput | CreditInsufficient | IdempotencyMismatch> =>
       Effect.gen(function*() {
+        const problem = inputProblem(input)
+        if (problem) return yield* problem
         const serverOption = input.serverOption ?? catalog.defaultServerOption
         if (serverOption === undefined || !catalog.serverOptions.has(serverOption)) {
           return yield* new InvalidInput({
@@ -97,23 +121,14 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
           if (input.models.length === 0) {
             return yield* new InvalidInput({ param: "models", message: "models, when given, must name at least one model." })
           }
-          const foreign = input.models.filter((m) => !offered.includes(m))
+          const foreign = [...new Set(input.models.filter((m) => !offered.includes(m)))]
           if (foreign.length > 0) {
             return yield* new InvalidInput({
               param: "models",
-              message: `Server Option "${serverOption}" does not offer ${foreign.join(", ")}. It offers: ${offered.join(", ")}.`
+              message: `Server Option "${serverOption}" does not offer ${foreign.slice(0, 10).join(", ")}${
+                foreign.length > 10 ? ` and ${foreign.length - 10} more` : ""
+              }. It offers: ${offered.join(", ")}.`
             })
-          }
-        }
-        if (input.quotaNanos < 0n) {
-          return yield* new InvalidInput({ param: "quota_usd", message: "The quota cannot be negative." })
-        }
-        if (input.expiresAt !== undefined && Number.isNaN(Date.parse(input.expiresAt))) {
-          return yield* new InvalidInput({ param: "expires_at", message: "expires_at must be an ISO-8601 date-time." })
-        }
-        for (const [field, v] of Object.entries(input.rateLimits ?? {})) {
-          if (v !== undefined && (!Number.isInteger(v) || v <= 0)) {
-            return yield* new InvalidInput({ param: field, message: `${field} must be a positive whole number.` })
           }
         }
         const rateLimits = input.rateLimits &&
@@ -165,7 +180,7 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         )
         if (result.earlier) return result.earlier
         const appended = result.appended!
-        const key: KeyRecord = {
+        const key: KeyDetails = {
           keyId,
           keyHash: event.key_hash,
           keyHint: event.key_hint,
@@ -185,8 +200,12 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         return { key, secret, replayed: false }
       })
 
-    const get = (keyId: string, vendorId?: string): Effect.Effect<KeyRecord, NotFound> =>
-      sql.unsafe<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE key_id = $1`, [keyId]).pipe(
+    const get = (keyId: string, vendorId?: string): Effect.Effect<KeyDetails, NotFound> =>
+      // An id that no key can have (too long, or text the database refuses) is simply not found.
+      (Bounds.textProblem("id", keyId) ? Effect.succeed([]) : sql.unsafe<KeyDetailRow>(
+        `SELECT ${KEY_DETAIL_COLUMNS} FROM api_keys WHERE key_id = $1`,
+        [keyId]
+      )).pipe(
         Effect.orDie,
         Effect.flatMap((rows) => {
           const row = rows[0]
@@ -194,12 +213,14 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
           if (!row || (vendorId !== undefined && row.vendor_id !== vendorId)) {
             return Effect.fail(new NotFound({ message: `No API key with id ${keyId}.` }))
           }
-          return Effect.succeed(fromRow(row))
+          return Effect.succeed(detailsFromRow(row))
         })
       )
 
     const revoke = (keyId: string, revokedBy: string, reason = "revoked") =>
       Effect.gen(function*() {
+        const problem = Bounds.textProblem("reason", reason)
+        if (problem) return yield* problem
         const key = yield* get(keyId)
         if (key.revokedAt !== null) return key
         yield* log.append({
@@ -213,9 +234,12 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
     /** Tops up a key's quota (an event on its stream); a vendor's top-up draws on its credit. */
     const grant = (keyId: string, amountNanos: bigint, grantedBy: string, reason = "top-up", vendorId?: string) =>
       Effect.gen(function*() {
-        if (amountNanos <= 0n) return yield* new InvalidInput({ param: "amount", message: "A grant must be positive." })
+        const problem = Bounds.amountProblem("amount", amountNanos, { positive: true }) ?? Bounds.textProblem("reason", reason)
+        if (problem) return yield* problem
         const key = yield* get(keyId, vendorId)
         if (key.revokedAt !== null) return yield* new InvalidInput({ param: "key", message: `Key ${keyId} is revoked.` })
+        const past = Bounds.totalProblem("amount", key.quotaNanos, amountNanos, "the key's quota")
+        if (past) return yield* past
         yield* log.append({
           streamId: streamOf.key(keyId),
           expectedVersion: "any",
@@ -240,6 +264,10 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
     /** Sets or clears a key's expiry. */
     const setExpiry = (keyId: string, expiresAt: string | null, changedBy: string, vendorId?: string) =>
       Effect.gen(function*() {
+        if (expiresAt !== null) {
+          const at = Bounds.parseInstant("expires_at", expiresAt)
+          if (typeof at !== "number") return yield* at
+        }
         yield* get(keyId, vendorId)
         yield* log.append({
           streamId: streamOf.key(keyId),
@@ -256,10 +284,11 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
 
     const list = (options: { readonly vendorId?: string | undefined } = {}) =>
       (options.vendorId === undefined
-        ? sql.unsafe<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys ORDER BY created_at, key_id`)
-        : sql.unsafe<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE vendor_id = $1 ORDER BY created_at, key_id`, [
-          options.vendorId
-        ])).pipe(Effect.orDie, Effect.map((rows) => rows.map(fromRow)))
+        ? sql.unsafe<KeyDetailRow>(`SELECT ${KEY_DETAIL_COLUMNS} FROM api_keys ORDER BY created_at, key_id`)
+        : sql.unsafe<KeyDetailRow>(
+          `SELECT ${KEY_DETAIL_COLUMNS} FROM api_keys WHERE vendor_id = $1 ORDER BY created_at, key_id`,
+          [options.vendorId]
+        )).pipe(Effect.orDie, Effect.map((rows) => rows.map(detailsFromRow)))
 
     return { issue, get, revoke, grant, setExpiry, list } as const
   })

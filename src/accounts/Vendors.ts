@@ -1,12 +1,16 @@
 /**
  * Vendors (resellers) and their tokens. A vendor token is `vt_...`, never an `sk-` key, carries
  * scopes, is shown once and stored hashed. Every change is an event on `vendor-<id>`.
+ * A token is checked against the database on every call (so a revocation holds at once); one that
+ * does not exist is remembered for two seconds (at most 10,000 of them), so a flood of the same bad
+ * token costs one query, as for API keys.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { EventLog } from "../ledger/EventLog.ts"
 import { streamOf } from "../ledger/events.ts"
 import { Catalog } from "./Catalog.ts"
+import * as Bounds from "./bounds.ts"
 import { InvalidInput, NotFound } from "./errors.ts"
 import { hashSecret, newId, newVendorToken } from "./secrets.ts"
 
@@ -57,14 +61,20 @@ const fromRow = (r: VendorRow): Vendor => ({
   creditUsedNanos: BigInt(r.credit_used_nanos)
 })
 
+const NEGATIVE_TTL_MS = 2_000
+const NEGATIVE_MAX = 10_000
+
 export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const log = yield* EventLog
     const catalog = yield* Catalog
+    const unknownTokens = new Map<string, number>() // hash -> time of the miss
+    let lookups = 0 // tokens looked up in the database since start
 
     const checkScopes = (scopes: ReadonlyArray<string>) => {
-      const unknown = scopes.filter((s) => !(SCOPES as ReadonlyArray<string>).includes(s))
+      if (scopes.length > 64) return Effect.fail(new InvalidInput({ param: "scopes", message: "Too many scopes." }))
+      const unknown = [...new Set(scopes.filter((s) => !(SCOPES as ReadonlyArray<string>).includes(s)))].slice(0, 10)
       return unknown.length > 0
         ? Effect.fail(
           new InvalidInput({ param: "scopes", message: `Unknown scopes: ${unknown.join(", ")}. Known: ${SCOPES.join(", ")}.` })
@@ -73,7 +83,11 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
     }
 
     const get = (vendorId: string) =>
-      sql.unsafe<VendorRow>(`SELECT ${VENDOR_COLUMNS} FROM vendors v WHERE v.vendor_id = $1`, [vendorId]).pipe(
+      // An id no vendor can have (too long, or text the database refuses) is simply not found.
+      (Bounds.textProblem("vendor_id", vendorId) ? Effect.succeed([]) : sql.unsafe<VendorRow>(
+        `SELECT ${VENDOR_COLUMNS} FROM vendors v WHERE v.vendor_id = $1`,
+        [vendorId]
+      )).pipe(
         Effect.orDie,
         Effect.flatMap((rows) =>
           rows[0] ? Effect.succeed(fromRow(rows[0])) : Effect.fail(new NotFound({ message: `No vendor ${vendorId}.` }))
@@ -83,6 +97,10 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
     const issueToken = (vendorId: string, scopes: ReadonlyArray<string>, expiresAt?: string) =>
       Effect.gen(function*() {
         yield* checkScopes(scopes)
+        if (expiresAt !== undefined) {
+          const at = Bounds.parseInstant("expires_at", expiresAt)
+          if (typeof at !== "number") return yield* at
+        }
         yield* get(vendorId)
         const token = newVendorToken()
         const tokenId = newId("vtk")
@@ -98,6 +116,7 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
             expires_at: expiresAt === undefined ? null : new Date(expiresAt).toISOString()
           }]
         }).pipe(Effect.orDie)
+        unknownTokens.delete(hashSecret(token))
         return { tokenId, token, scopes }
       })
 
@@ -108,7 +127,12 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
       readonly serverOptions?: ReadonlyArray<string> | undefined
     }) =>
       Effect.gen(function*() {
+        const nameProblem = Bounds.nameProblem("name", input.name)
+        if (nameProblem) return yield* nameProblem
         yield* checkScopes(input.scopes)
+        if (input.serverOptions && input.serverOptions.length > catalog.serverOptions.size) {
+          return yield* new InvalidInput({ param: "server_options", message: "More Server Options than the gateway has." })
+        }
         const options = input.serverOptions ?? [...catalog.serverOptions.keys()]
         const unknown = options.filter((o) => !catalog.serverOptions.has(o))
         if (unknown.length > 0) {
@@ -117,7 +141,6 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
             message: `Unknown Server Options: ${unknown.join(", ")}. Known: ${[...catalog.serverOptions.keys()].join(", ")}.`
           })
         }
-        if (input.name.trim() === "") return yield* new InvalidInput({ param: "name", message: "A vendor needs a name." })
         const vendorId = newId("vnd")
         yield* log.append({
           streamId: streamOf.vendor(vendorId),
@@ -130,21 +153,31 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
       })
 
     /** The vendor behind a token, if the token exists, is not revoked and has not expired. */
-    const authenticate = (token: string) =>
-      sql.unsafe<VendorRow & { token_id: string; scopes: unknown; expires_at: Date | string | null; revoked_at: unknown }>(
+    const authenticate = (token: string): Effect.Effect<VendorSession | undefined> => {
+      const hash = hashSecret(token)
+      const missedAt = unknownTokens.get(hash)
+      if (missedAt !== undefined && Date.now() - missedAt < NEGATIVE_TTL_MS) return Effect.succeed(undefined)
+      lookups++
+      return sql.unsafe<VendorRow & { token_id: string; scopes: unknown; expires_at: Date | string | null; revoked_at: unknown }>(
         `SELECT ${VENDOR_COLUMNS}, t.token_id, t.scopes, t.expires_at, t.revoked_at
            FROM vendor_tokens t JOIN vendors v ON v.vendor_id = t.vendor_id
           WHERE t.token_hash = $1`,
-        [hashSecret(token)]
+        [hash]
       ).pipe(
         Effect.orDie,
         Effect.map((rows): VendorSession | undefined => {
           const r = rows[0]
-          if (!r || r.revoked_at !== null) return undefined
+          if (!r) {
+            if (unknownTokens.size >= NEGATIVE_MAX) unknownTokens.clear()
+            unknownTokens.set(hash, Date.now())
+            return undefined
+          }
+          if (r.revoked_at !== null) return undefined
           if (r.expires_at !== null && new Date(r.expires_at).getTime() <= Date.now()) return undefined
           return { vendor: fromRow(r), tokenId: r.token_id, scopes: new Set(json(r.scopes) as Array<string>) }
         })
       )
+    }
 
     const list = sql.unsafe<VendorRow>(`SELECT ${VENDOR_COLUMNS} FROM vendors v ORDER BY v.created_at, v.vendor_id`).pipe(
       Effect.orDie,
@@ -153,8 +186,11 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
 
     const grantCredit = (vendorId: string, amountNanos: bigint, grantedBy: string) =>
       Effect.gen(function*() {
-        if (amountNanos <= 0n) return yield* new InvalidInput({ param: "usd", message: "Credit grants must be positive." })
-        yield* get(vendorId)
+        const problem = Bounds.amountProblem("usd", amountNanos, { positive: true })
+        if (problem) return yield* problem
+        const vendor = yield* get(vendorId)
+        const past = Bounds.totalProblem("usd", vendor.creditNanos, amountNanos, "the vendor's credit")
+        if (past) return yield* past
         yield* log.append({
           streamId: streamOf.vendor(vendorId),
           expectedVersion: "any",
@@ -165,7 +201,7 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
 
     const revokeToken = (tokenId: string, revokedBy: string) =>
       Effect.gen(function*() {
-        const rows = yield* sql<{ vendor_id: string; revoked_at: unknown }>`
+        const rows = Bounds.textProblem("token_id", tokenId) ? [] : yield* sql<{ vendor_id: string; revoked_at: unknown }>`
           SELECT vendor_id, revoked_at FROM vendor_tokens WHERE token_id = ${tokenId}`.pipe(Effect.orDie)
         const row = rows[0]
         if (!row) return yield* new NotFound({ message: `No vendor token ${tokenId}.` })
@@ -179,6 +215,16 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
         return { tokenId, vendorId: row.vendor_id }
       })
 
-    return { register, issueToken, authenticate, get, list, grantCredit, revokeToken } as const
+    return {
+      register,
+      issueToken,
+      authenticate,
+      get,
+      list,
+      grantCredit,
+      revokeToken,
+      /** How many tokens were looked up in the database since start. */
+      tokenLookups: () => lookups
+    } as const
   })
 }) {}

@@ -1,8 +1,9 @@
-/** The whole HTTP surface: the nine endpoints of the spec, in five groups. Definitions only. */
+/** The whole HTTP surface: the nine endpoints of the spec, in five groups, and the operator's status. Definitions only. */
 import { HttpApi } from "@effect/platform"
 import { AnthropicApi } from "./AnthropicApi.ts"
 import { DiscoveryApi } from "./DiscoveryApi.ts"
 import { OpenAiApi } from "./OpenAiApi.ts"
+import { OperatorApi } from "./OperatorApi.ts"
 import { UsageApi } from "./UsageApi.ts"
 import { VendorApi } from "./VendorApi.ts"
 
@@ -12,4 +13,5 @@ export class GatewayApi extends HttpApi.make("tollgate")
   .add(AnthropicApi)
   .add(UsageApi)
   .add(VendorApi)
+  .add(OperatorApi)
 {}

@@ -1,7 +1,7 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { CreatedKey, CreateKeyRequest, ServerOptionList, UpdateKeyRequest, VendorKey, VendorKeyList } from "../wire/vendor.ts"
-import { InvalidRequest, NotFound, PermissionDenied, RequestTooLarge } from "./errors.ts"
+import { InvalidRequest, NotFound, PermissionDenied, RequestTimeout, RequestTooLarge, UnsupportedMediaType } from "./errors.ts"
 import { VendorAuth } from "./security.ts"
 import { UsageWindowParams } from "./UsageApi.ts"
 
@@ -17,6 +17,8 @@ export class VendorApi extends HttpApiGroup.make("vendor")
       .addError(NotFound)
       .addError(PermissionDenied)
       .addError(RequestTooLarge)
+      .addError(UnsupportedMediaType)
+      .addError(RequestTimeout)
   )
   .add(
     HttpApiEndpoint.get("listServerOptions", "/api/server-options")
@@ -44,6 +46,8 @@ export class VendorApi extends HttpApiGroup.make("vendor")
       .addError(NotFound)
       .addError(PermissionDenied)
       .addError(RequestTooLarge)
+      .addError(UnsupportedMediaType)
+      .addError(RequestTimeout)
   )
   .add(
     HttpApiEndpoint.del("revokeKey", "/api/keys/:id").setPath(KeyPath).addSuccess(VendorKey).addError(NotFound).addError(

@@ -41,6 +41,20 @@ export class RequestTooLarge extends Schema.TaggedError<RequestTooLarge>()(
   HttpApiSchema.annotations({ status: 413 })
 ) {}
 
+/** A body in a media type or content encoding the gateway does not read. */
+export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>()(
+  "UnsupportedMediaType",
+  fields,
+  HttpApiSchema.annotations({ status: 415 })
+) {}
+
+/** A body that stopped arriving. */
+export class RequestTimeout extends Schema.TaggedError<RequestTimeout>()(
+  "RequestTimeout",
+  fields,
+  HttpApiSchema.annotations({ status: 408 })
+) {}
+
 export class RateLimited extends Schema.TaggedError<RateLimited>()(
   "RateLimited",
   { ...fields, retryAfterSeconds: Schema.optional(Schema.Number) },
@@ -65,6 +79,8 @@ export type ApiError =
   | PermissionDenied
   | NotFound
   | RequestTooLarge
+  | UnsupportedMediaType
+  | RequestTimeout
   | RateLimited
   | UpstreamFailed
   | Overloaded
@@ -75,6 +91,8 @@ export const GenerationErrors = Schema.Union(
   PermissionDenied,
   NotFound,
   RequestTooLarge,
+  UnsupportedMediaType,
+  RequestTimeout,
   RateLimited,
   UpstreamFailed,
   Overloaded

@@ -1,10 +1,11 @@
 /**
  * Who is calling. `/v1` endpoints take an API key in `Authorization: Bearer` or `x-api-key` (both are
- * accepted everywhere, spec §5 rule 1); `/api` endpoints take a vendor token in `Authorization: Bearer`.
+ * accepted everywhere, spec §5 rule 1); `/api` endpoints take a vendor token in `Authorization: Bearer`;
+ * `/operator` endpoints the operator's token (`server.operator_token`) in `Authorization: Bearer`.
  */
 import { HttpApiMiddleware } from "@effect/platform"
 import { Context, Schema } from "effect"
-import { AuthenticationFailed, PermissionDenied } from "./errors.ts"
+import { AuthenticationFailed, NotFound, PermissionDenied } from "./errors.ts"
 
 export class CurrentKey extends Context.Tag("Api/CurrentKey")<CurrentKey, { readonly keyId: string }>() {}
 
@@ -22,4 +23,8 @@ export class ApiKeyAuth extends HttpApiMiddleware.Tag<ApiKeyAuth>()("Api/ApiKeyA
 export class VendorAuth extends HttpApiMiddleware.Tag<VendorAuth>()("Api/VendorAuth", {
   failure: Schema.Union(AuthenticationFailed, PermissionDenied),
   provides: CurrentVendor
+}) {}
+
+export class OperatorAuth extends HttpApiMiddleware.Tag<OperatorAuth>()("Api/OperatorAuth", {
+  failure: Schema.Union(AuthenticationFailed, NotFound)
 }) {}

@@ -1,17 +1,26 @@
 /**
  * Only one process may open an embedded PGlite data folder, so while `tollgate serve` holds it, CLI
  * commands run inside the server: it listens on a loopback port for operations and writes the port
- * and a random token to `<data>/operator.json` (mode 0600). The CLI reads that file and sends each
- * command there; when no server holds the folder, the CLI opens it itself.
+ * and a random token to `<data>/operator.json` (mode 0600, written afresh at every start). The CLI
+ * reads that file and sends each command there; when no server holds the folder, the CLI opens it
+ * itself.
+ *
+ * The door is guarded before anything is read: it listens on 127.0.0.1 only, the token is compared in
+ * constant time from the headers before a byte of the body is read (a request without it is answered
+ * 401 and its connection closed), and a body is at most 1 MiB.
  */
 import { Effect, Exit, Layer, Runtime, Schema } from "effect"
-import { randomBytes } from "node:crypto"
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import * as fs from "node:fs"
-import { createServer } from "node:http"
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import * as path from "node:path"
+import { PRIVATE_FILE_MODE } from "../db/DataDir.ts"
 import { Operation, OperationFailed, run } from "./operations.ts"
 
 export const operatorFile = (dataDir: string) => path.join(dataDir, "operator.json")
+
+/** The largest operation body the door reads. */
+export const MAX_OPERATION_BYTES = 1024 * 1024
 
 interface OperatorInfo {
   readonly pid: number
@@ -24,21 +33,62 @@ const encodeOperation = Schema.encodeSync(Operation)
 
 type Services = Effect.Effect.Context<ReturnType<typeof run>>
 
+const digest = (value: string) => createHash("sha256").update(value).digest()
+
+/** Whether the request carries `Authorization: Bearer <token>`, compared in constant time. */
+const authorized = (req: IncomingMessage, expected: Buffer) => {
+  const header = req.headers.authorization ?? ""
+  const given = header.startsWith("Bearer ") ? header.slice(7) : ""
+  // Digests have one length whatever was sent, so neither the comparison nor its length leaks the token.
+  return timingSafeEqual(digest(given), expected)
+}
+
+/** Writes a file with mode 0600 whatever was there before: a fresh file renamed over the old one. */
+export const writePrivateFile = (file: string, content: string) => {
+  const temp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
+  try {
+    fs.writeFileSync(temp, content, { flag: "wx", mode: PRIVATE_FILE_MODE })
+    fs.chmodSync(temp, PRIVATE_FILE_MODE) // whatever the umask
+    fs.renameSync(temp, file)
+  } finally {
+    fs.rmSync(temp, { force: true })
+  }
+}
+
+/** Answers and closes the connection: whatever the client still sends is not read. */
+const replyAndClose = (res: ServerResponse, status: number, body: unknown) => {
+  res.writeHead(status, { "content-type": "application/json", connection: "close" })
+  res.end(JSON.stringify(body))
+}
+
 /** Serves operations on loopback while the scope lives (embedded backend only). */
 export const layer = (dataDir: string) =>
   Layer.scopedDiscard(Effect.gen(function*() {
     const runtime = yield* Effect.runtime<Services>()
     const token = randomBytes(24).toString("hex")
-    const server = createServer((req, res) => {
+    const expected = digest(token)
+    const server = createServer({ headersTimeout: 10_000, requestTimeout: 30_000 }, (req, res) => {
+      if (!authorized(req, expected)) return replyAndClose(res, 401, { ok: false, error: "unauthorized" })
+      if (req.method !== "POST" || req.url !== "/op") return replyAndClose(res, 404, { ok: false, error: "POST /op only" })
+      const declared = Number(req.headers["content-length"])
+      if (Number.isFinite(declared) && declared > MAX_OPERATION_BYTES) {
+        return replyAndClose(res, 413, { ok: false, error: `an operation is at most ${MAX_OPERATION_BYTES} bytes` })
+      }
       const chunks: Array<Buffer> = []
-      req.on("data", (c: Buffer) => chunks.push(c))
+      let size = 0
+      req.on("data", (c: Buffer) => {
+        size += c.length
+        if (size > MAX_OPERATION_BYTES) {
+          req.removeAllListeners("data").removeAllListeners("end")
+          req.pause()
+          return replyAndClose(res, 413, { ok: false, error: `an operation is at most ${MAX_OPERATION_BYTES} bytes` })
+        }
+        chunks.push(c)
+      })
       req.on("end", () => {
         const reply = (status: number, body: unknown) => {
           res.writeHead(status, { "content-type": "application/json" })
           res.end(JSON.stringify(body))
-        }
-        if (req.headers.authorization !== `Bearer ${token}` || req.method !== "POST") {
-          return reply(401, { ok: false, error: "unauthorized" })
         }
         let op: Operation
         try {
@@ -53,11 +103,12 @@ export const layer = (dataDir: string) =>
         )
       })
     })
+    server.maxConnections = 32
     const port = yield* Effect.async<number>((resume) => {
       server.listen(0, "127.0.0.1", () => resume(Effect.succeed((server.address() as { port: number }).port)))
     })
     const file = operatorFile(dataDir)
-    fs.writeFileSync(file, JSON.stringify({ pid: process.pid, port, token } satisfies OperatorInfo), { mode: 0o600 })
+    writePrivateFile(file, JSON.stringify({ pid: process.pid, port, token } satisfies OperatorInfo))
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
         fs.rmSync(file, { force: true })

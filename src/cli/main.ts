@@ -254,6 +254,7 @@ cli(process.argv).pipe(
     OperationFailed: (e) => exitWith(e.message),
     ConfigFileError: (e) => exitWith(e.message),
     DataDirBusy: (e) => exitWith(e.message),
+    DataDirUnsafe: (e) => exitWith(e.message),
     WorkersUnsupported: (e) => exitWith(e.message),
     ServeError: (e) => exitWith(`cannot serve: ${(e.cause as Error | undefined)?.message ?? "the HTTP server failed"}`),
     SqlError: (e) => exitWith(`database: ${e.message}${e.cause instanceof Error ? ` (${e.cause.message})` : ""}`)

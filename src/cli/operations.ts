@@ -5,6 +5,7 @@
  * Results are plain JSON (money as decimal strings), so `--json` output is the result itself.
  */
 import { Data, Effect, Schema } from "effect"
+import * as Bounds from "../accounts/bounds.ts"
 import { type KeyRecord, keyStatus } from "../accounts/KeyRecord.ts"
 import { Keys } from "../accounts/Keys.ts"
 import { UsageReport, windowProblem } from "../accounts/UsageReport.ts"
@@ -118,7 +119,11 @@ export const run = (op: Operation) => {
         if (amount === undefined) return yield* fail(`--usd: "${op.usd}" is not a USD amount (e.g. 10 or 2.50)`)
         const keys = yield* Keys
         const key = yield* keys.grant(op.keyId, amount, "operator", op.reason).pipe(
-          Effect.mapError((e) => new OperationFailed({ message: e.message }))
+          Effect.mapError((e) =>
+            new OperationFailed({
+              message: `${"param" in e && e.param === "amount" ? "--usd: " : ""}${e.message.replaceAll("`amount`", "the amount")}`
+            })
+          )
         )
         return keyJson(key)
       })
@@ -128,6 +133,9 @@ export const run = (op: Operation) => {
         if (op.creditUsd !== undefined && credit === undefined) {
           return yield* fail(`--credit-usd: "${op.creditUsd}" is not a USD amount`)
         }
+        // Checked before the vendor is registered, so a refused credit leaves no vendor behind.
+        const tooMuch = credit === undefined ? undefined : Bounds.amountProblem("credit_usd", credit, { positive: false })
+        if (tooMuch) return yield* fail(`--credit-usd: ${tooMuch.message}`)
         const vendors = yield* Vendors
         const r = yield* vendors.register({ name: op.name, scopes: op.scopes, serverOptions: op.serverOptions })
         if (credit !== undefined && credit > 0n) yield* vendors.grantCredit(r.vendor.vendorId, credit, "operator")

@@ -132,6 +132,15 @@ export const Retries = Schema.Struct({
 })
 const defaultRetries = { attempts_per_deployment: 2, max_attempts: 4, base_delay_ms: 100, max_delay_ms: 2_000 }
 
+/** The defaults of the connection limits (see docs/security.md). */
+export const serverDefaults = {
+  max_connections: 1024,
+  headers_timeout_ms: 10_000,
+  body_timeout_ms: 30_000,
+  request_timeout_ms: 120_000,
+  max_json_depth: 128
+} as const
+
 export const ServerSection = Schema.Struct({
   host: Schema.optionalWith(Schema.String, { default: () => "127.0.0.1" }),
   port: Schema.optionalWith(Schema.Int.pipe(Schema.between(0, 65535)), { default: () => 8787 }),
@@ -145,7 +154,22 @@ export const ServerSection = Schema.Struct({
    * A server that has not heartbeat for this long is taken for dead, and the reconciler bills its open
    * requests. Heartbeats go every third of it; the reconciler runs at start and then at this interval.
    */
-  replica_timeout_ms: Schema.optionalWith(Schema.Int.pipe(Schema.greaterThanOrEqualTo(300)), { default: () => 30_000 })
+  replica_timeout_ms: Schema.optionalWith(Schema.Int.pipe(Schema.greaterThanOrEqualTo(300)), { default: () => 30_000 }),
+  /** Connections held open at once; more are refused until some close. */
+  max_connections: Schema.optionalWith(PositiveInt, { default: () => serverDefaults.max_connections }),
+  /** A client gets this long to send a request's headers. */
+  headers_timeout_ms: Schema.optionalWith(PositiveInt, { default: () => serverDefaults.headers_timeout_ms }),
+  /** A body that sends nothing for this long is answered 408 and its connection closed. */
+  body_timeout_ms: Schema.optionalWith(PositiveInt, { default: () => serverDefaults.body_timeout_ms }),
+  /** The whole request, headers and body, must arrive within this. */
+  request_timeout_ms: Schema.optionalWith(PositiveInt, { default: () => serverDefaults.request_timeout_ms }),
+  /** JSON bodies nested deeper than this (arrays and objects) are refused with 400. */
+  max_json_depth: Schema.optionalWith(Schema.Int.pipe(Schema.between(8, 1000)), { default: () => serverDefaults.max_json_depth }),
+  /**
+   * The credential of `GET /operator/status` (this process's load), as `Authorization: Bearer`; at least
+   * 32 characters, e.g. `${TOLLGATE_OPERATOR_TOKEN}`. Unset, that endpoint does not exist.
+   */
+  operator_token: Schema.optional(Schema.Redacted(Schema.String.pipe(Schema.minLength(32))))
 })
 
 export const BillingSection = Schema.Struct({
@@ -170,7 +194,8 @@ export const ConfigFile = Schema.Struct({
       max_body_bytes: 10 * 1024 * 1024,
       shutdown_grace_ms: 10_000,
       retries: defaultRetries,
-      replica_timeout_ms: 30_000
+      replica_timeout_ms: 30_000,
+      ...serverDefaults
     })
   }),
   billing: Schema.optionalWith(BillingSection, { default: () => defaultBilling }),

@@ -60,6 +60,7 @@ const load = Effect.gen(function*() {
   const fs = yield* FileSystem.FileSystem
   let source = "built-in default"
   let raw: unknown = defaultConfigFile
+  const substitutions: Array<Substitution> = []
   if (Option.isSome(env.configPath)) {
     source = env.configPath.value
     const text = yield* fs.readFileString(source).pipe(
@@ -67,11 +68,15 @@ const load = Effect.gen(function*() {
     )
     raw = yield* Effect.try({
       try: () => Yaml.parse(text) as unknown,
-      catch: (e) => new ConfigFileError({ message: `${source}: not valid YAML: ${(e as Error).message}` })
+      // The parser's first line names the line and column; the lines after it quote the file, secrets and all.
+      catch: (e) =>
+        new ConfigFileError({
+          message: `${source}: not valid YAML: ${(e as Error).message.split("\n")[0]!.replace(/:\s*$/, "")}`
+        })
     })
-    raw = yield* substituteEnv(raw, source, [])
+    raw = yield* substituteEnv(raw, source, [], substitutions)
   }
-  const file = yield* decodeFile(raw, source)
+  const file = yield* decodeFile(raw, source, substitutions)
   // Empty strings count as unset: `DATABASE_URL= npm start` means the embedded default.
   const databaseUrl = Option.filter(env.databaseUrl, (u) => Redacted.value(u).trim() !== "")
   return {
@@ -84,11 +89,22 @@ const load = Effect.gen(function*() {
   } satisfies Settings
 })
 
-/** Replaces `${NAME}` in every string of the parsed YAML with the environment variable NAME. */
+/** A string of the file into which `${NAME}` was substituted: where, from which variables, and the result. */
+export interface Substitution {
+  readonly path: ReadonlyArray<string>
+  readonly names: ReadonlyArray<string>
+  readonly value: string
+}
+
+/**
+ * Replaces `${NAME}` in every string of the parsed YAML with the environment variable NAME, and
+ * records each substitution, so that messages can name the variable instead of showing its value.
+ */
 const substituteEnv = (
   node: unknown,
   source: string,
-  path: ReadonlyArray<string>
+  path: ReadonlyArray<string>,
+  substitutions: Array<Substitution>
 ): Effect.Effect<unknown, ConfigFileError> => {
   if (typeof node === "string") {
     const names = [...node.matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g)].map((m) => m[1]!)
@@ -104,30 +120,110 @@ const substituteEnv = (
       )).pipe(
         Effect.map((pairs) => {
           const values = new Map(pairs)
-          return node.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, name: string) => values.get(name) ?? "")
+          const value = node.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, name: string) => values.get(name) ?? "")
+          substitutions.push({ path, names: [...new Set(names)], value })
+          return value
         })
       )
   }
   if (Array.isArray(node)) {
-    return Effect.forEach(node, (item, i) => substituteEnv(item, source, [...path, String(i)]))
+    return Effect.forEach(node, (item, i) => substituteEnv(item, source, [...path, String(i)], substitutions))
   }
   if (node !== null && typeof node === "object") {
     return Effect.forEach(Object.entries(node), ([k, v]) =>
-      substituteEnv(v, source, [...path, k]).pipe(Effect.map((value) => [k, value] as const))).pipe(
+      substituteEnv(v, source, [...path, k], substitutions).pipe(Effect.map((value) => [k, value] as const))).pipe(
         Effect.map((entries) => Object.fromEntries(entries))
       )
   }
   return Effect.succeed(node)
 }
 
+/**
+ * Fields whose values are credentials wherever they come from: a provider's `api_key` and `headers`,
+ * and `server.operator_token`.
+ */
+const isSecretPath = (path: ReadonlyArray<PropertyKey>) =>
+  (path.length >= 3 && path[0] === "providers" && (path[2] === "api_key" || path[2] === "headers")) ||
+  (path.length >= 2 && path[0] === "server" && path[1] === "operator_token")
+
+const related = (a: ReadonlyArray<PropertyKey>, b: ReadonlyArray<PropertyKey>) => {
+  const n = Math.min(a.length, b.length)
+  for (let i = 0; i < n; i++) if (String(a[i]) !== String(b[i])) return false
+  return true
+}
+
+/** Every string under the secret fields of a parsed file. */
+const secretStrings = (raw: unknown): Array<string> => {
+  const out: Array<string> = []
+  const collect = (node: unknown) => {
+    if (typeof node === "string") out.push(node)
+    else if (Array.isArray(node)) node.forEach(collect)
+    else if (node !== null && typeof node === "object") Object.values(node).forEach(collect)
+  }
+  const server = (raw as { server?: unknown } | null)?.server
+  if (server !== null && typeof server === "object") collect((server as Record<string, unknown>).operator_token)
+  const providers = (raw as { providers?: unknown } | null)?.providers
+  if (providers !== null && typeof providers === "object") {
+    for (const p of Object.values(providers as Record<string, unknown>)) {
+      if (p !== null && typeof p === "object") {
+        collect((p as Record<string, unknown>).api_key)
+        collect((p as Record<string, unknown>).headers)
+      }
+    }
+  }
+  return out
+}
+
+/**
+ * Turns what the schema says into a line that never shows a secret: a value substituted from `${VAR}`
+ * or held in a secret field is named (by its variable, or as a secret), never quoted, and any such
+ * value that would still appear in a message (a union lists what it got, a cross-check quotes a name)
+ * is replaced by its variable's name.
+ */
+const messageScrubber = (raw: unknown, substitutions: ReadonlyArray<Substitution>) => {
+  const replacements: Array<[string, string]> = []
+  for (const s of substitutions) replacements.push([s.value, s.names.map((n) => `\${${n}}`).join("")])
+  for (const v of secretStrings(raw)) replacements.push([v, "(secret)"])
+  // Longest first, so a value that contains another is replaced whole; very short values (a port, a flag)
+  // would mangle the message and reveal nothing.
+  const pairs = replacements.filter(([v]) => v.length >= 4).sort(([a], [b]) => b.length - a.length)
+  const scrub = (text: string) => {
+    let out = text
+    for (const [value, name] of pairs) {
+      for (const form of new Set([value, JSON.stringify(value).slice(1, -1)])) out = out.split(form).join(name)
+    }
+    return out
+  }
+  const line = (path: ReadonlyArray<PropertyKey>, message: string) => {
+    const from = substitutions.filter((s) => related(s.path, path)).flatMap((s) => s.names)
+    const secret = isSecretPath(path)
+    if (from.length === 0 && !secret) return scrub(message)
+    // "Expected X, actual <the value>": keep what was expected, drop what was found.
+    const expected = message.split(/, actual /)[0]!.split("\n")[0]!
+    const whose = from.length > 0
+      ? `the value of ${[...new Set(from)].map((n) => `\${${n}}`).join(", ")} is not shown`
+      : "a secret field; its value is not shown"
+    return `${scrub(expected)} (${whose})`
+  }
+  return { scrub, line }
+}
+
 const decodeRaw = Schema.decodeUnknownEither(ConfigFile, { errors: "all", onExcessProperty: "error" })
 
-/** Decodes and cross-checks a config file; every problem names the file and the field. */
-export const decodeFile = (raw: unknown, source: string): Effect.Effect<ConfigFile, ConfigFileError> => {
+/**
+ * Decodes and cross-checks a config file; every problem names the file and the field. Values from
+ * `${VAR}` (`substitutions`) and values of secret fields are never quoted.
+ */
+export const decodeFile = (
+  raw: unknown,
+  source: string,
+  substitutions: ReadonlyArray<Substitution> = []
+): Effect.Effect<ConfigFile, ConfigFileError> => {
+  const safe = messageScrubber(raw, substitutions)
   const decoded = decodeRaw(raw)
   if (Either.isLeft(decoded)) {
     const issues = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)
-    const lines = issues.map((i) => `  ${i.path.length ? i.path.join(".") : "(top level)"}: ${i.message}`)
+    const lines = issues.map((i) => `  ${i.path.length ? i.path.join(".") : "(top level)"}: ${safe.line(i.path, i.message)}`)
     return Effect.fail(new ConfigFileError({ message: `${source}: invalid configuration\n${lines.join("\n")}` }))
   }
   const file = decoded.right
@@ -156,7 +252,7 @@ export const decodeFile = (raw: unknown, source: string): Effect.Effect<ConfigFi
   return problems.length > 0
     ? Effect.fail(
       new ConfigFileError({
-        message: `${source}: invalid configuration\n${problems.map((p) => "  " + p).join("\n")}`
+        message: `${source}: invalid configuration\n${problems.map((p) => "  " + safe.scrub(p)).join("\n")}`
       })
     )
     : Effect.succeed(file)

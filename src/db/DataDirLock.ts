@@ -5,6 +5,7 @@
 import { Data, Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as DataDir from "./DataDir.ts"
 
 export class DataDirBusy extends Data.TaggedError("DataDirBusy")<{ readonly message: string; readonly pid: number }> {}
 
@@ -31,10 +32,10 @@ export const holderOf = (dataDir: string): number | undefined => {
 
 const tryLock = (dataDir: string): Effect.Effect<void, DataDirBusy> =>
   Effect.suspend(() => {
-    fs.mkdirSync(dataDir, { recursive: true })
+    DataDir.ensure(dataDir)
     for (let attempt = 0; attempt < 3; attempt++) {
       try {
-        fs.writeFileSync(lockPath(dataDir), String(process.pid), { flag: "wx" })
+        fs.writeFileSync(lockPath(dataDir), String(process.pid), { flag: "wx", mode: DataDir.PRIVATE_FILE_MODE })
         return Effect.void
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code !== "EEXIST") return Effect.die(e)

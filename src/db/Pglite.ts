@@ -10,7 +10,8 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
 import { PGlite } from "@electric-sql/pglite"
-import { Effect, Layer, Stream } from "effect"
+import { Effect, Layer, Schedule, Stream } from "effect"
+import * as DataDir from "./DataDir.ts"
 
 const make = (db: PGlite) =>
   Effect.gen(function*() {
@@ -52,18 +53,46 @@ const make = (db: PGlite) =>
     })
   })
 
-/** Opens PGlite in `dataDir` ("memory://" for a throwaway database) and closes it with the scope. */
-export const layer = (dataDir: string): Layer.Layer<SqlClient.SqlClient, SqlError> =>
+/** How often the folder is swept for files PGlite wrote with looser modes while it runs. */
+const SWEEP_INTERVAL = "1 minute"
+
+/** PGlite.create with the process umask at 077, so the folders its initdb makes are 0700 from the start. */
+const createPrivately = (dataDir: string) => {
+  const previous = process.umask(0o077)
+  return PGlite.create(dataDir).finally(() => process.umask(previous))
+}
+
+/**
+ * Opens PGlite in `dataDir` ("memory://" for a throwaway database) and closes it with the scope. A
+ * folder is kept owner-only (DataDir.ts): checked before PGlite opens it (and logged if it was not),
+ * tightened after it opens, every minute while it runs, and after it closes.
+ */
+export const layer = (dataDir: string): Layer.Layer<SqlClient.SqlClient, SqlError | DataDir.DataDirUnsafe> =>
   Layer.scoped(
     SqlClient.SqlClient,
     Effect.gen(function*() {
+      const inMemory = dataDir === "memory://"
+      if (!inMemory) yield* DataDir.secureAtStart(dataDir)
       const db = yield* Effect.acquireRelease(
         Effect.tryPromise({
-          try: () => PGlite.create(dataDir === "memory://" ? undefined : dataDir),
+          try: () => (inMemory ? PGlite.create() : createPrivately(dataDir)),
           catch: (cause) => new SqlError({ cause, message: `cannot open the embedded database in ${dataDir}` })
         }),
-        (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)
+        (db) =>
+          Effect.promise(() => db.close()).pipe(
+            Effect.ignore,
+            Effect.zipRight(inMemory ? Effect.void : DataDir.tightenEffect(dataDir).pipe(Effect.ignore))
+          )
       )
+      if (!inMemory) {
+        yield* DataDir.tightenEffect(dataDir)
+        yield* DataDir.tightenEffect(dataDir).pipe(
+          Effect.catchAll((e) => Effect.logWarning(e.message)),
+          Effect.repeat(Schedule.spaced(SWEEP_INTERVAL)),
+          Effect.delay(SWEEP_INTERVAL),
+          Effect.forkScoped
+        )
+      }
       return yield* make(db)
     })
   ).pipe(Layer.provide(Reactivity.layer))

@@ -7,7 +7,7 @@ import { CurrentKey } from "../api/security.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { TokenCount } from "../gateway/TokenCount.ts"
 import { ACCEPTED_ANTHROPIC_VERSIONS, ANTHROPIC_VERSION, CountTokensRequest, MessagesRequest } from "../wire/messages.ts"
-import { decodeFields, readJsonObject } from "./body.ts"
+import { bodyLimitsOf, decodeFields, readJsonObject } from "./body.ts"
 import { mapGatewayErrors } from "./gatewayErrors.ts"
 import { makeGenerationHandler, protocolHeadersOf } from "./generation.ts"
 import { currentRequestId } from "./RequestId.ts"
@@ -41,7 +41,7 @@ export const AnthropicHandlers = HttpApiBuilder.group(GatewayApi, "anthropic", (
     const generation = yield* makeGenerationHandler
     const keys = yield* KeyStore
     const tokens = yield* TokenCount
-    const maxBytes = (yield* GatewayConfig).file.server.max_body_bytes
+    const limits = bodyLimitsOf((yield* GatewayConfig).file.server)
     const messages = generation("messages", MessagesRequest, (b) => ({
       model: b.model,
       stream: b.stream === true,
@@ -57,7 +57,7 @@ export const AnthropicHandlers = HttpApiBuilder.group(GatewayApi, "anthropic", (
         const { keyId } = yield* CurrentKey
         const key = keys.byId(keyId)
         if (!key) return yield* new AuthenticationFailed({ message: "Invalid API key.", code: "invalid_api_key" })
-        const body = yield* readJsonObject(request, maxBytes)
+        const body = yield* readJsonObject(request, limits)
         const fields = yield* decodeCount(body.json)
         const counted = yield* mapGatewayErrors(tokens.count({
           requestId: yield* FiberRef.get(currentRequestId),

@@ -1,12 +1,18 @@
-/** The two authentication middlewares: API keys on `/v1`, vendor tokens on `/api`. */
+/**
+ * The authentication middlewares: API keys on `/v1` (`Authorization: Bearer` or `x-api-key`), vendor
+ * tokens on `/api` (`Authorization: Bearer` only), the operator's token on `/operator` (`Authorization:
+ * Bearer`, compared in constant time).
+ */
 import { HttpServerRequest } from "@effect/platform"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Option, Redacted } from "effect"
+import { createHash, timingSafeEqual } from "node:crypto"
 import { KeyStore } from "../accounts/KeyStore.ts"
 import { unusableReason } from "../accounts/KeyRecord.ts"
 import { API_KEY_PREFIX, VENDOR_TOKEN_PREFIX } from "../accounts/secrets.ts"
 import { Vendors } from "../accounts/Vendors.ts"
-import { AuthenticationFailed, PermissionDenied } from "../api/errors.ts"
-import { ApiKeyAuth, VendorAuth } from "../api/security.ts"
+import { AuthenticationFailed, NotFound, PermissionDenied } from "../api/errors.ts"
+import { ApiKeyAuth, OperatorAuth, VendorAuth } from "../api/security.ts"
+import { GatewayConfig } from "../config/GatewayConfig.ts"
 
 const bearer = (value: string | undefined) => {
   if (!value) return undefined
@@ -66,31 +72,52 @@ export const VendorAuthLive = Layer.effect(
     const keys = yield* KeyStore
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
-      const candidates = credentials(request.headers)
-      if (candidates.length === 0) {
+      const token = bearer(request.headers["authorization"])
+      if (token === undefined) {
         return yield* new AuthenticationFailed({
           message: "Missing vendor token. Send `Authorization: Bearer <vendor token>`.",
           code: "missing_vendor_token"
         })
       }
-      for (const secret of candidates) {
-        if (secret.startsWith(API_KEY_PREFIX) || secret.startsWith("sk-")) {
-          const key = yield* keys.findBySecret(secret)
-          if (key) {
-            return yield* new PermissionDenied({
-              message: "API keys cannot use the vendor area; it needs a vendor token.",
-              code: "vendor_token_required"
-            })
-          }
-          continue
+      if (token.startsWith(API_KEY_PREFIX) || token.startsWith("sk-")) {
+        if (yield* keys.findBySecret(token)) {
+          return yield* new PermissionDenied({
+            message: "API keys cannot use the vendor area; it needs a vendor token.",
+            code: "vendor_token_required"
+          })
         }
-        const session = yield* vendors.authenticate(secret)
+      } else {
+        const session = yield* vendors.authenticate(token)
         if (session) return { vendorId: session.vendor.vendorId, tokenId: session.tokenId, scopes: session.scopes }
       }
       return yield* new AuthenticationFailed({
         message: "Invalid, revoked or expired vendor token.",
         code: "invalid_vendor_token"
       })
+    })
+  })
+)
+
+const digest = (value: string) => createHash("sha256").update(value).digest()
+
+export const OperatorAuthLive = Layer.effect(
+  OperatorAuth,
+  Effect.gen(function*() {
+    const configured = Option.fromNullable((yield* GatewayConfig).file.server.operator_token)
+    const expected = Option.map(configured, (token) => digest(Redacted.value(token)))
+    return Effect.gen(function*() {
+      if (Option.isNone(expected)) {
+        return yield* new NotFound({
+          message: "The operator's endpoints are off; set server.operator_token to turn them on.",
+          code: "operator_endpoint_off"
+        })
+      }
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const token = bearer(request.headers["authorization"]) ?? ""
+      // Digests have one length whatever was sent, so neither the comparison nor its length leaks the token.
+      if (!timingSafeEqual(digest(token), expected.value)) {
+        return yield* new AuthenticationFailed({ message: "Invalid operator token.", code: "invalid_operator_token" })
+      }
     })
   })
 )

@@ -1,9 +1,12 @@
+/**
+ * `GET /v1`: exactly the spec's four fields, for anyone. Its health check (`SELECT 1`, a second at
+ * most) is shared by every probe within a second, so probes cannot make the database do more work.
+ * This process's load is the operator's (`GET /operator/status`, OperatorHandlers.ts).
+ */
 import { HttpApiBuilder } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { GatewayApi } from "../api/GatewayApi.ts"
-import { RequestSupervisor } from "../gateway/RequestSupervisor.ts"
-import { EventLog } from "../ledger/EventLog.ts"
 
 const ENDPOINTS = {
   chat_completions: "POST /v1/chat/completions",
@@ -17,16 +20,16 @@ const ENDPOINTS = {
 export const DiscoveryHandlers = HttpApiBuilder.group(GatewayApi, "discovery", (handlers) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const supervisor = yield* RequestSupervisor
-    const log = yield* EventLog
     // `degraded` when the event log does not answer within a second.
-    const healthy = sql`SELECT 1`.pipe(Effect.timeout("1 second"), Effect.as(true), Effect.orElseSucceed(() => false))
+    const healthy = yield* Effect.cachedWithTTL(
+      sql`SELECT 1`.pipe(Effect.timeout("1 second"), Effect.as(true), Effect.orElseSucceed(() => false)),
+      "1 second"
+    )
     return handlers.handle("root", () => Effect.succeed({ service: "tollgate", discovery: "/v1" })).handle("discover", () =>
-      Effect.all([healthy, supervisor.inFlight, log.queued]).pipe(Effect.map(([ok, inFlight, queued]) => ({
+      Effect.map(healthy, (ok) => ({
         service: "tollgate",
         status: ok ? "ok" : "degraded",
         endpoints: ENDPOINTS,
-        compatible_with: ["openai", "anthropic"],
-        load: { requests_in_flight: inFlight, events_queued: queued }
-      }))))
+        compatible_with: ["openai", "anthropic"]
+      })))
   }))

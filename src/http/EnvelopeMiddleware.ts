@@ -2,9 +2,12 @@
  * Wraps the whole API: gives each request its id (sent back in `x-request-id` and `request-id`) and
  * renders every failure the router, the decoders, the middlewares and the handlers produce, defects
  * included, as the one error envelope. An unknown path is a 404; a known path with the wrong method a
- * 405 with `Allow`.
+ * 405 with `Allow`. An answer given before the request's body has arrived whole (a 413, a 401 before
+ * the body is read, ...) says `Connection: close` and closes the connection: the rest of that body is
+ * never read, so the connection could not carry another request.
  */
 import { HttpApi, HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Cause, Effect } from "effect"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { causeToEnvelope, envelopeResponse } from "./ErrorEnvelope.ts"
@@ -59,6 +62,7 @@ export const EnvelopeMiddleware = HttpApiBuilder.middleware((app) =>
       ),
       Effect.catchAllCause((cause) => Effect.failCause(cause as Cause.Cause<never>))
     )
-    return HttpServerResponse.setHeaders(response, headers)
+    const incoming = NodeHttpServerRequest.toIncomingMessage(yield* HttpServerRequest.HttpServerRequest)
+    return HttpServerResponse.setHeaders(response, incoming.complete ? headers : { ...headers, connection: "close" })
   })
 )

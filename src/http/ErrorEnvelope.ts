@@ -31,7 +31,9 @@ const typeByStatus: Record<number, string> = {
   403: "permission_error",
   404: "not_found_error",
   405: "invalid_request_error",
+  408: "invalid_request_error",
   413: "request_too_large",
+  415: "invalid_request_error",
   429: "rate_limit_error",
   500: "api_error",
   502: "api_error",
@@ -73,6 +75,10 @@ export const toEnvelope = (e: Tagged): EnvelopeError => {
       return make(404, e.message ?? "Not found.", e.code ?? null, e.param ?? null)
     case "RequestTooLarge":
       return make(413, e.message ?? "Request too large.", e.code ?? "request_too_large")
+    case "UnsupportedMediaType":
+      return make(415, e.message ?? "Unsupported media type.", e.code ?? "unsupported_media_type", e.param ?? null)
+    case "RequestTimeout":
+      return make(408, e.message ?? "The request body stopped arriving.", e.code ?? "request_timeout")
     case "RateLimited":
       return {
         ...make(429, e.message ?? "Rate limited.", e.code ?? "rate_limited"),

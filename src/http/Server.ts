@@ -3,19 +3,21 @@ import { HttpApiBuilder, HttpMiddleware } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { createServer, type Server } from "node:http"
+import type { Socket } from "node:net"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { AnthropicHandlers } from "./AnthropicHandlers.ts"
-import { ApiKeyAuthLive, VendorAuthLive } from "./Auth.ts"
+import { ApiKeyAuthLive, OperatorAuthLive, VendorAuthLive } from "./Auth.ts"
 import { DiscoveryHandlers } from "./DiscoveryHandlers.ts"
 import { EnvelopeMiddleware } from "./EnvelopeMiddleware.ts"
 import { OpenAiHandlers } from "./OpenAiHandlers.ts"
+import { OperatorHandlers } from "./OperatorHandlers.ts"
 import { UsageHandlers } from "./UsageHandlers.ts"
 import { VendorHandlers } from "./VendorHandlers.ts"
 
 export const ApiLive = HttpApiBuilder.api(GatewayApi).pipe(
-  Layer.provide([DiscoveryHandlers, OpenAiHandlers, AnthropicHandlers, UsageHandlers, VendorHandlers]),
-  Layer.provide([ApiKeyAuthLive, VendorAuthLive])
+  Layer.provide([DiscoveryHandlers, OpenAiHandlers, AnthropicHandlers, UsageHandlers, VendorHandlers, OperatorHandlers]),
+  Layer.provide([ApiKeyAuthLive, VendorAuthLive, OperatorAuthLive])
 )
 
 /** The API served by whatever `HttpServer` is provided (a real port, or a test server). */
@@ -27,6 +29,36 @@ export const HttpAppLive = HttpApiBuilder.serve().pipe(
 )
 
 /**
+ * A node:http server with the configured connection limits (docs/security.md): at most
+ * `max_connections` open at once, `headers_timeout_ms` to send a request's headers and
+ * `request_timeout_ms` for the whole request (Node answers 408 and closes the connection), checked every
+ * second rather than Node's default of every 30 seconds. Node starts those clocks at a request's first
+ * byte, so a connection that sends nothing at all is closed here after `headers_timeout_ms`. A body's
+ * silence is the body reader's (`body_timeout_ms`, http/body.ts).
+ */
+export const createNodeServer = (limits: {
+  readonly max_connections: number
+  readonly headers_timeout_ms: number
+  readonly request_timeout_ms: number
+}): Server => {
+  const server = createServer({
+    keepAliveTimeout: 65_000,
+    headersTimeout: limits.headers_timeout_ms,
+    requestTimeout: Math.max(limits.request_timeout_ms, limits.headers_timeout_ms),
+    connectionsCheckingInterval: Math.min(1_000, limits.headers_timeout_ms)
+  })
+  server.maxConnections = limits.max_connections
+  server.on("connection", (socket: Socket) => {
+    const timer = setTimeout(() => {
+      if (socket.bytesRead === 0) socket.destroy()
+    }, limits.headers_timeout_ms)
+    timer.unref()
+    socket.once("close", () => clearTimeout(timer))
+  })
+  return server
+}
+
+/**
  * node:http on the configured host and port. On shutdown, connections are closed as soon as they fall
  * idle (a stream that was still running when the server stopped accepting keeps its connection to the
  * end, then lets it go instead of holding the process until the keep-alive timeout).
@@ -34,7 +66,7 @@ export const HttpAppLive = HttpApiBuilder.serve().pipe(
 export const NodeServerLive = Layer.unwrapEffect(
   Effect.map(GatewayConfig, (config) => {
     let server: Server | undefined
-    const listen = NodeHttpServer.layer(() => (server = createServer({ keepAliveTimeout: 65_000 })), {
+    const listen = NodeHttpServer.layer(() => (server = createNodeServer(config.file.server)), {
       port: config.port,
       host: config.host
     })

@@ -7,7 +7,8 @@ import type {
   InvalidInput,
   NotFound as AccountNotFound
 } from "../accounts/errors.ts"
-import { type KeyRecord, keyStatus } from "../accounts/KeyRecord.ts"
+import * as Bounds from "../accounts/bounds.ts"
+import { type KeyDetails, keyStatus } from "../accounts/KeyRecord.ts"
 import { Keys } from "../accounts/Keys.ts"
 import { UsageReport, windowProblem } from "../accounts/UsageReport.ts"
 import { Vendors } from "../accounts/Vendors.ts"
@@ -17,7 +18,7 @@ import { CurrentVendor } from "../api/security.ts"
 import { formatUsd, parseUsd } from "../config/Money.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { CreateKeyRequest, UpdateKeyRequest } from "../wire/vendor.ts"
-import { decodeFields, readJsonObject } from "./body.ts"
+import { bodyLimitsOf, decodeFields, readJsonObject } from "./body.ts"
 
 const requireScope = (scope: string) =>
   Effect.flatMap(CurrentVendor, (vendor) =>
@@ -48,7 +49,7 @@ const refused = (e: InvalidInput | CreditInsufficient | AccountNotFound | Idempo
   }
 }
 
-const vendorKeyJson = (k: KeyRecord) => ({
+const vendorKeyJson = (k: KeyDetails) => ({
   object: "api_key" as const,
   id: k.keyId,
   name: k.name,
@@ -66,11 +67,17 @@ const vendorKeyJson = (k: KeyRecord) => ({
 })
 
 const futureInstant = (value: string, param: string) => {
-  const at = Date.parse(value)
-  if (Number.isNaN(at)) return Effect.fail(new InvalidRequest({ message: `\`${param}\` must be an ISO-8601 date-time.`, param }))
+  const at = Bounds.parseInstant(param, value)
+  if (typeof at !== "number") return Effect.fail(refused(at))
   if (at <= Date.now()) return Effect.fail(new InvalidRequest({ message: `\`${param}\` is in the past.`, param }))
   return Effect.void
 }
+
+/** A grant's refusal speaks of the field the vendor sent. */
+const refusedTopUp = (e: InvalidInput | CreditInsufficient | AccountNotFound | IdempotencyMismatch) =>
+  e._tag === "InvalidInput" && e.param === "amount"
+    ? new InvalidRequest({ message: e.message.replaceAll("`amount`", "`add_quota_usd`"), param: "add_quota_usd" })
+    : refused(e)
 
 export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handlers) =>
   Effect.gen(function*() {
@@ -78,18 +85,18 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
     const vendors = yield* Vendors
     const catalog = yield* Catalog
     const report = yield* UsageReport
-    const maxBytes = (yield* GatewayConfig).file.server.max_body_bytes
+    const limits = bodyLimitsOf((yield* GatewayConfig).file.server)
 
     return handlers
       .handleRaw("createKey", ({ request }) =>
         Effect.gen(function*() {
           const session = yield* requireScope("keys:create")
-          const body = yield* readJsonObject(request, maxBytes)
+          const body = yield* readJsonObject(request, limits)
           const input = yield* decodeCreateKey(body.json)
           const quotaNanos = parseUsd(input.quota_usd)
           if (quotaNanos === undefined) {
             return yield* new InvalidRequest({
-              message: "`quota_usd` must be a non-negative USD amount with at most 9 decimals, e.g. \"25.00\".",
+              message: "`quota_usd` must be a positive USD amount with at most 9 decimals, e.g. \"25.00\".",
               param: "quota_usd"
             })
           }
@@ -178,18 +185,20 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
       .handleRaw("updateKey", ({ path, request }) =>
         Effect.gen(function*() {
           const session = yield* requireScope("keys:update")
-          const body = yield* readJsonObject(request, maxBytes)
+          const body = yield* readJsonObject(request, limits)
           const input = yield* decodeUpdateKey(body.json)
           // Every field is checked before anything changes: a refused field must not leave a top-up behind.
           const amount = input.add_quota_usd === undefined ? undefined : parseUsd(input.add_quota_usd)
           if (input.add_quota_usd !== undefined && (amount === undefined || amount === 0n)) {
             return yield* new InvalidRequest({ message: "`add_quota_usd` must be a positive USD amount.", param: "add_quota_usd" })
           }
+          const tooMuch = amount === undefined ? undefined : Bounds.amountProblem("add_quota_usd", amount, { positive: true })
+          if (tooMuch) return yield* refused(tooMuch)
           if (input.expires_at !== undefined && input.expires_at !== null) yield* futureInstant(input.expires_at, "expires_at")
           let key = yield* keys.get(path.id, session.vendorId).pipe(Effect.mapError(refused))
           if (amount !== undefined) {
             key = yield* keys.grant(path.id, amount, `vendor:${session.vendorId}`, "vendor top-up", session.vendorId).pipe(
-              Effect.mapError(refused)
+              Effect.mapError(refusedTopUp)
             )
           }
           if (input.expires_at !== undefined) {

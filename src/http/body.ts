@@ -1,17 +1,42 @@
 /**
- * Reads a request body as a JSON object, refusing bodies over the configured size (413) and bodies
- * that are not JSON objects (400), with the envelope. The raw object is kept whole, so fields the
- * gateway does not know travel untouched to a same-style upstream.
+ * Reads a request body as a JSON object, with the envelope for every refusal, in this order:
+ * - `Content-Type` other than JSON (`application/json`, `application/*+json`, UTF-8): 415; none is read as JSON;
+ * - `Content-Encoding` other than gzip, deflate, br or identity: 415; those three are decoded as the
+ *   body arrives, and the size limit applies to the decoded bytes (a small bomb cannot grow past it);
+ * - more than `server.max_body_bytes` (declared or arriving): 413;
+ * - no byte for `server.body_timeout_ms`: 408;
+ * - not UTF-8: 400; nested deeper than `server.max_json_depth`: 400, found by a scan of the bytes
+ *   before anything parses or walks the tree; not JSON, or not an object: 400.
+ * An answer sent before the body has arrived whole also closes the connection (EnvelopeMiddleware).
+ * The raw object is kept whole, so fields the gateway does not know travel untouched to a same-style
+ * upstream.
  */
 import type { HttpServerRequest } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Effect, Either, ParseResult, Schema } from "effect"
-import { InvalidRequest, RequestTooLarge } from "../api/errors.ts"
+import type { IncomingMessage } from "node:http"
+import * as zlib from "node:zlib"
+import { InvalidRequest, RequestTimeout, RequestTooLarge, UnsupportedMediaType } from "../api/errors.ts"
 
 export interface JsonBody {
   readonly json: Record<string, unknown>
   readonly bytes: number
 }
+
+export interface BodyLimits {
+  readonly maxBytes: number
+  readonly bodyTimeoutMs: number
+  readonly maxJsonDepth: number
+}
+
+/** The body limits of the `server` section of the config. */
+export const bodyLimitsOf = (server: {
+  readonly max_body_bytes: number
+  readonly body_timeout_ms: number
+  readonly max_json_depth: number
+}): BodyLimits => ({ maxBytes: server.max_body_bytes, bodyTimeoutMs: server.body_timeout_ms, maxJsonDepth: server.max_json_depth })
+
+type ReadError = InvalidRequest | RequestTooLarge | UnsupportedMediaType | RequestTimeout
 
 const tooLarge = (max: number) =>
   new RequestTooLarge({
@@ -19,24 +44,94 @@ const tooLarge = (max: number) =>
     code: "request_too_large"
   })
 
-const readRaw = (request: HttpServerRequest.HttpServerRequest, max: number) =>
-  Effect.async<Buffer, RequestTooLarge | InvalidRequest>((resume) => {
-    const incoming = NodeHttpServerRequest.toIncomingMessage(request)
+/** Refuses a Content-Type that is not JSON in UTF-8; a request without one is read as JSON. */
+const mediaTypeProblem = (contentType: string | undefined) => {
+  if (contentType === undefined || contentType.trim() === "") return undefined
+  const [type, ...params] = contentType.split(";").map((p) => p.trim().toLowerCase())
+  const json = type === "application/json" || /^application\/[a-z0-9.+-]+\+json$/.test(type ?? "")
+  const charset = params.find((p) => p.startsWith("charset="))?.slice(8).replace(/^"|"$/g, "")
+  if (json && (charset === undefined || charset === "utf-8" || charset === "utf8")) return undefined
+  return new UnsupportedMediaType({
+    message: `The request body must be JSON in UTF-8 (Content-Type: application/json), not ${contentType.slice(0, 100)}.`,
+    code: "unsupported_media_type",
+    param: "Content-Type"
+  })
+}
+
+type Decoding = "gzip" | "deflate" | "br" | undefined
+
+const decodingOf = (header: string | undefined): Decoding | UnsupportedMediaType => {
+  const codings = (header ?? "").split(",").map((c) => c.trim().toLowerCase()).filter((c) => c !== "" && c !== "identity")
+  if (codings.length === 0) return undefined
+  if (codings.length === 1) {
+    const c = codings[0]
+    if (c === "gzip" || c === "x-gzip") return "gzip"
+    if (c === "deflate" || c === "br") return c
+  }
+  return new UnsupportedMediaType({
+    message: `The Content-Encoding ${(header ?? "").slice(0, 100)} is not supported; send gzip, deflate, br or none.`,
+    code: "unsupported_content_encoding",
+    param: "Content-Encoding"
+  })
+}
+
+const decoderFor = (decoding: "gzip" | "deflate" | "br") =>
+  decoding === "gzip" ? zlib.createGunzip() : decoding === "deflate" ? zlib.createInflate() : zlib.createBrotliDecompress()
+
+/**
+ * The body's bytes, decoded: at most `maxBytes` of them (and at most `maxBytes` arriving), each chunk
+ * within `bodyTimeoutMs` of the previous one.
+ */
+const readRaw = (incoming: IncomingMessage, limits: BodyLimits, decoding: Decoding) =>
+  Effect.async<Buffer, ReadError>((resume) => {
+    const max = limits.maxBytes
     const declared = Number(incoming.headers["content-length"])
     if (Number.isFinite(declared) && declared > max) {
       resume(Effect.fail(tooLarge(max)))
       return
     }
+    const decoder = decoding === undefined ? undefined : decoderFor(decoding)
     const chunks: Array<Buffer> = []
+    let arrived = 0
     let size = 0
     let done = false
-    const finish = (effect: Effect.Effect<Buffer, RequestTooLarge | InvalidRequest>) => {
-      if (done) return
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const armTimer = () => {
+      if (timer) clearTimeout(timer)
+      timer = setTimeout(() =>
+        finish(Effect.fail(
+          new RequestTimeout({
+            message: `The request body stopped arriving (nothing for ${limits.bodyTimeoutMs} ms).`,
+            code: "request_timeout"
+          })
+        )), limits.bodyTimeoutMs)
+    }
+    const detach = () => {
       done = true
-      incoming.off("data", onData).off("end", onEnd).off("error", onError)
+      if (timer) clearTimeout(timer)
+      incoming.off("data", onArrived).off("end", onArrivedEnd).off("error", onError)
+      if (decoder) {
+        decoder.off("data", onDecoded).off("end", onEnd).off("error", onDecodeError)
+        incoming.unpipe(decoder)
+        decoder.destroy()
+      }
+    }
+    const finish = (effect: Effect.Effect<Buffer, ReadError>) => {
+      if (done) return
+      detach()
       resume(effect)
     }
-    const onData = (chunk: Buffer) => {
+    // Bytes as they arrive: the silence timer, and the limit on what is sent (encoded or not).
+    const onArrived = (chunk: Buffer) => {
+      armTimer()
+      arrived += chunk.length
+      if (arrived > max) {
+        incoming.pause()
+        finish(Effect.fail(tooLarge(max)))
+      } else if (!decoder) onDecoded(chunk)
+    }
+    // Bytes of the body itself: the limit on what the gateway would hold.
+    const onDecoded = (chunk: Buffer) => {
       size += chunk.length
       if (size > max) {
         incoming.pause()
@@ -44,35 +139,105 @@ const readRaw = (request: HttpServerRequest.HttpServerRequest, max: number) =>
       } else chunks.push(chunk)
     }
     const onEnd = () => finish(Effect.succeed(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)))
-    const onError = () => finish(Effect.fail(new InvalidRequest({ message: "The request body could not be read." })))
-    incoming.on("data", onData).on("end", onEnd).on("error", onError)
-    return Effect.sync(() => {
-      done = true
-      incoming.off("data", onData).off("end", onEnd).off("error", onError)
-    })
+    const onArrivedEnd = () => {
+      if (!decoder) onEnd()
+    }
+    const onError = () => finish(Effect.fail(new InvalidRequest({ message: "The request body could not be read.", code: "invalid_body" })))
+    const onDecodeError = () =>
+      finish(Effect.fail(
+        new InvalidRequest({
+          message: `The request body is not valid ${decoding} data, as its Content-Encoding says.`,
+          code: "invalid_body",
+          param: "Content-Encoding"
+        })
+      ))
+    armTimer()
+    incoming.on("data", onArrived).on("end", onArrivedEnd).on("error", onError)
+    if (decoder) {
+      decoder.on("data", onDecoded).on("end", onEnd).on("error", onDecodeError)
+      incoming.pipe(decoder)
+    }
+    return Effect.sync(detach)
   })
 
-export const readJsonObject = (request: HttpServerRequest.HttpServerRequest, maxBytes: number) =>
-  Effect.flatMap(readRaw(request, maxBytes), (raw): Effect.Effect<JsonBody, InvalidRequest> => {
-    if (raw.length === 0) {
-      return Effect.fail(new InvalidRequest({ message: "The request needs a JSON body.", code: "invalid_body" }))
-    }
-    let json: unknown
-    try {
-      json = JSON.parse(raw.toString("utf8"))
-    } catch (e) {
-      return Effect.fail(
-        new InvalidRequest({
-          message: `The request body is not valid JSON (${(e as Error).message}). Send Content-Type: application/json.`,
-          code: "invalid_json"
-        })
-      )
-    }
-    if (json === null || typeof json !== "object" || Array.isArray(json)) {
-      return Effect.fail(new InvalidRequest({ message: "The request body must be a JSON object.", code: "invalid_body" }))
-    }
-    return Effect.succeed({ json: json as Record<string, unknown>, bytes: raw.length })
+const OPEN_ARRAY = 0x5b
+const OPEN_OBJECT = 0x7b
+const CLOSE_ARRAY = 0x5d
+const CLOSE_OBJECT = 0x7d
+const QUOTE = 0x22
+const BACKSLASH = 0x5c
+
+/**
+ * Whether JSON text nests arrays and objects deeper than `max`, by one pass over its bytes (brackets
+ * inside strings do not count). Bytes of multi-byte UTF-8 characters are all >= 0x80, so none is
+ * taken for a bracket or a quote.
+ */
+export const nestedDeeperThan = (bytes: Uint8Array, max: number): boolean => {
+  if (bytes.length <= max) return false
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < bytes.length; i++) {
+    const b = bytes[i]!
+    if (inString) {
+      if (b === BACKSLASH) i++
+      else if (b === QUOTE) inString = false
+    } else if (b === QUOTE) inString = true
+    else if (b === OPEN_ARRAY || b === OPEN_OBJECT) {
+      if (++depth > max) return true
+    } else if (b === CLOSE_ARRAY || b === CLOSE_OBJECT) depth--
+  }
+  return false
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true })
+
+export const readJsonObject = (request: HttpServerRequest.HttpServerRequest, limits: BodyLimits) =>
+  Effect.gen(function*() {
+    const incoming = NodeHttpServerRequest.toIncomingMessage(request)
+    const mediaType = mediaTypeProblem(incoming.headers["content-type"])
+    if (mediaType) return yield* mediaType
+    const decoding = decodingOf(incoming.headers["content-encoding"])
+    if (decoding instanceof UnsupportedMediaType) return yield* decoding
+    const raw = yield* readRaw(incoming, limits, decoding)
+    return yield* parseObject(raw, limits.maxJsonDepth)
   })
+
+const parseObject = (raw: Buffer, maxDepth: number): Effect.Effect<JsonBody, InvalidRequest> => {
+  if (raw.length === 0) {
+    return Effect.fail(new InvalidRequest({ message: "The request needs a JSON body.", code: "invalid_body" }))
+  }
+  let text: string
+  try {
+    text = utf8.decode(raw)
+  } catch {
+    return Effect.fail(new InvalidRequest({ message: "The request body is not valid UTF-8.", code: "invalid_json" }))
+  }
+  if (nestedDeeperThan(raw, maxDepth)) {
+    return Effect.fail(
+      new InvalidRequest({
+        message: `The request body nests arrays and objects deeper than ${maxDepth} levels, the most this gateway reads.`,
+        code: "json_too_deep"
+      })
+    )
+  }
+  let json: unknown
+  try {
+    json = JSON.parse(text)
+  } catch (e) {
+    return Effect.fail(
+      new InvalidRequest({
+        message: `The request body is not valid JSON (${(e as Error).message}). Send Content-Type: application/json.`,
+        code: "invalid_json"
+      })
+    )
+  }
+  if (json === null || typeof json !== "object" || Array.isArray(json)) {
+    return Effect.fail(new InvalidRequest({ message: "The request body must be a JSON object.", code: "invalid_body" }))
+  }
+  return Effect.succeed({ json: json as Record<string, unknown>, bytes: raw.length })
+}
+
+const MAX_MESSAGE = 500
 
 /** Decodes the fields the gateway needs; the first problem is reported with its path as `param`. */
 export const decodeFields = <A, I>(schema: Schema.Schema<A, I>) => {
@@ -83,6 +248,8 @@ export const decodeFields = <A, I>(schema: Schema.Schema<A, I>) => {
     const issue = ParseResult.ArrayFormatter.formatErrorSync(result.left)[0]
     const param = issue && issue.path.length > 0 ? issue.path.map(String).join(".") : undefined
     const message = issue?.message === "is missing" ? `\`${param}\` is required.` : `\`${param ?? "body"}\`: ${issue?.message}`
-    return Effect.fail(new InvalidRequest({ message, ...(param ? { param } : {}) }))
+    // The schema's message quotes the value it got, which may be as large as the body.
+    const short = message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE)}…` : message
+    return Effect.fail(new InvalidRequest({ message: short, ...(param ? { param } : {}) }))
   }
 }

@@ -11,7 +11,7 @@ import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { Gateway } from "../gateway/Gateway.ts"
 import type { Endpoint } from "../ledger/events.ts"
 import { ANTHROPIC_VERSION } from "../wire/messages.ts"
-import { decodeFields, readJsonObject } from "./body.ts"
+import { bodyLimitsOf, decodeFields, readJsonObject } from "./body.ts"
 import { mapGatewayErrors } from "./gatewayErrors.ts"
 import { currentRequestId } from "./RequestId.ts"
 
@@ -57,7 +57,7 @@ export interface Fields {
 export const makeGenerationHandler = Effect.gen(function*() {
   const gateway = yield* Gateway
   const keys = yield* KeyStore
-  const maxBytes = (yield* GatewayConfig).file.server.max_body_bytes
+  const limits = bodyLimitsOf((yield* GatewayConfig).file.server)
 
   return <A, I>(endpoint: Endpoint, schema: Schema.Schema<A, I>, fieldsOf: (a: A) => Fields) => {
     const decode = decodeFields(schema)
@@ -66,7 +66,7 @@ export const makeGenerationHandler = Effect.gen(function*() {
         const { keyId } = yield* CurrentKey
         const key = keys.byId(keyId)
         if (!key) return yield* new AuthenticationFailed({ message: "Invalid API key.", code: "invalid_api_key" })
-        const body = yield* readJsonObject(request, maxBytes)
+        const body = yield* readJsonObject(request, limits)
         const fields = fieldsOf(yield* decode(body.json))
         if (fields.model === "") {
           return yield* new InvalidRequest({

@@ -3,6 +3,11 @@
  * order, data as its current schema version), and `replay --from-file` rebuilds usage from such a file
  * alone, with the same pure projections as the live path, so figures can be checked without access
  * to the database.
+ *
+ * What leaves for auditors carries no credential hashes: `key_hash` (KeyIssued) and `token_hash`
+ * (VendorTokenIssued) are written as "redacted". A hash is worth an offline guess of the credential
+ * to whoever holds it, and no figure an auditor checks depends on it: usage, costs and quotas are
+ * rebuilt from the other fields. `replay --verify` reads the log itself, hashes included.
  */
 import { Effect, Schema } from "effect"
 import { formatUsd } from "../config/Money.ts"
@@ -12,9 +17,15 @@ import { rebuild } from "./Replay.ts"
 
 const encodeEvent = Schema.encodeSync(DomainEvent)
 
-/** One exported line. */
+/** What stands in an export for a credential hash. */
+export const REDACTED_HASH = "redacted"
+
+const CREDENTIAL_HASHES = ["key_hash", "token_hash"] as const
+
+/** One exported line, credential hashes redacted. */
 export const exportLine = (e: StoredEvent): EventRow => {
-  const { _tag, ...data } = encodeEvent(e.event) as { _tag: EventType }
+  const { _tag, ...data } = encodeEvent(e.event) as { _tag: EventType } & Record<string, unknown>
+  for (const field of CREDENTIAL_HASHES) if (field in data) data[field] = REDACTED_HASH
   return {
     position: e.position,
     transaction_id: e.transactionId,

@@ -30,7 +30,20 @@ export const Discovery = Schema.Struct({
     models: Schema.String,
     usage: Schema.String
   }),
-  compatible_with: Schema.Array(Schema.String),
-  /** This process's load: requests being served (streams included) and appends waiting for the event writer. */
-  load: Schema.optional(Schema.Struct({ requests_in_flight: Schema.Number, events_queued: Schema.Number })),
+  compatible_with: Schema.Array(Schema.String)
 }).annotations({ identifier: "Discovery" })
+
+/** `GET /operator/status`: this process's load, for the operator only. */
+export const OperatorStatus = Schema.Struct({
+  object: Schema.Literal("operator_status"),
+  pid: Schema.Number,
+  uptime_s: Schema.Number,
+  /** Requests being served (streams included). */
+  requests_in_flight: Schema.Number,
+  /** Appends waiting for the event writer. */
+  events_queued: Schema.Number,
+  /** Keys in the authentication cache. */
+  keys_cached: Schema.Number,
+  rss_bytes: Schema.Number,
+  heap_used_bytes: Schema.Number
+}).annotations({ identifier: "OperatorStatus" })

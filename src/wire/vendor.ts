@@ -1,7 +1,8 @@
 /** The vendor area's request and response bodies. */
 import { Schema } from "effect"
 
-export const UsdInput = Schema.Union(Schema.String, Schema.Number).annotations({
+/** At most 64 characters: far more than any amount the gateway accepts, and cheap to parse. */
+export const UsdInput = Schema.Union(Schema.String.pipe(Schema.maxLength(64)), Schema.Number).annotations({
   description: "USD as a decimal string (\"25.00\") or number, at most 9 decimals"
 })
 

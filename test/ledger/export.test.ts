@@ -1,13 +1,15 @@
 /**
  * Auditors: `events export` lines rebuild, alone, the same usage as the live projections; a top-up is
- * an event the rebuild sees; a line that is not an event is refused with its line number.
+ * an event the rebuild sees; a line that is not an event is refused with its line number; no line
+ * carries a credential hash.
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { Keys } from "../../src/accounts/Keys.ts"
 import { exportWindow, usageFromLines } from "../../src/ledger/Export.ts"
 import * as Replay from "../../src/ledger/Replay.ts"
-import { baseUrl, issueKey, TestGateway } from "../support/TestGateway.ts"
+import { hashSecret } from "../../src/accounts/secrets.ts"
+import { baseUrl, issueKey, registerVendor, TestGateway } from "../support/TestGateway.ts"
 
 describe("export for auditors", () => {
   layer(TestGateway, { timeout: 60_000, excludeTestServices: true })((it) => {
@@ -30,7 +32,16 @@ describe("export for auditors", () => {
         const topped = yield* keys.grant(a.key.keyId, 2_000_000_000n, "test")
         expect(topped.quotaNanos).toBe(3_000_000_000n)
 
+        const vendor = yield* registerVendor(["keys:read"])
+
         const lines = (yield* exportWindow({})).map((l) => JSON.stringify(l))
+        // Neither a key's nor a token's hash leaves for auditors; the rebuild does not need them.
+        for (const secret of [a.secret, b.secret, vendor.token]) {
+          expect(lines.some((l) => l.includes(hashSecret(secret)))).toBe(false)
+        }
+        const issued = lines.map((l) => JSON.parse(l)).filter((e) => e.event_type === "KeyIssued" || e.event_type === "VendorTokenIssued")
+        expect(issued.length).toBeGreaterThanOrEqual(3)
+        for (const e of issued) expect(e.data.key_hash ?? e.data.token_hash).toBe("redacted")
         const rebuilt = usageFromLines(lines)
         expect(rebuilt.events).toBe(lines.length)
         for (const k of [a, b]) {

@@ -1,29 +1,29 @@
 /**
  * The whole gateway on a real port for one test file: config (the built-in default unless a test
  * gives its own), a fresh database (PGlite in memory, or a fresh Postgres database in the `postgres`
- * project), every service, and node:http on 127.0.0.1 with a random port.
+ * project), every service, and node:http on 127.0.0.1 with a random port, with the connection limits
+ * `serve` gives it.
  */
 import { HttpServer } from "@effect/platform"
-import { NodeContext, NodeHttpServer } from "@effect/platform-node"
+import { NodeContext } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
-import { createServer } from "node:http"
 import { Keys } from "../../src/accounts/Keys.ts"
 import { KeyChangeListener } from "../../src/accounts/KeyStore.ts"
 import { Vendors } from "../../src/accounts/Vendors.ts"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { GatewayConfig } from "../../src/config/GatewayConfig.ts"
 import { Reconciler } from "../../src/gateway/Reconciler.ts"
-import { HttpAppLive } from "../../src/http/Server.ts"
+import { HttpAppLive, NodeServerLive } from "../../src/http/Server.ts"
 import { makeGatewayLive } from "../../src/main.ts"
 import { Upstreams } from "../../src/providers/Upstreams.ts"
 import { TestDatabase } from "./TestDatabase.ts"
 
 export const makeTestGateway = (file?: ConfigFileEncoded, upstreams: Layer.Layer<Upstreams> = Upstreams.Default) =>
   Layer.mergeAll(HttpAppLive, KeyChangeListener, Reconciler.Default).pipe(
-    Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: 0, host: "127.0.0.1" })),
+    Layer.provideMerge(NodeServerLive),
     Layer.provideMerge(makeGatewayLive(upstreams)),
     Layer.provideMerge(TestDatabase),
-    Layer.provideMerge(GatewayConfig.forTest(file ? { file } : {})),
+    Layer.provideMerge(GatewayConfig.forTest({ ...(file ? { file } : {}), host: "127.0.0.1", port: 0 })),
     Layer.provideMerge(NodeContext.layer)
   )
 

@@ -1,0 +1,12 @@
+import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { OperatorStatus } from "../wire/models.ts"
+import { OperatorAuth } from "./security.ts"
+
+/**
+ * `GET /operator/status`: this process's load (requests in flight, the event writer's queue, memory),
+ * for the operator, with the token of `server.operator_token`. Without one configured it is a 404.
+ */
+export class OperatorApi extends HttpApiGroup.make("operator")
+  .add(HttpApiEndpoint.get("status", "/operator/status").addSuccess(OperatorStatus))
+  .middleware(OperatorAuth)
+{}

@@ -1,0 +1,82 @@
+/**
+ * The embedded data folder is private to the user running Tollgate: the folder and every folder in it
+ * 0700, every file 0600. The folder is created 0700, so nothing inside is reachable by another user
+ * from the first instant; files PGlite writes with looser modes (its initdb unpacks about a thousand
+ * files at 0666, and it rewrites its relcache files at 0644) are tightened right after it opens, on a
+ * timer while it runs, and when it closes. A folder found looser at start (restored from a backup,
+ * copied, unpacked) is tightened too, and the log says so.
+ */
+import { Data, Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+
+export const PRIVATE_DIR_MODE = 0o700
+export const PRIVATE_FILE_MODE = 0o600
+
+/** Creates the folder (and missing parents) owner-only; an existing folder is left to `tighten`. */
+export const ensure = (dir: string) => {
+  fs.mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE })
+}
+
+/**
+ * Removes every permission of group and others from the folder and everything in it (symbolic links
+ * are not followed). Returns how many entries it changed. An entry that vanishes meanwhile (PGlite
+ * deletes temporary files as it goes) is skipped.
+ */
+export const tighten = (dir: string): number => {
+  let changed = 0
+  const visit = (p: string) => {
+    let st: fs.Stats
+    try {
+      st = fs.lstatSync(p)
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return
+      throw e
+    }
+    if (st.isSymbolicLink()) return
+    const wanted = st.isDirectory() ? PRIVATE_DIR_MODE : PRIVATE_FILE_MODE
+    if ((st.mode & 0o077) !== 0) {
+      try {
+        fs.chmodSync(p, (st.mode & 0o700) | (wanted & 0o700))
+        changed++
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e
+      }
+    }
+    if (st.isDirectory()) {
+      let names: Array<string>
+      try {
+        names = fs.readdirSync(p)
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === "ENOENT") return
+        throw e
+      }
+      for (const name of names) visit(path.join(p, name))
+    }
+  }
+  visit(dir)
+  return changed
+}
+
+export class DataDirUnsafe extends Data.TaggedError("DataDirUnsafe")<{ readonly message: string }> {}
+
+/** `tighten` as an effect that fails with a clear message when the folder cannot be made private. */
+export const tightenEffect = (dir: string) =>
+  Effect.try({
+    try: () => tighten(dir),
+    catch: (e) =>
+      new DataDirUnsafe({
+        message: `cannot make the data folder ${dir} private to this user (${(e as Error).message}); ` +
+          `it must belong to the user running Tollgate`
+      })
+  })
+
+/** Tightens a folder found at start, saying in the log what it changed. */
+export const secureAtStart = (dir: string) =>
+  Effect.tap(tightenEffect(dir), (changed) =>
+    changed > 0
+      ? Effect.logWarning(
+        `the data folder ${dir} was open to other users: ${changed} files and folders in it were readable or ` +
+          `writable by group or others; they are now owner-only (folders 0700, files 0600)`
+      )
+      : Effect.void)

@@ -1,0 +1,285 @@
+/**
+ * HTTP limits, tried as an attacker would: bodies over the limit on a keep-alive connection, slow
+ * headers and silent bodies, more connections than allowed, JSON nested to blow a stack, bodies that
+ * are not JSON in UTF-8, compressed bodies (bogus, unsupported, and a bomb). Every case gets its
+ * answer (or a closed connection) quickly, never a hang or a 500, and the gateway keeps serving and
+ * billing exactly what it served.
+ */
+import { describe, expect, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import * as http from "node:http"
+import * as net from "node:net"
+import * as zlib from "node:zlib"
+import OpenAI from "openai"
+import { defaultConfigFile } from "../../src/config/defaults.ts"
+import * as Replay from "../../src/ledger/Replay.ts"
+import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
+import { expectEnvelope, fetchJson, rawExchange, rawHeaders, rawJson } from "./support.ts"
+
+const MAX_BODY = 256 * 1024
+const TIMEOUT_MS = 1_500
+const MAX_CONNECTIONS = 30
+
+const config = {
+  ...defaultConfigFile,
+  server: {
+    max_body_bytes: MAX_BODY,
+    headers_timeout_ms: TIMEOUT_MS,
+    body_timeout_ms: TIMEOUT_MS,
+    request_timeout_ms: 20_000,
+    max_connections: MAX_CONNECTIONS
+  }
+}
+
+const chat = (content: unknown) => ({ model: "mock-gpt", max_tokens: 16, messages: [{ role: "user", content }] })
+const portOf = (base: string) => Number(new URL(base).port)
+
+/** A request head written by hand. */
+const head = (method: string, path: string, headers: Record<string, string | number>) =>
+  `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("")}\r\n`
+
+/** One request through a node:http agent (keep-alive or not); the status, headers and JSON body. */
+const viaAgent = (agent: http.Agent, base: string, method: string, path: string, headers: Record<string, string>, body?: Buffer) =>
+  new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: any }>((resolve, reject) => {
+    const req = http.request(`${base}${path}`, { method, agent, headers }, (res) => {
+      const parts: Array<Buffer> = []
+      res.on("data", (c: Buffer) => parts.push(c))
+      res.on("end", () => {
+        const text = Buffer.concat(parts).toString("utf8")
+        let json: any
+        try {
+          json = JSON.parse(text)
+        } catch {
+          json = text
+        }
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: json })
+      })
+    })
+    req.on("error", reject)
+    req.setTimeout(10_000, () => req.destroy(new Error(`no answer to ${method} ${path} within 10 s`)))
+    if (body) {
+      // Written in pieces, as a client streaming a large body does; the server may answer before the end.
+      for (let i = 0; i < body.length; i += 64 * 1024) req.write(body.subarray(i, i + 64 * 1024))
+    }
+    req.end()
+  })
+
+describe("HTTP limits", () => {
+  layer(makeTestGateway(config), { timeout: 120_000, excludeTestServices: true })((it) => {
+    it.effect("after a 413 for a body still arriving, the connection closes and the next request is answered at once", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        const auth = { authorization: `Bearer ${secret}`, "content-type": "application/json" }
+        const big = Buffer.from(JSON.stringify(chat("x".repeat(4 * MAX_BODY))))
+
+        // One keep-alive socket: the request after the 413 must not be sent on a connection the server
+        // stopped reading.
+        const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+        for (const chunked of [false, true]) {
+          const headers = chunked ? { ...auth, "transfer-encoding": "chunked" } : auth
+          const refused = yield* Effect.promise(() => viaAgent(agent, base, "POST", "/v1/chat/completions", headers, big))
+          expectEnvelope(refused.status, refused.body, { status: 413, code: "request_too_large" }, `chunked ${chunked}`)
+          const next = yield* Effect.promise(() => viaAgent(agent, base, "GET", "/v1", {}))
+          expect(next.status).toBe(200)
+          expect(refused.headers.connection).toBe("close")
+        }
+        agent.destroy()
+
+        // On a raw socket: the server answers 413 and closes, rather than waiting for a body it will not read.
+        const raw = yield* Effect.promise(() =>
+          rawExchange(portOf(base), [
+            head("POST", "/v1/chat/completions", { ...auth, "content-length": 8 * MAX_BODY }),
+            "x".repeat(MAX_BODY + 10)
+          ], 5_000)
+        )
+        expect(raw.status).toBe(413)
+        expect(rawHeaders(raw).connection).toBe("close")
+        expect(raw.closed).toBe(true)
+
+        // The official client gets the 413 as an API error, then works on the same client.
+        const openai = new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0, timeout: 10_000 })
+        const error = yield* Effect.promise(() =>
+          openai.chat.completions.create(chat("y".repeat(4 * MAX_BODY)) as never).then(() => undefined, (e) => e)
+        )
+        expect(error).toBeInstanceOf(OpenAI.APIError)
+        expect((error as InstanceType<typeof OpenAI.APIError>).status).toBe(413)
+        const ok = yield* Effect.promise(() => openai.chat.completions.create(chat("Hello") as never))
+        expect((ok as { object: string }).object).toBe("chat.completion")
+      }))
+
+    it.effect("an early answer before the body is read (401, 404) also closes the connection", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        for (const [path, status] of [["/v1/chat/completions", 401], ["/v1/nowhere", 404]] as const) {
+          const reply = yield* Effect.promise(() =>
+            rawExchange(portOf(base), [
+              head("POST", path, { "content-type": "application/json", "content-length": 50 * 1024 * 1024 }),
+              "{\"model\":"
+            ], 5_000)
+          )
+          expect(reply.status, path).toBe(status)
+          expect(rawHeaders(reply).connection, path).toBe("close")
+          expect(reply.closed, path).toBe(true)
+        }
+      }))
+
+    it.effect("slow headers and a silent body are cut off after their timeouts", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        // Headers that never end: the connection is closed (Node answers 408).
+        const slowHeaders = yield* Effect.promise(() =>
+          rawExchange(portOf(base), ["POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"], 10_000)
+        )
+        expect(slowHeaders.closed).toBe(true)
+
+        // A body that stops arriving: 408 in the envelope, and the connection closed.
+        const silent = yield* Effect.promise(() =>
+          rawExchange(portOf(base), [
+            head("POST", "/v1/chat/completions", {
+              authorization: `Bearer ${secret}`,
+              "content-type": "application/json",
+              "content-length": 1000
+            }),
+            "{\"model\":\"mock-gpt\","
+          ], 10_000)
+        )
+        expect(silent.status).toBe(408)
+        expectEnvelope(408, rawJson(silent), { status: 408, code: "request_timeout" }, "silent body")
+        expect(silent.closed).toBe(true)
+        expect(silent.elapsedMs).toBeGreaterThanOrEqual(TIMEOUT_MS - 100)
+      }))
+
+    it.effect("connections past server.max_connections are refused; idle ones are let go; then all is well again", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const port = portOf(base)
+        const open = (n: number) =>
+          Promise.all(Array.from({ length: n }, () =>
+            new Promise<net.Socket>((resolve, reject) => {
+              const s = net.connect(port, "127.0.0.1", () => resolve(s))
+              s.on("error", () => {})
+              s.once("error", reject)
+            })))
+        const held = yield* Effect.promise(() => open(MAX_CONNECTIONS))
+        const closedByServer = held.map((s) => new Promise<void>((resolve) => s.once("close", () => resolve())))
+        // One more is accepted by the kernel and closed by the server at once, unanswered.
+        const extra = yield* Effect.promise(() => rawExchange(port, [head("GET", "/v1", {})], 5_000))
+        expect(extra.status).toBe(0)
+        expect(extra.closed).toBe(true)
+        // The idle ones never sent a byte: the headers timeout lets them go.
+        yield* Effect.promise(() => Promise.all(closedByServer))
+        expect((yield* Effect.promise(() => fetchJson(`${base}/v1`))).status).toBe(200)
+      }))
+
+    it.effect("JSON nested deeper than server.max_json_depth is 400 json_too_deep before anything walks it; real tool schemas pass", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        const post = (raw: string, path = "/v1/chat/completions", extra: Record<string, string> = {}) =>
+          Effect.promise(() =>
+            fetchJson(`${base}${path}`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${secret}`, "content-type": "application/json", ...extra },
+              body: raw
+            })
+          )
+        const deepArray = (n: number) => "[".repeat(n) + "\"hi\"" + "]".repeat(n)
+        // 100,000 arrays deep in `content` (text extraction recurses), and an unknown field 5,000 deep
+        // (serialising it for an upstream recurses): each was a 500.
+        const cases = [
+          `{"model":"mock-gpt","messages":[{"role":"user","content":${deepArray(100_000)}}]}`,
+          `{"model":"mock-claude","max_tokens":8,"messages":[{"role":"user","content":"hi"}],"extra":${deepArray(5_000)}}`,
+          `{"model":"mock-gpt","messages":[{"role":"user","content":"hi"}],"extra":${"{\"a\":".repeat(5_000)}1${"}".repeat(5_000)}}`
+        ]
+        for (const raw of cases) {
+          const r = yield* post(raw)
+          expectEnvelope(r.status, r.body, { status: 400, code: "json_too_deep", message: /128/ }, raw.slice(0, 60))
+        }
+        const messages = yield* post(cases[1]!, "/v1/messages", { "anthropic-version": "2023-06-01" })
+        expectEnvelope(messages.status, messages.body, { status: 400, code: "json_too_deep" }, "messages")
+        // Brackets inside strings are text, not nesting.
+        const inString = yield* post(JSON.stringify(chat("[".repeat(10_000))))
+        expect(inString.status, inString.text).toBe(200)
+
+        // A tool whose JSON schema nests objects 12 levels deep (deeper than OpenAI's structured outputs
+        // allow), forwarded to a same-style upstream: 29 levels of JSON in the request body.
+        let schema: Record<string, unknown> = { type: "string" }
+        for (let i = 0; i < 12; i++) schema = { type: "object", properties: { [`level${i}`]: schema }, required: [`level${i}`] }
+        const tool = { type: "function", function: { name: "deep", description: "nested", parameters: schema } }
+        const withTool = yield* post(JSON.stringify({ ...chat("use the tool"), tools: [tool] }))
+        expect(withTool.status, withTool.text).toBe(200)
+      }))
+
+    it.effect("a body that is not JSON in UTF-8 is 415 (its Content-Type) or 400 (its bytes)", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        const body = JSON.stringify(chat("Hello"))
+        const post = (headers: Record<string, string>, raw: string | Buffer = body) =>
+          Effect.promise(() =>
+            fetchJson(`${base}/v1/chat/completions`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${secret}`, ...headers },
+              body: raw
+            })
+          )
+        for (const type of ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/json; charset=latin1"]) {
+          const r = yield* post({ "content-type": type })
+          expectEnvelope(r.status, r.body, { status: 415, code: "unsupported_media_type", param: "Content-Type" }, type)
+        }
+        for (const type of ["application/json", "application/json; charset=UTF-8", "application/vnd.api+json"]) {
+          expect((yield* post({ "content-type": type })).status, type).toBe(200)
+        }
+        // Invalid UTF-8 inside a string (0xC3 followed by a byte that cannot continue it).
+        const bad = Buffer.concat([Buffer.from(body.slice(0, body.indexOf("Hello"))), Buffer.from([0xc3, 0x28]), Buffer.from(body.slice(body.indexOf("Hello")))])
+        const r = yield* post({ "content-type": "application/json" }, bad)
+        expectEnvelope(r.status, r.body, { status: 400, code: "invalid_json", message: /UTF-8/ }, "invalid UTF-8")
+      }))
+
+    it.effect("Content-Encoding: gzip, deflate and br are decoded with the limit on decoded bytes; others are 415; a bogus one is 400", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        const body = Buffer.from(JSON.stringify({ ...chat("Compressed hello"), max_tokens: 200 }))
+        const post = (encoding: string, raw: Buffer) =>
+          Effect.promise(() =>
+            fetchJson(`${base}/v1/chat/completions`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${secret}`, "content-type": "application/json", "content-encoding": encoding },
+              body: raw
+            })
+          )
+        for (const [encoding, encode] of [["gzip", zlib.gzipSync], ["deflate", zlib.deflateSync], ["br", zlib.brotliCompressSync]] as const) {
+          const r = yield* post(encoding, encode(body))
+          expect(r.status, `${encoding}: ${r.text}`).toBe(200)
+          expect(r.body.choices[0].message.content).toContain("Compressed")
+        }
+        // A bomb: 16 MiB of JSON that compresses to about 16 KiB; refused once 256 KiB are decoded.
+        const bomb = zlib.gzipSync(Buffer.from(JSON.stringify(chat("a".repeat(16 * 1024 * 1024)))))
+        expect(bomb.length).toBeLessThan(MAX_BODY / 8)
+        const refused = yield* post("gzip", bomb)
+        expectEnvelope(refused.status, refused.body, { status: 413, code: "request_too_large" }, "gzip bomb")
+        // A body that says gzip and is not.
+        const bogus = yield* post("gzip", body)
+        expectEnvelope(bogus.status, bogus.body, { status: 400, code: "invalid_body", param: "Content-Encoding" }, "bogus gzip")
+        for (const encoding of ["compress", "zstd", "gzip, br", "snappy"]) {
+          const r = yield* post(encoding, body)
+          expectEnvelope(r.status, r.body, { status: 415, code: "unsupported_content_encoding", param: "Content-Encoding" }, encoding)
+        }
+      }))
+
+    it.effect("after all of the above the gateway serves and bills normally, and the log replays clean", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        const openai = new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 })
+        for (let i = 0; i < 3; i++) yield* Effect.promise(() => openai.chat.completions.create(chat(`call ${i}`) as never))
+        const usage = yield* Effect.promise(() => fetchJson(`${base}/v1/usage`, { headers: { authorization: `Bearer ${secret}` } }))
+        expect(usage.body.totals.requests).toBe(3)
+        expect(usage.body.quota.reserved_nanos).toBe("0")
+        expect((yield* Replay.verify).ok).toBe(true)
+      }))
+  })
+})
