@@ -9,6 +9,7 @@ import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { AnthropicHandlers } from "./AnthropicHandlers.ts"
 import { ApiKeyAuthLive, OperatorAuthLive, VendorAuthLive } from "./Auth.ts"
 import { DiscoveryHandlers } from "./DiscoveryHandlers.ts"
+import { HealthHandlers } from "./HealthHandlers.ts"
 import { EnvelopeMiddleware } from "./EnvelopeMiddleware.ts"
 import { OpenAiHandlers } from "./OpenAiHandlers.ts"
 import { OperatorHandlers } from "./OperatorHandlers.ts"
@@ -16,13 +17,14 @@ import { UsageHandlers } from "./UsageHandlers.ts"
 import { VendorHandlers } from "./VendorHandlers.ts"
 
 export const ApiLive = HttpApiBuilder.api(GatewayApi).pipe(
-  Layer.provide([DiscoveryHandlers, OpenAiHandlers, AnthropicHandlers, UsageHandlers, VendorHandlers, OperatorHandlers]),
+  Layer.provide([DiscoveryHandlers, OpenAiHandlers, AnthropicHandlers, UsageHandlers, VendorHandlers, OperatorHandlers, HealthHandlers]),
   Layer.provide([ApiKeyAuthLive, VendorAuthLive, OperatorAuthLive])
 )
 
 /** The API served by whatever `HttpServer` is provided (a real port, or a test server). */
 export const HttpAppLive = HttpApiBuilder.serve().pipe(
   Layer.provide(EnvelopeMiddleware),
+  Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
   Layer.provide(ApiLive),
   // Spans are only worth their cost when traces are exported somewhere; none is configured.
   HttpMiddleware.withTracerDisabledWhen(() => true)

@@ -187,6 +187,8 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       })
     )
     const listeners = new Set<CommittedListener>()
+    // Since when the writer's commits have failed for want of the database (cleared by any commit).
+    let unavailableSince: number | undefined
 
     /**
      * Commits jobs as one script (the events, their projections, a notice if keys changed): one round
@@ -264,6 +266,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       result: { readonly appended: ReadonlyArray<Appended>; readonly committed: CommittedEvents }
     ) =>
       Effect.suspend(() => {
+        unavailableSince = undefined
         jobs.forEach((job, i) => job.done(Exit.succeed(result.appended[i]!)))
         const failed: Array<unknown> = []
         if (result.committed.length > 0) {
@@ -287,13 +290,13 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           onFailure: (cause) => {
             // A defect (an event that cannot be written at all) answers its append too, and the writer goes on.
             const failure = Cause.failureOption(cause)
-            return Effect.sync(() =>
-              job.done(Exit.fail(
-                Option.isSome(failure)
-                  ? appendErrorOf(job, failure.value, job.request.occurredAt ?? occurredAt)
-                  : new LedgerRejected({ message: `event log append failed: ${Cause.pretty(cause)}`, cause })
-              ))
-            )
+            const error = Option.isSome(failure)
+              ? appendErrorOf(job, failure.value, job.request.occurredAt ?? occurredAt)
+              : new LedgerRejected({ message: `event log append failed: ${Cause.pretty(cause)}`, cause })
+            return Effect.sync(() => {
+              if (error._tag === "LedgerUnavailable") unavailableSince ??= Date.now()
+              job.done(Exit.fail(error))
+            })
           }
         })
       )
@@ -448,6 +451,8 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       replicaId,
       /** Appends waiting for the writer (not counting the batch being committed). */
       queued: Effect.sync(() => pending.length),
+      /** The writer's state, for readiness: appends waiting, and since when commits fail for want of the database. */
+      writerHealth: Effect.sync(() => ({ queued: pending.length, unavailableSince })),
       onCommitted: (listener: CommittedListener) =>
         Effect.acquireRelease(Effect.sync(() => listeners.add(listener)), () => Effect.sync(() => listeners.delete(listener)))
     } as const

@@ -1,0 +1,45 @@
+/**
+ * `/livez` and `/readyz` (api/HealthApi.ts). Readiness is cached for a second, so probes from many
+ * load balancers cost one database round trip a second at most.
+ */
+import { HttpApiBuilder } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { Overloaded } from "../api/errors.ts"
+import { GatewayApi } from "../api/GatewayApi.ts"
+import { EventLog } from "../ledger/EventLog.ts"
+
+/** Appends waiting beyond this mean the writer cannot keep up: not ready for more. */
+const MAX_QUEUED = 10_000
+
+export const HealthHandlers = HttpApiBuilder.group(GatewayApi, "health", (handlers) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const log = yield* EventLog
+    const database = sql`SELECT 1`.pipe(
+      Effect.timeout("1 second"),
+      Effect.as({ ok: true, detail: "answers" }),
+      Effect.catchAllCause(() => Effect.succeed({ ok: false, detail: "does not answer within a second" }))
+    )
+    const writer = Effect.map(log.writerHealth, ({ queued, unavailableSince }) =>
+      unavailableSince !== undefined
+        ? { ok: false, detail: `commits have failed for want of the database for ${Math.round((Date.now() - unavailableSince) / 1000)} s` }
+        : queued > MAX_QUEUED
+        ? { ok: false, detail: `${queued} appends waiting` }
+        : { ok: true, detail: `${queued} appends waiting` })
+    const readiness = yield* Effect.cachedWithTTL(Effect.all({ database, event_writer: writer }), "1 second")
+    return handlers
+      .handle("live", () => Effect.succeed({ status: "ok" as const }))
+      .handle("ready", () =>
+        Effect.flatMap(readiness, (checks) => {
+          const failing = Object.entries(checks).filter(([, c]) => !c.ok)
+          return failing.length === 0
+            ? Effect.succeed({ status: "ready" as const, checks })
+            : Effect.fail(
+              new Overloaded({
+                code: "not_ready",
+                message: `Not ready: ${failing.map(([name, c]) => `${name} ${c.detail}`).join("; ")}.`
+              })
+            )
+        }))
+  }))
