@@ -14,6 +14,7 @@ import { Reconciler } from "../gateway/Reconciler.ts"
 import { HttpLive } from "../http/Server.ts"
 import { GatewayLive } from "../main.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
+import { ReloadLive } from "./reload.ts"
 
 /** On the first start of an embedded data folder (no key at all), issue and print one development key. */
 const DevKeyLive = Layer.effectDiscard(Effect.gen(function*() {
@@ -54,7 +55,7 @@ const OperatorLive = Layer.unwrapEffect(Effect.gen(function*() {
   return db.backend === "pglite" ? OperatorEndpoint.layer(config.dataDir) : Layer.empty
 }))
 
-export const ServeLive = Layer.mergeAll(BannerLive, DevKeyLive, OperatorLive, KeyChangeListener, Reconciler.Default).pipe(
+export const ServeLive = Layer.mergeAll(BannerLive, DevKeyLive, OperatorLive, KeyChangeListener, Reconciler.Default, ReloadLive).pipe(
   Layer.provideMerge(HttpLive),
   Layer.provideMerge(GatewayLive),
   // A `--workers` worker finds the database migrated by its primary.

@@ -69,15 +69,21 @@ export const supervise = (workers: number) =>
     }
     // The runtime turns SIGTERM/SIGINT into an interruption of this fiber: the finalizer passes SIGTERM
     // on and waits (bounded) for every worker to drain, bill and exit.
+    // SIGHUP (reload the configuration) is passed on to every worker; the primary itself keeps running.
+    const onHangup = () => {
+      for (const w of Object.values(cluster.workers ?? {})) w?.process.kill("SIGHUP")
+    }
     yield* Effect.acquireRelease(
       Effect.sync(() => {
         cluster.on("exit", onExit)
+        process.on("SIGHUP", onHangup)
         for (let i = 0; i < workers; i++) cluster.fork()
       }),
       () =>
         Effect.suspend(() => {
           stopping = true
           cluster.off("exit", onExit)
+          process.off("SIGHUP", onHangup)
           signalAll()
           return allExited.pipe(Effect.timeout(config.file.server.shutdown_grace_ms + 10_000), Effect.ignore)
         })

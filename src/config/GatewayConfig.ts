@@ -55,18 +55,18 @@ const EnvSettings = Config.all({
   port: Config.option(Config.integer("TOLLGATE_PORT"))
 })
 
-const load = Effect.gen(function*() {
-  const env = yield* EnvSettings
-  const fs = yield* FileSystem.FileSystem
-  let source = "built-in default"
-  let raw: unknown = defaultConfigFile
-  const substitutions: Array<Substitution> = []
-  if (Option.isSome(env.configPath)) {
-    source = env.configPath.value
+/**
+ * Reads, substitutes and checks a config file: what `serve` does at start, and again on SIGHUP. Every
+ * problem names the file and the field, never a secret's value.
+ */
+export const readConfigFile = (source: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const substitutions: Array<Substitution> = []
     const text = yield* fs.readFileString(source).pipe(
       Effect.mapError((e) => new ConfigFileError({ message: `${source}: cannot read the config file (${e.message})` }))
     )
-    raw = yield* Effect.try({
+    const raw = yield* Effect.try({
       try: () => Yaml.parse(text) as unknown,
       // The parser's first line names the line and column; the lines after it quote the file, secrets and all.
       catch: (e) =>
@@ -74,9 +74,15 @@ const load = Effect.gen(function*() {
           message: `${source}: not valid YAML: ${(e as Error).message.split("\n")[0]!.replace(/:\s*$/, "")}`
         })
     })
-    raw = yield* substituteEnv(raw, source, [], substitutions)
-  }
-  const file = yield* decodeFile(raw, source, substitutions)
+    return yield* decodeFile(yield* substituteEnv(raw, source, [], substitutions), source, substitutions)
+  })
+
+const load = Effect.gen(function*() {
+  const env = yield* EnvSettings
+  const source = Option.getOrElse(env.configPath, () => "built-in default")
+  const file = Option.isSome(env.configPath)
+    ? yield* readConfigFile(env.configPath.value)
+    : yield* decodeFile(defaultConfigFile, source)
   // Empty strings count as unset: `DATABASE_URL= npm start` means the embedded default.
   const databaseUrl = Option.filter(env.databaseUrl, (u) => Redacted.value(u).trim() !== "")
   return {

@@ -271,7 +271,7 @@ describe.skipIf(backend() !== "postgres")("billing through database outages", ()
     }, 60_000)
 
     const succeeded = outcomes.filter((r) => r.ok)
-    expect(succeeded.length, `${name}: calls served`).toBeGreaterThan(20)
+    expect(succeeded.length, `${name}: calls served`).toBeGreaterThan(5)
     // Refusals during the outage are 503 ledger_unavailable, never a 500; a killed gateway cuts connections.
     for (const r of outcomes.filter((x) => !x.ok && x.status !== undefined && x.status !== 200)) {
       expect(`${r.status} ${r.code}`, `${name}: call ${r.i} (${r.kind})`).toBe("503 ledger_unavailable")

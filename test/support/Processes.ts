@@ -104,11 +104,14 @@ export const tollgateJson = async (args: ReadonlyArray<string>, env: Record<stri
   }
 }
 
-/** Resolves with the first match of `pattern` in the process's stdout, or fails after the timeout. */
-export const waitForOutput = async (p: Proc, pattern: RegExp, timeoutMs = 30_000) => {
+/**
+ * Resolves with the first match of `pattern` in the process's stdout (or its log, on stderr, with
+ * `from: "log"`), or fails after the timeout.
+ */
+export const waitForOutput = async (p: Proc, pattern: RegExp, timeoutMs = 30_000, from: "stdout" | "log" = "stdout") => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
-    const m = pattern.exec(p.output().stdout)
+    const m = pattern.exec(from === "stdout" ? p.output().stdout : p.output().stderr)
     if (m) return m
     if (p.child.exitCode !== null || Date.now() > deadline) {
       const { stderr, stdout } = p.output()

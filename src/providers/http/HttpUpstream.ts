@@ -166,11 +166,13 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
     const agents = new Map<string, Agent>()
     yield* Effect.addFinalizer(() => Effect.promise(() => Promise.all([...agents.values()].map((a) => a.close()))).pipe(Effect.ignore))
 
+    // One pool per provider and connect timeout: a configuration reloaded with another timeout gets a pool of its own.
     const agentFor = (name: string, p: ProviderConfig) => {
-      let agent = agents.get(name)
+      const key = `${name}|${p.timeouts.connect_ms}`
+      let agent = agents.get(key)
       if (!agent) {
         agent = new Agent({ connect: { timeout: p.timeouts.connect_ms }, keepAliveTimeout: 30_000 })
-        agents.set(name, agent)
+        agents.set(key, agent)
       }
       return agent
     }
