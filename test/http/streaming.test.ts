@@ -11,6 +11,7 @@ import { Effect } from "effect"
 import OpenAI from "openai"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import * as Replay from "../../src/ledger/Replay.ts"
+import { RequestSupervisor } from "../../src/gateway/RequestSupervisor.ts"
 import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
 import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
 
@@ -106,12 +107,19 @@ describe("streaming", () => {
         return rows.map((r) => ({ stream: r.stream_id, ...(typeof r.data === "string" ? JSON.parse(r.data) : r.data) }))
       })
 
-    /** The key's one Billed event, once it is there, matching `expected`. */
+    /**
+     * The key's one Billed event, once it is there, matching `expected`; and still the only one once
+     * every request of the gateway has ended (a late second bill would show then).
+     */
     const billedOnce = (keyId: string, expected: Record<string, unknown>) =>
       Effect.gen(function*() {
         const billed = yield* awaitBilled(keyId, 1)
         expect(billed).toHaveLength(1)
         expect(billed[0]).toMatchObject(expected)
+        const supervisor = yield* RequestSupervisor
+        for (let i = 0; i < 250 && (yield* supervisor.inFlight) > 0; i++) yield* Effect.sleep("20 millis")
+        expect(yield* supervisor.inFlight).toBe(0)
+        expect(yield* billedFor(keyId)).toHaveLength(1)
         return billed[0]!
       })
 
