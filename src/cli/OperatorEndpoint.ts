@@ -9,13 +9,14 @@
  * constant time from the headers before a byte of the body is read (a request without it is answered
  * 401 and its connection closed), and a body is at most 1 MiB.
  */
-import { Effect, Exit, Layer, Runtime, Schema } from "effect"
+import { Effect, Exit, Layer, Runtime, Schema, Stream } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import * as fs from "node:fs"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import * as path from "node:path"
 import { PRIVATE_FILE_MODE } from "../db/DataDir.ts"
-import { Operation, OperationFailed, run } from "./operations.ts"
+import { exportPages, ndjson } from "../ledger/Export.ts"
+import { ExportRequest, Operation, OperationFailed, run } from "./operations.ts"
 
 export const operatorFile = (dataDir: string) => path.join(dataDir, "operator.json")
 
@@ -28,10 +29,28 @@ interface OperatorInfo {
   readonly token: string
 }
 
-const decodeOperation = Schema.decodeUnknownSync(Operation)
+const decodeRequest = Schema.decodeUnknownSync(Schema.Union(Operation, ExportRequest))
 const encodeOperation = Schema.encodeSync(Operation)
 
 type Services = Effect.Effect.Context<ReturnType<typeof run>>
+
+/** One piece of a streamed answer, written once the socket has taken the previous one. */
+const writeOut = (res: ServerResponse, text: string) =>
+  Effect.async<void, Error>((resume) => {
+    res.write(text, (e) => resume(e ? Effect.fail(e) : Effect.void))
+  })
+
+/**
+ * `events export` inside the server: JSON Lines, a page at a time, each page read once the client has
+ * taken the previous one. A failure after the first line cuts the connection, which the client
+ * reports as an export cut short.
+ */
+const streamExport = (runtime: Runtime.Runtime<Services>, request: ExportRequest, res: ServerResponse) => {
+  res.writeHead(200, { "content-type": "application/x-ndjson" })
+  Runtime.runPromiseExit(runtime)(
+    Stream.runForEachChunk(exportPages(request), (page) => writeOut(res, ndjson(page))) as Effect.Effect<void, unknown, Services>
+  ).then((exit) => (Exit.isSuccess(exit) ? res.end() : res.destroy()))
+}
 
 const digest = (value: string) => createHash("sha256").update(value).digest()
 
@@ -90,12 +109,13 @@ export const layer = (dataDir: string) =>
           res.writeHead(status, { "content-type": "application/json" })
           res.end(JSON.stringify(body))
         }
-        let op: Operation
+        let op: Operation | ExportRequest
         try {
-          op = decodeOperation(JSON.parse(Buffer.concat(chunks).toString("utf8")))
+          op = decodeRequest(JSON.parse(Buffer.concat(chunks).toString("utf8")))
         } catch (e) {
           return reply(400, { ok: false, error: `bad operation: ${(e as Error).message}` })
         }
+        if (op._tag === "events.export") return streamExport(runtime, op, res)
         Runtime.runPromiseExit(runtime)(run(op) as Effect.Effect<unknown, OperationFailed, Services>).then((exit) =>
           Exit.isSuccess(exit)
             ? reply(200, { ok: true, result: exit.value })
@@ -133,8 +153,7 @@ const readInfo = (dataDir: string, pid: number): OperatorInfo | undefined => {
   }
 }
 
-/** Sends an operation to the server holding the data folder. */
-export const remote = (dataDir: string, pid: number, op: Operation) =>
+const endpointOf = (dataDir: string, pid: number) =>
   Effect.gen(function*() {
     let info = readInfo(dataDir, pid)
     for (let i = 0; !info && i < 100; i++) { // the server may still be starting
@@ -146,7 +165,13 @@ export const remote = (dataDir: string, pid: number, op: Operation) =>
         message: `the data folder ${dataDir} is held by process ${pid}, which offers no operator endpoint`
       })
     }
-    const { port, token } = info
+    return info
+  })
+
+/** Sends an operation to the server holding the data folder. */
+export const remote = (dataDir: string, pid: number, op: Operation) =>
+  Effect.gen(function*() {
+    const { port, token } = yield* endpointOf(dataDir, pid)
     const response = yield* Effect.tryPromise({
       try: () =>
         fetch(`http://127.0.0.1:${port}/op`, {
@@ -158,4 +183,39 @@ export const remote = (dataDir: string, pid: number, op: Operation) =>
     })
     if (!response.ok) return yield* new OperationFailed({ message: response.error ?? "failed" })
     return response.result
+  })
+
+/**
+ * Runs `events export` in the server holding the data folder and hands the JSON Lines to `onBytes` as
+ * they arrive (the next piece is read once `onBytes` has finished with this one).
+ */
+export const remoteExport = <E>(
+  dataDir: string,
+  pid: number,
+  request: ExportRequest,
+  onBytes: (bytes: Uint8Array) => Effect.Effect<void, E>
+) =>
+  Effect.gen(function*() {
+    const { port, token } = yield* endpointOf(dataDir, pid)
+    const cut = (e: unknown) =>
+      new OperationFailed({ message: `the export from the running server (pid ${pid}) was cut short: ${(e as Error).message}` })
+    const response = yield* Effect.tryPromise({
+      try: () =>
+        fetch(`http://127.0.0.1:${port}/op`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          body: JSON.stringify(Schema.encodeSync(ExportRequest)(request))
+        }),
+      catch: (e) => new OperationFailed({ message: `cannot reach the running server (pid ${pid}): ${(e as Error).message}` })
+    })
+    if (response.status !== 200 || response.body === null) {
+      const body = yield* Effect.promise(() => response.json().catch(() => ({}))) as Effect.Effect<{ error?: string }>
+      return yield* new OperationFailed({ message: body.error ?? `the running server answered ${response.status}` })
+    }
+    const reader = response.body.getReader()
+    for (;;) {
+      const next = yield* Effect.tryPromise({ try: () => reader.read(), catch: cut })
+      if (next.done) return
+      yield* onBytes(next.value)
+    }
   })

@@ -86,8 +86,6 @@ export const human = (op: Operation, r: Json): string => {
             JSON.stringify(e.data)
           }`
         ).join("\n")
-    case "events.export":
-      return r.map((line: Json) => JSON.stringify(line)).join("\n")
     case "replay.verify": {
       const counts = Object.entries(r.rows).map(([t, n]) => `${t} ${n}`).join(", ")
       if (r.ok) return `Replayed ${r.events} events from position 0: every projection matches (${counts}).`

@@ -3,21 +3,25 @@
  * against Postgres when DATABASE_URL is set; on the embedded backend they run inside the server when
  * one holds the data folder (see OperatorEndpoint.ts), and open the folder themselves otherwise.
  */
-import { Args, Command, Options } from "@effect/cli"
+import { Args, Command, Options, ValidationError } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Config, Console, Effect, Layer, Logger, LogLevel, Option } from "effect"
+import { Console, Effect, Layer, Logger, LogLevel, Option } from "effect"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as Database from "../db/Database.ts"
-import { holderOf } from "../db/DataDirLock.ts"
 import { migrate as runMigrations } from "../db/Migrations.ts"
 import { usageFromLines } from "../ledger/Export.ts"
+import * as Replay from "../ledger/Replay.ts"
 import { isDay } from "../accounts/UsageReport.ts"
 import * as fs from "node:fs"
 import { AccountsLive } from "../main.ts"
+import { exportEvents, fileSink, fromLog, fromServer, stdoutSink } from "./exportEvents.ts"
 import { human } from "./format.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
-import { type Operation, OperationFailed, run } from "./operations.ts"
+import { type ExportRequest, type Operation, OperationFailed, run } from "./operations.ts"
+import { progress, progressWanted } from "./progress.ts"
 import { serve } from "./serve.ts"
+import { type CommandTree, commandPath, fullUsage, helpRequested, withTerminalConsole } from "./terminal.ts"
+import { line, locate, withDatabase } from "./where.ts"
 import { isWorker, supervise } from "./workers.ts"
 
 const json = Options.boolean("json").pipe(Options.withDescription("print the result as JSON"))
@@ -30,23 +34,27 @@ const LocalLive = AccountsLive.pipe(
   Layer.provide(NodeContext.layer)
 )
 
-/** Runs an operation where the data is: in-process, or in the server holding the embedded folder. */
-const execute = (op: Operation) =>
+type Local = Layer.Layer.Success<typeof LocalLive>
+
+/**
+ * Runs an operation where the data is: in the server holding the embedded folder, or in this process
+ * (`local`, by default the operation itself, run with the gateway's services).
+ */
+const execute = (op: Operation, local: Effect.Effect<unknown, OperationFailed, Local> = run(op) as any) =>
   Effect.gen(function*() {
-    const databaseUrl = yield* Config.option(Config.string("DATABASE_URL"))
-    const dataDir = yield* Config.withDefault(Config.string("TOLLGATE_DATA_DIR"), "./data")
-    const holder = Option.isNone(Option.filter(databaseUrl, (u) => u.trim() !== "")) ? holderOf(dataDir) : undefined
-    if (holder !== undefined && holder !== process.pid) return yield* OperatorEndpoint.remote(dataDir, holder, op)
-    return yield* (run(op) as Effect.Effect<unknown, OperationFailed, Layer.Layer.Success<typeof LocalLive>>).pipe(
-      Effect.provide(LocalLive)
-    )
+    const where = yield* locate
+    const result = where.servedBy !== undefined
+      ? yield* OperatorEndpoint.remote(where.dataDir, where.servedBy, op)
+      : yield* local.pipe(Effect.provide(LocalLive))
+    return { where, result }
   })
 
-const operation = (op: Operation, asJson: boolean) =>
-  execute(op).pipe(
-    Effect.flatMap((result) => Console.log(asJson ? JSON.stringify(result, null, 2) : human(op, result))),
-    Effect.zipRight(Effect.void)
-  )
+const print = (op: Operation, asJson: boolean) => ({ where, result }: Effect.Effect.Success<ReturnType<typeof execute>>) =>
+  Console.log(asJson ? JSON.stringify(withDatabase(op._tag, result, where.database), null, 2) : `${line(where)}\n${human(op, result)}`)
+
+const operation = (op: Operation, asJson: boolean) => execute(op).pipe(Effect.flatMap(print(op, asJson)))
+
+const described = (description: string) => Options.withDescription(description)
 
 // ---- commands -----------------------------------------------------------------------------------
 
@@ -62,23 +70,43 @@ const serveCommand = Command.make("serve", { workers }, (o) =>
     if (isWorker || n === 1) return yield* serve
     return yield* supervise(n).pipe(Effect.provide(GatewayConfig.layer))
   })).pipe(
-  Command.withDescription("start the gateway (embedded PGlite in TOLLGATE_DATA_DIR, or Postgres at DATABASE_URL)")
+  Command.withDescription("start the gateway (Postgres at DATABASE_URL, or the embedded database in TOLLGATE_DATA_DIR)")
 )
+
+/** What to do when `migrate` finds the embedded folder held by a server. */
+const migrateWhileServing = (folder: string, pid: number) =>
+  `the data folder ${folder} is held by a running \`tollgate serve\` (pid ${pid}), which applied its migrations ` +
+  `when it started. To apply the migrations of this version, stop that server and start it again (serve migrates ` +
+  `at start), or stop it, run \`tollgate migrate\`, then start it.`
 
 const migrateCommand = Command.make("migrate", { json }, ({ json }) =>
   Effect.gen(function*() {
-    const ran = yield* runMigrations().pipe(Effect.provide(Database.unmigrated), Effect.provide(GatewayConfig.layer))
-    yield* Console.log(
-      json ? JSON.stringify(ran.map(([id, name]) => ({ id, name }))) : ran.length === 0
-        ? "The database is up to date."
-        : `Applied: ${ran.map(([id, name]) => `${id}_${name}`).join(", ")}`
+    const where = yield* locate
+    if (where.servedBy !== undefined) return yield* new OperationFailed({ message: migrateWhileServing(where.database.location, where.servedBy) })
+    const bar = progress("migrating", "migrations", { enabled: progressWanted(json) })
+    let started = 0
+    const ran = yield* runMigrations(undefined, (id, name) => bar.note(`applying migration ${id}_${name} (${++started})`)).pipe(
+      Effect.provide(Database.unmigrated),
+      Effect.provide(GatewayConfig.layer),
+      Effect.catchTag("DataDirBusy", (e) => new OperationFailed({ message: migrateWhileServing(where.database.location, e.pid) })),
+      Effect.ensuring(Effect.sync(bar.end))
     )
-  })).pipe(Command.withDescription("apply pending migrations (serve does this at start too)"))
+    const applied = ran.map(([id, name]) => ({ id, name }))
+    yield* Console.log(
+      json ? JSON.stringify({ applied, database: where.database }, null, 2) : [
+        line(where),
+        ran.length === 0 ? "The database is up to date." : `Applied: ${ran.map(([id, name]) => `${id}_${name}`).join(", ")}`
+      ].join("\n")
+    )
+  })).pipe(Command.withDescription("apply pending migrations (serve applies them at start too)"))
 
 const keysCreate = Command.make("create", {
   quotaUsd: Options.text("quota-usd").pipe(Options.withDescription("the key's quota in USD, e.g. 10 or 2.50")),
-  name: Options.text("name").pipe(Options.optional),
-  serverOption: Options.text("server-option").pipe(Options.optional),
+  name: Options.text("name").pipe(described("a name to recognise the key by"), Options.optional),
+  serverOption: Options.text("server-option").pipe(
+    described("the Server Option whose models and limits the key gets (default: the config's first)"),
+    Options.optional
+  ),
   models: Options.text("models").pipe(Options.withDescription("comma-separated allow-list"), Options.optional),
   expiresAt: Options.text("expires-at").pipe(Options.withDescription("ISO-8601 date-time"), Options.optional),
   rpm: Options.integer("rpm").pipe(Options.withDescription("requests per minute (default: the Server Option's)"), Options.optional),
@@ -96,31 +124,37 @@ const keysCreate = Command.make("create", {
     tokensPerMinute: opt(o.tpm)
   }, o.json)).pipe(Command.withDescription("create an API key; prints the key once"))
 
-const keysList = Command.make("list", { json }, ({ json }) => operation({ _tag: "keys.list" }, json))
+const keysList = Command.make("list", { json }, ({ json }) => operation({ _tag: "keys.list" }, json)).pipe(
+  Command.withDescription("list every key with its status, quota and usage")
+)
+const keyId = Args.text({ name: "KEY_ID" }).pipe(Args.withDescription("the key's id, e.g. key_abc123"))
 const keysRevoke = Command.make(
   "revoke",
-  { keyId: Args.text({ name: "KEY_ID" }), json },
+  { keyId, json },
   ({ json, keyId }) => operation({ _tag: "keys.revoke", keyId }, json)
-)
+).pipe(Command.withDescription("revoke a key: its calls are refused from then on"))
 const keysGrant = Command.make(
   "grant",
   {
-    keyId: Args.text({ name: "KEY_ID" }),
+    keyId,
     usd: Options.text("usd").pipe(Options.withDescription("USD to add to the key's quota")),
-    reason: Options.text("reason").pipe(Options.optional),
+    reason: Options.text("reason").pipe(described("why, kept in the event"), Options.optional),
     json
   },
   (o) => operation({ _tag: "keys.grant", keyId: o.keyId, usd: o.usd, reason: opt(o.reason) }, o.json)
 ).pipe(Command.withDescription("top up a key's quota (a QuotaGranted event)"))
 const keys = Command.make("keys").pipe(
   Command.withSubcommands([keysCreate, keysList, keysRevoke, keysGrant]),
-  Command.withDescription("create, list and revoke API keys")
+  Command.withDescription("create, list, revoke and top up API keys")
 )
 
 const vendorsCreate = Command.make("create", {
-  name: Options.text("name"),
+  name: Options.text("name").pipe(described("the vendor's name")),
   scopes: Options.text("scopes").pipe(Options.withDescription("comma-separated, e.g. keys:create,server-options:read")),
-  serverOptions: Options.text("server-options").pipe(Options.optional),
+  serverOptions: Options.text("server-options").pipe(
+    described("comma-separated Server Options its keys may use (default: all)"),
+    Options.optional
+  ),
   creditUsd: Options.text("credit-usd").pipe(
     Options.withDescription("credit the vendor may hand out as key quota"),
     Options.optional
@@ -134,31 +168,38 @@ const vendorsCreate = Command.make("create", {
     serverOptions: Option.map(o.serverOptions, list).pipe(opt),
     creditUsd: opt(o.creditUsd)
   }, o.json)).pipe(Command.withDescription("register a vendor; prints its token once"))
-const vendorsList = Command.make("list", { json }, ({ json }) => operation({ _tag: "vendors.list" }, json))
+const vendorsList = Command.make("list", { json }, ({ json }) => operation({ _tag: "vendors.list" }, json)).pipe(
+  Command.withDescription("list every vendor with its Server Options and credit")
+)
+const vendorId = Args.text({ name: "VENDOR_ID" }).pipe(Args.withDescription("the vendor's id, e.g. vnd_abc123"))
 const vendorsCredit = Command.make("credit", {
-  vendorId: Args.text({ name: "VENDOR_ID" }),
+  vendorId,
   usd: Options.text("usd").pipe(Options.withDescription("USD of credit to add (what the vendor may hand out as quota)")),
   json
 }, (o) => operation({ _tag: "vendors.credit", vendorId: o.vendorId, usd: o.usd }, o.json)).pipe(
   Command.withDescription("grant a vendor credit")
 )
 const vendorsToken = Command.make("token", {
-  vendorId: Args.text({ name: "VENDOR_ID" }),
-  scopes: Options.text("scopes"),
-  expiresAt: Options.text("expires-at").pipe(Options.optional),
+  vendorId,
+  scopes: Options.text("scopes").pipe(described("comma-separated scopes of the new token")),
+  expiresAt: Options.text("expires-at").pipe(described("ISO-8601 date-time"), Options.optional),
   json
 }, (o) =>
   operation({ _tag: "vendors.token", vendorId: o.vendorId, scopes: list(o.scopes), expiresAt: opt(o.expiresAt) }, o.json))
   .pipe(Command.withDescription("issue another token for a vendor; prints it once"))
-const vendorsRevokeToken = Command.make("revoke-token", { tokenId: Args.text({ name: "TOKEN_ID" }), json }, (o) =>
-  operation({ _tag: "vendors.revokeToken", tokenId: o.tokenId }, o.json))
+const vendorsRevokeToken = Command.make("revoke-token", {
+  tokenId: Args.text({ name: "TOKEN_ID" }).pipe(Args.withDescription("the token's id, e.g. vtk_abc123")),
+  json
+}, (o) => operation({ _tag: "vendors.revokeToken", tokenId: o.tokenId }, o.json)).pipe(
+  Command.withDescription("revoke a vendor token")
+)
 const vendors = Command.make("vendors").pipe(
   Command.withSubcommands([vendorsCreate, vendorsList, vendorsCredit, vendorsToken, vendorsRevokeToken]),
   Command.withDescription("register vendors, grant credit, issue and revoke their tokens")
 )
 
 const usage = Command.make("usage", {
-  keyId: Args.text({ name: "KEY_ID" }).pipe(Args.optional),
+  keyId: keyId.pipe(Args.optional),
   from: Options.text("from").pipe(Options.withDescription("first day, YYYY-MM-DD"), Options.optional),
   to: Options.text("to").pipe(Options.withDescription("last day, YYYY-MM-DD"), Options.optional),
   json
@@ -179,25 +220,25 @@ const eventsExport = Command.make("export", {
   out: Options.text("out").pipe(Options.withDescription("file to write (default: standard output)"), Options.optional)
 }, (o) =>
   Effect.gen(function*() {
-    const op: Operation = {
+    const request: ExportRequest = {
       _tag: "events.export",
       since: yield* day("--from", opt(o.from), false),
       until: yield* day("--to", opt(o.to), true)
     }
-    const lines = (yield* execute(op)) as Array<unknown>
-    const text = lines.map((l) => JSON.stringify(l)).join("\n") + (lines.length ? "\n" : "")
-    if (Option.isSome(o.out)) {
-      fs.writeFileSync(o.out.value, text)
-      yield* Console.error(`wrote ${lines.length} events to ${o.out.value}`)
-    } else {
-      yield* Effect.sync(() => process.stdout.write(text))
-    }
-  })).pipe(Command.withDescription("write the log (or a window of days) as JSON Lines, for auditors"))
+    const where = yield* locate
+    const sink = Option.isSome(o.out) ? yield* fileSink(o.out.value) : stdoutSink
+    // Progress on the terminal, unless the lines themselves go there.
+    const shown = progressWanted(false) && (Option.isSome(o.out) || process.stdout.isTTY !== true)
+    const count = where.servedBy !== undefined
+      ? yield* exportEvents(fromServer(where.dataDir, where.servedBy, request), sink, shown)
+      : yield* exportEvents(fromLog(request), sink, shown).pipe(Effect.provide(LocalLive))
+    yield* Console.error(`${line(where)}\nwrote ${count} events to ${Option.getOrElse(o.out, () => "standard output")}`)
+  })).pipe(Command.withDescription("write the log (or a window of days) as JSON Lines, for auditors, as it is read"))
 
 const events = Command.make("events", {
   from: Options.text("from").pipe(Options.withDescription("first position"), Options.optional),
   stream: Options.text("stream").pipe(Options.withDescription("only this stream, e.g. key-key_abc"), Options.optional),
-  limit: Options.integer("limit").pipe(Options.withDefault(100)),
+  limit: Options.integer("limit").pipe(described("at most this many events"), Options.withDefault(100)),
   json
 }, (o) => operation({ _tag: "events", fromPosition: opt(o.from), streamId: opt(o.stream), limit: o.limit }, o.json))
   .pipe(Command.withDescription("print events of the log in log order"), Command.withSubcommands([eventsExport]))
@@ -218,7 +259,8 @@ const replay = Command.make("replay", {
         catch: (e) => new OperationFailed({ message: `${file}: ${(e as Error).message}` })
       })
       return yield* Console.log(
-        o.json ? JSON.stringify(result, null, 2) : [
+        o.json ? JSON.stringify(withDatabase("replay", result, null), null, 2) : [
+          `Database: none (the file ${file} alone)`,
           `Rebuilt usage from ${result.events} events in ${file}:`,
           ...result.keys.map((k) =>
             `  ${k.key_id}: ${k.requests} requests, ${k.input_tokens} in / ${k.output_tokens} out tokens, ` +
@@ -229,16 +271,43 @@ const replay = Command.make("replay", {
     }
     if (!o.verify) return yield* new OperationFailed({ message: "replay needs --verify or --from-file FILE" })
     const op: Operation = { _tag: "replay.verify" }
-    const report = (yield* execute(op)) as { ok: boolean }
-    yield* Console.log(o.json ? JSON.stringify(report, null, 2) : human(op, report))
-    if (!report.ok) return yield* new OperationFailed({ message: "the projections differ from the log" })
+    const bar = progress("replaying", "events", { enabled: progressWanted(o.json) })
+    const done = yield* execute(op, Replay.verifyWith(bar.update).pipe(Effect.orDie)).pipe(Effect.ensuring(Effect.sync(bar.end)))
+    yield* print(op, o.json)(done)
+    if (!(done.result as Replay.VerifyReport).ok) return yield* new OperationFailed({ message: "the projections differ from the log" })
   })).pipe(Command.withDescription("rebuild the projections from position 0 and diff them with the live tables"))
 
+const subcommands = [serveCommand, migrateCommand, keys, vendors, usage, events, replay] as const
 const root = Command.make("tollgate").pipe(
-  Command.withSubcommands([serveCommand, migrateCommand, keys, vendors, usage, events, replay])
+  Command.withSubcommands(subcommands),
+  Command.withDescription("a model gateway with exactly-once billing: serve it, and manage its keys, vendors and log")
 )
 
-const cli = Command.run(root, { name: "tollgate", version: "0.1.0" })
+/** The command names, to put the whole path in a subcommand's usage line. */
+const tree: CommandTree = {
+  serve: {},
+  migrate: {},
+  keys: { create: {}, list: {}, revoke: {}, grant: {} },
+  vendors: { create: {}, list: {}, credit: {}, token: {}, "revoke-token": {} },
+  usage: {},
+  events: { export: {} },
+  replay: {}
+}
+
+/**
+ * The CLI on argv. A usage error (unknown flag or subcommand, missing argument, bad value) is the
+ * one line @effect/cli prints and a hint, with exit code 2; every output goes through the terminal
+ * console (no escape codes under NO_COLOR or off a terminal).
+ */
+const cli = (argv: ReadonlyArray<string>) => {
+  const path = commandPath(argv.slice(2), tree)
+  const usage = `tollgate ${path.join(" ")}`.trimEnd()
+  return Command.run(root, { name: "tollgate", version: "0.1.0" })(argv).pipe(
+    Effect.catchIf(ValidationError.isValidationError, () =>
+      Console.error(`Run \`${usage} --help\` for usage.`).pipe(Effect.zipRight(Effect.sync(() => (process.exitCode = 2))))),
+    withTerminalConsole(helpRequested(argv.slice(2)) ? (text) => fullUsage(text, "tollgate", path) : undefined)
+  )
+}
 
 const logLevel = LogLevel.fromLiteral(
   (["All", "Debug", "Info", "Warning", "Error", "None"] as const).find((l) =>

@@ -12,7 +12,7 @@ import { UsageReport, windowProblem } from "../accounts/UsageReport.ts"
 import { type Vendor, Vendors } from "../accounts/Vendors.ts"
 import { formatUsd, parseUsd } from "../config/Money.ts"
 import { EventLog } from "../ledger/EventLog.ts"
-import { exportLine, exportWindow } from "../ledger/Export.ts"
+import { exportLine } from "../ledger/Export.ts"
 import * as Replay from "../ledger/Replay.ts"
 import { KeyStore } from "../accounts/KeyStore.ts"
 
@@ -53,10 +53,13 @@ export const Operation = Schema.Union(
     streamId: Opt(Schema.String),
     limit: Schema.Number
   }),
-  Schema.TaggedStruct("events.export", { since: Opt(Schema.String), until: Opt(Schema.String) }),
   Schema.TaggedStruct("replay.verify", {})
 )
 export type Operation = typeof Operation.Type
+
+/** `events export`: not an operation with one result but a stream of JSON Lines (exportEvents.ts). */
+export const ExportRequest = Schema.TaggedStruct("events.export", { since: Opt(Schema.String), until: Opt(Schema.String) })
+export type ExportRequest = typeof ExportRequest.Type
 
 const keyJson = (k: KeyRecord) => ({
   id: k.keyId,
@@ -194,8 +197,6 @@ export const run = (op: Operation) => {
           Effect.map((events) => events.map(exportLine)),
           Effect.orDie
         )
-    case "events.export":
-      return exportWindow({ since: op.since, until: op.until }).pipe(Effect.orDie)
     case "replay.verify":
       return Replay.verify.pipe(Effect.orDie)
   }

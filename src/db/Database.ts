@@ -7,31 +7,22 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as DataDirLock from "./DataDirLock.ts"
+import { postgresLocation } from "./describe.ts"
 import { migrate } from "./Migrations.ts"
 import * as Pglite from "./Pglite.ts"
 
 export interface DatabaseInfo {
   readonly backend: "postgres" | "pglite"
-  /** Where the data lives, without credentials. */
+  /** Where the data lives, without credentials: the folder, or host:port/database. */
   readonly location: string
 }
 export class Database extends Context.Tag("Db/Database")<Database, DatabaseInfo>() {}
-
-const redactUrl = (url: string) => {
-  try {
-    const u = new URL(url)
-    if (u.password) u.password = "***"
-    return u.toString()
-  } catch {
-    return "postgres (unparsable URL)"
-  }
-}
 
 /** Postgres from a URL. */
 export const postgres = (url: Redacted.Redacted<string>) =>
   Layer.merge(
     PgClient.layer({ url, maxConnections: 10, applicationName: "tollgate" }),
-    Layer.succeed(Database, { backend: "postgres", location: redactUrl(Redacted.value(url)) })
+    Layer.succeed(Database, { backend: "postgres", location: postgresLocation(Redacted.value(url)) })
   )
 
 /** PGlite in a folder (locked for this process), or in memory with "memory://". */

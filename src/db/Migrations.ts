@@ -11,7 +11,10 @@ import { fileURLToPath } from "node:url"
 // Resolved from this module: src/db here, dist/bin in the bundle (bin/tollgate.mjs); both are two levels deep.
 export const migrationsDir = fileURLToPath(new URL("../../migrations", import.meta.url))
 
-const sqlFiles = (dir: string) =>
+/** Told before each migration runs (`tollgate migrate` shows it on a terminal). */
+export type OnMigration = (id: number, name: string) => void
+
+const sqlFiles = (dir: string, onMigration: OnMigration) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
@@ -21,8 +24,11 @@ const sqlFiles = (dir: string) =>
       const m = /^(\d+)_([^.]+)\.sql$/.exec(name)
       if (!m) continue
       const text = yield* fs.readFileString(path.join(dir, name))
-      const run = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(text).unprepared)
-      found.push([Number(m[1]), m[2]!, Effect.succeed(run)])
+      const [id, label] = [Number(m[1]), m[2]!]
+      const run = Effect.sync(() => onMigration(id, label)).pipe(
+        Effect.zipRight(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(text).unprepared))
+      )
+      found.push([id, label, Effect.succeed(run)])
     }
     return found
   }).pipe(
@@ -32,8 +38,8 @@ const sqlFiles = (dir: string) =>
   )
 
 /** Applies every pending migration; returns the ones it ran as [id, name]. */
-export const migrate = (dir: string = migrationsDir) =>
+export const migrate = (dir: string = migrationsDir, onMigration: OnMigration = () => {}) =>
   Effect.gen(function*() {
-    const loader = yield* sqlFiles(dir)
+    const loader = yield* sqlFiles(dir, onMigration)
     return yield* Migrator.make({})({ loader: Effect.succeed(loader), table: "tollgate_migrations" })
   })

@@ -9,7 +9,7 @@
  * to whoever holds it, and no figure an auditor checks depends on it: usage, costs and quotas are
  * rebuilt from the other fields. `replay --verify` reads the log itself, hashes included.
  */
-import { Effect, Schema } from "effect"
+import { Chunk, Effect, Option, Schema, Stream } from "effect"
 import { formatUsd } from "../config/Money.ts"
 import { currentSchemaVersion, DomainEvent, type EventType } from "./events.ts"
 import { decodeStoredEvent, EventLog, type EventRow, type StoredEvent } from "./EventLog.ts"
@@ -40,20 +40,47 @@ export const exportLine = (e: StoredEvent): EventRow => {
   }
 }
 
-/** Every settled event of a window, in log order. */
-export const exportWindow = (window: { readonly since?: string | undefined; readonly until?: string | undefined }) =>
-  Effect.gen(function*() {
-    const log = yield* EventLog
-    const out: Array<EventRow> = []
-    let after: { transactionId: string; position: string } | undefined
-    for (;;) {
-      const page = yield* log.read({ after, since: window.since, until: window.until, limit: 5_000 })
-      out.push(...page.map(exportLine))
-      if (page.length < 5_000) return out
-      const last = page[page.length - 1]!
-      after = { transactionId: last.transactionId, position: last.position }
-    }
-  })
+/** Events read per page of an export. */
+export const EXPORT_PAGE = 5_000
+
+export interface ExportWindow {
+  readonly since?: string | undefined
+  readonly until?: string | undefined
+}
+
+/**
+ * The settled events of a window in log order, a page (at most `pageSize` lines) at a time: a page is
+ * read from the log only once the previous one has been consumed, so an export holds one page in
+ * memory whatever the size of the log.
+ */
+export const exportPages = (window: ExportWindow, pageSize: number = EXPORT_PAGE) =>
+  Stream.unwrap(Effect.map(EventLog, (log) =>
+    Stream.paginateChunkEffect(
+      undefined as { transactionId: string; position: string } | undefined,
+      (after) =>
+        log.read({ after, since: window.since, until: window.until, limit: pageSize }).pipe(
+          Effect.map((page): [Chunk.Chunk<EventRow>, Option.Option<{ transactionId: string; position: string }>] => {
+            const last = page[page.length - 1]
+            return [
+              Chunk.unsafeFromArray(page.map(exportLine)),
+              page.length < pageSize || last === undefined
+                ? Option.none()
+                : Option.some({ transactionId: last.transactionId, position: last.position })
+            ]
+          })
+        )
+    )))
+
+/** A page of exported lines as JSON Lines text (every line ends with a newline). */
+export const ndjson = (lines: Iterable<EventRow>) => {
+  let text = ""
+  for (const line of lines) text += JSON.stringify(line) + "\n"
+  return text
+}
+
+/** Every settled event of a window, in log order, in memory (for tests and small windows). */
+export const exportWindow = (window: ExportWindow) =>
+  Stream.runCollect(exportPages(window)).pipe(Effect.map((lines) => Chunk.toArray(lines)))
 
 /** Usage per key rebuilt from exported lines alone. */
 export const usageFromLines = (lines: ReadonlyArray<string>) => {

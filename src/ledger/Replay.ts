@@ -69,7 +69,8 @@ export const rebuild = (events: Iterable<StoredEvent>, state: MemoryTables = emp
   return state
 }
 
-export const verify = Effect.gen(function*() {
+/** `verify`, telling `onProgress` how many events it has folded after every page. */
+export const verifyWith = (onProgress: (events: number) => void = () => {}) => Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const log = yield* EventLog
   return yield* sql.withTransaction(Effect.gen(function*() {
@@ -81,6 +82,7 @@ export const verify = Effect.gen(function*() {
       const page = yield* log.read({ after, limit: PAGE, settledOnly: false })
       rebuild(page, state)
       count += page.length
+      onProgress(count)
       if (page.length < PAGE) break
       const last = page[page.length - 1]!
       after = { transactionId: last.transactionId, position: last.position }
@@ -97,3 +99,5 @@ export const verify = Effect.gen(function*() {
     return { events: count, rows, differences, ok: differences.length === 0 } satisfies VerifyReport
   }))
 })
+
+export const verify = verifyWith()

@@ -1,0 +1,38 @@
+/**
+ * Which database a process works on, in words an operator can check and without credentials: the
+ * embedded folder as an absolute path, or the Postgres server as host:port/database (no user, no
+ * password, no other parameter of the URL).
+ */
+import * as path from "node:path"
+
+export interface DatabaseName {
+  readonly backend: "embedded" | "postgres"
+  /** The folder (embedded) or host:port/database (Postgres). */
+  readonly location: string
+}
+
+/** host:port/database of a Postgres URL; the user and password are never part of it. */
+export const postgresLocation = (url: string): string => {
+  try {
+    const u = new URL(url)
+    // A Unix socket is given as ?host=/run/postgresql; libpq's defaults fill what the URL leaves out.
+    const host = decodeURIComponent(u.hostname) || u.searchParams.get("host") || "localhost"
+    const port = u.port || u.searchParams.get("port") || "5432"
+    const database = decodeURIComponent(u.pathname.replace(/^\//, "")) || u.searchParams.get("dbname") ||
+      "(the user's default database)"
+    return `${host}:${port}/${database}`
+  } catch {
+    return "(a DATABASE_URL that is not a URL)"
+  }
+}
+
+export const describeDatabase = (databaseUrl: string | undefined, dataDir: string): DatabaseName =>
+  databaseUrl !== undefined && databaseUrl.trim() !== ""
+    ? { backend: "postgres", location: postgresLocation(databaseUrl) }
+    : { backend: "embedded", location: dataDir === "memory://" ? dataDir : path.resolve(dataDir) }
+
+/** One line for human output, e.g. `Database: Postgres 10.0.0.5:5432/tollgate`. */
+export const databaseLine = (db: DatabaseName, servedBy?: number): string =>
+  db.backend === "postgres"
+    ? `Database: Postgres ${db.location}`
+    : `Database: embedded folder ${db.location}${servedBy === undefined ? "" : ` (through the running server, pid ${servedBy})`}`
