@@ -1,8 +1,9 @@
 /**
  * Progress of a long operation (replay, export, migrate on a big log) on one line of stderr, rewritten
- * in place with a carriage return at most every 250 ms. It shows only where a person watches: stderr is
- * a terminal and the output is not `--json` (nor, for an export, the terminal itself). It writes no
- * escape code, so it honours NO_COLOR as it is, and it clears its line when the operation ends.
+ * in place with a carriage return: the first update at once, then at most one every 250 ms. It shows
+ * only where a person watches: stderr is a terminal and the output is not `--json` (nor, for an
+ * export, the terminal itself). It writes no escape code, so it honours NO_COLOR as it is, and it
+ * clears its line when the operation ends.
  */
 
 export interface Progress {
@@ -35,7 +36,7 @@ export const progress = (
   const target = options.target ?? process.stderr
   const now = options.now ?? Date.now
   const started = now()
-  let last = started
+  let last = started - INTERVAL_MS // the first update shows at once
   let width = 0
   const show = (text: string) => {
     target.write(`\r${text.padEnd(width)}`)

@@ -44,8 +44,9 @@ const tryLock = (dataDir: string): Effect.Effect<void, DataDirBusy> =>
           return Effect.fail(
             new DataDirBusy({
               pid,
-              message: `the data folder ${dataDir} is in use by process ${pid}; ` +
-                `stop it first, or run the command while it serves so the CLI talks to it`
+              message: `the data folder ${dataDir} is in use by process ${pid}: an embedded database opens in one ` +
+                `process at a time. Stop that process first, give this one its own TOLLGATE_DATA_DIR, or use ` +
+                `Postgres (DATABASE_URL) to run several gateways on one database`
             })
           )
         }

@@ -82,7 +82,7 @@ describe("checkpoints of a long stream", () => {
     while (!events.some((e) => e.event_type === "Billed")) {
       if (Date.now() > deadline) throw new Error("the cut stream was never reconciled")
       await new Promise((r) => setTimeout(r, 300))
-      events = (await tollgateJson(["events", "--limit", "1000"], env)).filter((e: any) => e.stream_id.startsWith("request-"))
+      events = (await tollgateJson(["events", "--limit", "1000"], env)).events.filter((e: any) => e.stream_id.startsWith("request-"))
     }
     const types = events.map((e) => e.event_type)
     expect(types[0]).toBe("StreamStarted")

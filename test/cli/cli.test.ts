@@ -62,7 +62,7 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
     const r = await tollgate(["keys", "list", "--json"], fresh)
     expect(r.code, r.stderr).toBe(0)
     expect(() => JSON.parse(r.stdout), `stdout was:\n${r.stdout}`).not.toThrow()
-    expect(JSON.parse(r.stdout)).toEqual([])
+    expect(JSON.parse(r.stdout).keys).toEqual([])
   }, T)
 
   it("migrate --json lists the migrations it applied to a fresh folder, and none the second time", async () => {
@@ -72,10 +72,10 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
     const first = await tollgate(["migrate", "--json"], fresh)
     expect(first.code, first.stderr).toBe(0)
     const files = fs.readdirSync(path.join(root, "migrations")).filter((f) => f.endsWith(".sql")).sort()
-    expect(jsonOf(first.stdout)).toEqual(files.map((f) => ({ id: Number(f.split("_")[0]), name: f.slice(5, -4) })))
+    expect(jsonOf(first.stdout).applied).toEqual(files.map((f) => ({ id: Number(f.split("_")[0]), name: f.slice(5, -4) })))
     const second = await tollgate(["migrate", "--json"], fresh)
     expect(second.code, second.stderr).toBe(0)
-    expect(jsonOf(second.stdout)).toEqual([])
+    expect(jsonOf(second.stdout).applied).toEqual([])
   }, T)
 
   it("keys create prints the key once, with its record; a command right after opens the folder again", async () => {
@@ -100,9 +100,9 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
     expect([...created.models].sort()).toEqual(["mock-claude", "mock-gpt"])
     expect(fs.existsSync(path.join(dir, "tollgate.lock")), "the lock is released when the command ends").toBe(false)
 
-    const listed = await tollgateJson(["keys", "list"], env)
+    const listed = (await tollgateJson(["keys", "list"], env)).keys
     expect(listed).toHaveLength(1)
-    const { key: _secret, ...record } = created
+    const { key: _secret, database: _database, ...record } = created
     expect(listed[0]).toEqual(record)
     expect(JSON.stringify(listed)).not.toContain(created.key) // shown once, never listed
 
@@ -149,7 +149,7 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
   }, T)
 
   it("events prints the log in order, filtered by stream, position and limit, without secrets", async () => {
-    const all = await tollgateJson(["events"], env)
+    const all = (await tollgateJson(["events"], env)).events
     expect(all.map((e: { event_type: string }) => e.event_type)).toEqual(["KeyIssued", "KeyRevoked", "VendorRegistered", "VendorTokenIssued"])
     const positions = all.map((e: { position: string }) => Number(e.position))
     expect([...positions].sort((a, b) => a - b)).toEqual(positions)
@@ -163,14 +163,14 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
     expect(text).not.toContain(created.key)
     expect(text).not.toContain(vendor.token)
 
-    const stream = await tollgateJson(["events", "--stream", `key-${created.id}`], env)
+    const stream = (await tollgateJson(["events", "--stream", `key-${created.id}`], env)).events
     expect(stream.map((e: { event_type: string; stream_version: number }) => [e.event_type, e.stream_version])).toEqual([["KeyIssued", 1], ["KeyRevoked", 2]])
-    const page = await tollgateJson(["events", "--from", all[1].position, "--limit", "2"], env)
+    const page = (await tollgateJson(["events", "--from", all[1].position, "--limit", "2"], env)).events
     expect(page.map((e: { position: string }) => e.position)).toEqual([all[1].position, all[2].position])
   }, T)
 
   it("usage shows every key, or one key with its quota and window; a bad day exits 1", async () => {
-    const summary = await tollgateJson(["usage"], env)
+    const summary = (await tollgateJson(["usage"], env)).keys
     expect(summary.map((k: { id: string; requests: number }) => [k.id, k.requests])).toEqual([[created.id, 0]])
     const one = await tollgateJson(["usage", created.id, "--from", "2020-01-01", "--to", "2020-01-31"], env)
     expect(one.object).toBe("usage")
@@ -189,7 +189,8 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
       events: 4,
       rows: { api_keys: 1, vendors: 1, vendor_tokens: 1, usage_daily: 0, open_requests: 0 },
       differences: [],
-      ok: true
+      ok: true,
+      database: { backend: "embedded", location: dir }
     })
   }, T)
 
@@ -273,7 +274,7 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder while 
   }, T)
 
   it("events and replay --verify run through the server", async () => {
-    const [events, stream, report] = await Promise.all([
+    const [{ events }, { events: stream }, report] = await Promise.all([
       tollgateJson(["events", "--limit", "1000"], env),
       tollgateJson(["events", "--stream", `key-${cliKey.id}`], env),
       tollgateJson(["replay", "--verify"], env)
@@ -318,7 +319,7 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder while 
     expect(fs.existsSync(path.join(dir, "tollgate.lock"))).toBe(false)
     expect(fs.existsSync(path.join(dir, "operator.json"))).toBe(false)
 
-    const keys = await tollgateJson(["keys", "list"], env)
+    const { keys } = await tollgateJson(["keys", "list"], env)
     expect(keys.map((k: { id: string; status: string }) => [k.id, k.status])).toEqual([[devKeyId, "active"], [cliKey.id, "revoked"]])
     const usage = await tollgateJson(["usage", devKeyId], env)
     expect(usage.totals.requests).toBe(2)
@@ -361,7 +362,7 @@ describe.runIf(backend() === "postgres")("CLI and a running server sharing a Pos
     expect(usage.key.id).toBe(key.id)
     expect(usage.totals.requests).toBe(1)
     expect(usage.quota.used_usd).not.toBe("0")
-    const events = await tollgateJson(["events", "--stream", `key-${key.id}`], env)
+    const { events } = await tollgateJson(["events", "--stream", `key-${key.id}`], env)
     expect(events.map((e: { event_type: string }) => e.event_type)).toEqual(["KeyIssued"])
   }, T)
 

@@ -98,7 +98,7 @@ describe("SIGHUP reloads the configuration", () => {
     expect(server.child.exitCode).toBe(null)
 
     // The stream was billed at the prices it started with ($2/M), the later m1 call at the new ones ($5/M).
-    const events = await tollgateJson(["events", "--limit", "1000"], env)
+    const { events } = await tollgateJson(["events", "--limit", "1000"], env)
     const billed = events.filter((e: any) => e.event_type === "Billed" && e.data.model === "m1").map((e: any) => e.data)
     expect(billed.map((b: any) => b.prices.output_per_mtok_nanos)).toEqual(["2000000000", "5000000000"])
     expect(billed[0].cost.output_nanos).toBe("20000") // 10 tokens at $2/M

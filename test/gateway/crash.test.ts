@@ -93,7 +93,7 @@ describe("a gateway killed with streams in flight", () => {
     let events: Array<any> = []
     const deadline = Date.now() + 30_000
     for (;;) {
-      events = await tollgateJson(["events", "--limit", "1000"], env)
+      events = (await tollgateJson(["events", "--limit", "1000"], env)).events
       const billed = events.filter((e) => e.event_type === "Billed")
       if (billed.length >= 4 || Date.now() > deadline) break
       await new Promise((r) => setTimeout(r, 300))
@@ -156,7 +156,7 @@ describe("a gateway killed with streams in flight", () => {
     expect((await server.p.exited).code).toBe(0)
     // It does not wait for the client's keep-alive connection to time out (65 s) before exiting.
     expect(Date.now() - t0).toBeLessThan(10_000)
-    const log = await tollgateJson(["events", "--limit", "1000"], env)
+    const log = (await tollgateJson(["events", "--limit", "1000"], env)).events
     const mine = log.filter((e: any) => e.event_type === "Billed" && e.data.key_id === key.id)
     expect(mine).toHaveLength(1)
     expect(mine[0].data).toMatchObject({ outcome: "completed", estimated: false })

@@ -50,7 +50,7 @@ describe.skipIf(backend() !== "postgres")("two gateway processes on one Postgres
     expect(refused.length).toBe(4 * N)
     for (const r of refused) expect(r.body.error.code).toBe("insufficient_quota")
 
-    const events = await tollgateJson(["events", "--limit", "10000"], env)
+    const { events } = await tollgateJson(["events", "--limit", "10000"], env)
     const billed = events.filter((e: any) => e.event_type === "Billed")
     const started = events.filter((e: any) => e.event_type === "StreamStarted")
     expect(started).toHaveLength(N)

@@ -64,7 +64,7 @@ describe.skipIf(backend() !== "postgres")("serve --workers 2 on Postgres", () =>
     expect(results.filter((r) => r.status === 200)).toHaveLength(N)
     expect(results.filter((r) => r.status === 429)).toHaveLength(4 * N)
 
-    const events = await tollgateJson(["events", "--limit", "10000"], env)
+    const { events } = await tollgateJson(["events", "--limit", "10000"], env)
     const billed = events.filter((e: any) => e.event_type === "Billed")
     expect(billed).toHaveLength(N)
     expect(new Set(billed.map((e: any) => e.stream_id)).size).toBe(N)
@@ -92,7 +92,7 @@ describe.skipIf(backend() !== "postgres")("serve --workers 2 on Postgres", () =>
     // The replacement serves: calls go on until one of them is started by the new worker's process.
     const replacement = kids.find((pid) => !childrenBefore.includes(pid))!
     const servedBy = async () => {
-      const events = await tollgateJson(["events", "--limit", "100000"], env)
+      const { events } = await tollgateJson(["events", "--limit", "100000"], env)
       return new Set(events.filter((e: any) => e.event_type === "StreamStarted").map((e: any) => Number(String(e.data.replica).split("-").at(-2))))
     }
     let statuses: Array<number> = []

@@ -1,12 +1,13 @@
 /**
  * Auditors: `events export` lines rebuild, alone, the same usage as the live projections; a top-up is
  * an event the rebuild sees; a line that is not an event is refused with its line number; no line
- * carries a credential hash.
+ * carries a credential hash; the export reads the log a page at a time, as its reader consumes it.
  */
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Chunk, Effect, Stream } from "effect"
 import { Keys } from "../../src/accounts/Keys.ts"
-import { exportWindow, usageFromLines } from "../../src/ledger/Export.ts"
+import { EventLog } from "../../src/ledger/EventLog.ts"
+import { exportPages, exportWindow, ndjson, usageFromLines } from "../../src/ledger/Export.ts"
 import * as Replay from "../../src/ledger/Replay.ts"
 import { hashSecret } from "../../src/accounts/secrets.ts"
 import { baseUrl, issueKey, registerVendor, TestGateway } from "../support/TestGateway.ts"
@@ -58,6 +59,20 @@ describe("export for auditors", () => {
         )
         expect(live.quota.limit_usd).toBe("3")
         expect((yield* Replay.verify).ok).toBe(true)
+
+        // A page at a time: pages of two give the same JSON Lines, and a reader that stops early makes
+        // the log read no further page (the export holds one page, whatever the size of the log).
+        const pages = yield* Stream.runCollect(exportPages({}, 2).pipe(Stream.mapChunks((page) => Chunk.of(ndjson(page)))))
+        expect(Chunk.join(pages, "")).toBe(lines.map((l) => l + "\n").join(""))
+        expect(Chunk.size(pages)).toBeGreaterThanOrEqual(Math.ceil(lines.length / 2))
+        const log = yield* EventLog
+        let reads = 0
+        const counted = { ...log, read: (o: Parameters<typeof log.read>[0]) => (reads++, log.read(o)) } as EventLog
+        const firstThree = yield* Stream.runCollect(Stream.take(exportPages({}, 2), 3)).pipe(
+          Effect.provideService(EventLog, counted)
+        )
+        expect(Chunk.toArray(firstThree).map((l) => JSON.stringify(l))).toEqual(lines.slice(0, 3))
+        expect(reads).toBe(2)
 
         // A window that ends before today holds nothing; a broken line is named.
         expect(yield* exportWindow({ until: "2000-01-01T00:00:00Z" })).toEqual([])

@@ -1,0 +1,202 @@
+/**
+ * What the `tollgate` command writes, as an operator sees it (real processes): every command names
+ * its database, in its human output and in `--json`, never with a password; a usage error is one line
+ * and a hint, exit 2, without a stack or escape codes; help has no escape code under NO_COLOR or off a
+ * terminal, describes every command and names the whole command in its usage line; progress shows on
+ * a terminal only; `migrate` on a folder a server holds says what to do.
+ */
+import { Effect, Exit, Scope } from "effect"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
+import { bin, envWith, freePort, root, running, start, T, tempDir, tollgate, tollgateJson, waitForHttp, waitForOutput } from "../support/Processes.ts"
+
+const ESC = "\x1b"
+const hasScript = fs.existsSync("/usr/bin/script")
+
+/** Runs `tollgate ...args` on a pseudo-terminal (util-linux `script`); stdout and stderr come back as one. */
+const onTerminal = (args: ReadonlyArray<string>, env: Record<string, string>) =>
+  new Promise<{ code: number | null; output: string }>((resolve) => {
+    const command = [process.execPath, bin, ...args].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(" ")
+    const child = spawn("/usr/bin/script", ["-qec", command, "/dev/null"], { cwd: root, env: envWith(env), stdio: ["ignore", "pipe", "pipe"] })
+    running.set(child.pid!, child)
+    let output = ""
+    child.stdout.on("data", (c: Buffer) => (output += c.toString("utf8")))
+    child.stderr.on("data", (c: Buffer) => (output += c.toString("utf8")))
+    child.once("close", (code) => {
+      running.delete(child.pid!)
+      resolve({ code, output })
+    })
+  })
+
+/** One usage error: exit 2, nothing on stdout, the message and a `--help` hint on stderr, nothing more. */
+const expectUsageError = async (args: ReadonlyArray<string>, env: Record<string, string>, message: RegExp, help: string) => {
+  const r = await tollgate(args, env)
+  expect(r.code, `${args.join(" ")}: ${r.stderr}`).toBe(2)
+  expect(r.stdout).toBe("")
+  const lines = r.stderr.trimEnd().split("\n")
+  expect(lines, r.stderr).toHaveLength(2)
+  expect(lines[0]).toMatch(message)
+  expect(lines[1]).toBe(`Run \`${help} --help\` for usage.`)
+  expect(r.stderr).not.toMatch(/^\s+at /m)
+  expect(r.stderr).not.toContain("cause=")
+  expect(r.stderr).not.toContain(ESC)
+}
+
+describe.skipIf(backend() === "postgres")("CLI output on an embedded folder", () => {
+  let dir: string
+  let env: Record<string, string>
+
+  beforeAll(async () => {
+    dir = path.join(tempDir("output"), "data")
+    env = { TOLLGATE_DATA_DIR: dir }
+    const r = await tollgate(["keys", "create", "--quota-usd", "1", "--name", "first"], env)
+    expect(r.code, r.stderr).toBe(0)
+  }, T)
+
+  it("names the folder as an absolute path, first in human output and as `database` in --json", async () => {
+    // A relative TOLLGATE_DATA_DIR (from the repository root, where the CLI runs) is shown resolved.
+    const relative = { TOLLGATE_DATA_DIR: path.relative(root, dir) }
+    const human = await tollgate(["keys", "list"], relative)
+    expect(human.code, human.stderr).toBe(0)
+    expect(human.stdout.split("\n")[0]).toBe(`Database: embedded folder ${dir}`)
+    const json = await tollgateJson(["keys", "list"], relative)
+    expect(json.database).toEqual({ backend: "embedded", location: dir })
+    expect(json.keys.map((k: { name: string }) => k.name)).toEqual(["first"])
+
+    const migrated = await tollgateJson(["migrate"], env)
+    expect(migrated).toEqual({ applied: [], database: { backend: "embedded", location: dir } })
+    const created = await tollgateJson(["vendors", "create", "--name", "v", "--scopes", "keys:read"], env)
+    expect(created.database).toEqual({ backend: "embedded", location: dir })
+    const replay = await tollgate(["replay", "--verify"], env)
+    expect(replay.stdout.split("\n")[0]).toBe(`Database: embedded folder ${dir}`)
+  }, T)
+
+  it("events export names the folder on stderr and writes the same events as `events`", async () => {
+    const out = path.join(path.dirname(dir), "export.ndjson")
+    const r = await tollgate(["events", "export", "--out", out], env)
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stderr.split("\n")[0]).toBe(`Database: embedded folder ${dir}`)
+    const { events } = await tollgateJson(["events"], env)
+    const exported = fs.readFileSync(out, "utf8").trimEnd().split("\n").map((l) => JSON.parse(l))
+    expect(exported.map((e) => e.event_id)).toEqual(events.map((e: { event_id: string }) => e.event_id))
+    expect(r.stderr).toContain(`wrote ${events.length} events to ${out}`)
+    const toStdout = await tollgate(["events", "export"], env)
+    expect(toStdout.stdout).toBe(fs.readFileSync(out, "utf8"))
+  }, T)
+
+  it("a usage error is one line and a hint, exit 2, without a stack or escape codes", async () => {
+    await expectUsageError(["keys", "list", "--bogus"], env, /unknown argument: '--bogus'/, "tollgate keys list")
+    await expectUsageError(["keys", "revoke"], env, /Missing argument <KEY_ID>/, "tollgate keys revoke")
+    await expectUsageError(["events", "--limit", "many"], env, /'many' is not a integer/, "tollgate events")
+    await expectUsageError(["keys", "create"], env, /--quota-usd/, "tollgate keys create")
+    await expectUsageError(["frobnicate"], env, /Invalid subcommand/, "tollgate")
+  }, T)
+
+  it("help describes every command and names the whole command in its usage line; no escape code off a terminal", async () => {
+    const top = await tollgate(["--help"], env)
+    expect(top.code).toBe(0)
+    expect(top.stdout).not.toContain(ESC)
+    const commands = top.stdout.split("\n").filter((l) => l.startsWith("  - "))
+    expect(commands.length).toBeGreaterThanOrEqual(17)
+    for (const l of commands) expect(l, `no description: ${l}`).toMatch(/\S {2,}\S.*$/)
+    const create = await tollgate(["keys", "create", "--help"], env)
+    expect(create.stdout).toMatch(/^\$ tollgate keys create --quota-usd text/m)
+    expect(create.stdout).toContain("create an API key")
+    expect(create.stdout).not.toContain(ESC)
+    const exportHelp = await tollgate(["events", "export", "--help"], env)
+    expect(exportHelp.stdout).toMatch(/^\$ tollgate events export /m)
+  }, T)
+
+  it.runIf(hasScript)("on a terminal, help is coloured unless NO_COLOR is set", async () => {
+    const coloured = await onTerminal(["keys", "create", "--help"], env)
+    expect(coloured.output).toContain(ESC) // the terminal case, so the next check can fail
+    const plain = await onTerminal(["keys", "create", "--help"], { ...env, NO_COLOR: "1" })
+    expect(plain.code).toBe(0)
+    expect(plain.output).toContain("$ tollgate keys create")
+    expect(plain.output).not.toContain(ESC)
+    const error = await onTerminal(["keys", "revoke"], { ...env, NO_COLOR: "1" })
+    expect(error.code).toBe(2)
+    expect(error.output).not.toContain(ESC)
+  }, T)
+
+  it.runIf(hasScript)("replay shows progress on a terminal, and none with --json or off a terminal", async () => {
+    const shown = await onTerminal(["replay", "--verify"], env)
+    expect(shown.code, shown.output).toBe(0)
+    expect(shown.output).toMatch(/\rreplaying: \d+ events/)
+    const json = await onTerminal(["replay", "--verify", "--json"], env)
+    expect(json.output).not.toContain("replaying")
+    const piped = await tollgate(["replay", "--verify"], env)
+    expect(piped.stderr + piped.stdout).not.toContain("replaying")
+    expect(piped.stderr + piped.stdout).not.toContain("\r")
+  }, T)
+
+  it("migrate on a folder a server holds says what to do; commands name the server", async () => {
+    const port = await freePort()
+    const server = start(["serve"], { ...env, TOLLGATE_PORT: String(port), TOLLGATE_HOST: "127.0.0.1" })
+    try {
+      await waitForHttp(`http://127.0.0.1:${port}`, server)
+      await waitForOutput(server, /listening/, 30_000, "log")
+      const r = await tollgate(["migrate"], env)
+      expect(r.code).toBe(1)
+      expect(r.stderr).toContain(`held by a running \`tollgate serve\` (pid ${server.pid})`)
+      expect(r.stderr).toContain("stop that server and start it again")
+      expect(r.stderr).not.toContain("while it serves")
+      const listed = await tollgate(["keys", "list"], env)
+      expect(listed.stdout.split("\n")[0]).toBe(`Database: embedded folder ${dir} (through the running server, pid ${server.pid})`)
+      const out = path.join(path.dirname(dir), "served.ndjson")
+      const exported = await tollgate(["events", "export", "--out", out], env)
+      expect(exported.code, exported.stderr).toBe(0)
+      const { events } = await tollgateJson(["events"], env)
+      expect(fs.readFileSync(out, "utf8").trimEnd().split("\n").map((l) => JSON.parse(l).event_id))
+        .toEqual(events.map((e: { event_id: string }) => e.event_id))
+    } finally {
+      process.kill(server.pid, "SIGTERM")
+      await server.exited
+    }
+  }, T)
+})
+
+describe.runIf(backend() === "postgres")("CLI output on Postgres", () => {
+  const scope = Effect.runSync(Scope.make())
+  const PASSWORD = "pw-Never-Printed-7f3a"
+  let env: Record<string, string>
+  let location: string
+
+  beforeAll(async () => {
+    const url = new URL(await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope)))
+    if (url.username === "") url.username = "postgres"
+    url.password = PASSWORD // the test server trusts local connections; the password must still never show
+    location = `${url.hostname}:${url.port || "5432"}${url.pathname}`
+    env = { DATABASE_URL: url.toString(), TOLLGATE_DATA_DIR: path.join(tempDir("pg-output"), "data") }
+  }, T)
+
+  afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)), T)
+
+  it("names host:port/database in human output and --json, never the password or the user", async () => {
+    const outputs: Array<string> = []
+    const migrate = await tollgate(["migrate"], env)
+    expect(migrate.code, migrate.stderr).toBe(0)
+    outputs.push(migrate.stdout, migrate.stderr)
+    expect(migrate.stdout.split("\n")[0]).toBe(`Database: Postgres ${location}`)
+    const created = await tollgate(["keys", "create", "--quota-usd", "1", "--json"], env)
+    outputs.push(created.stdout, created.stderr)
+    expect(JSON.parse(created.stdout).database).toEqual({ backend: "postgres", location })
+    const listed = await tollgate(["keys", "list"], env)
+    outputs.push(listed.stdout, listed.stderr)
+    expect(listed.stdout.split("\n")[0]).toBe(`Database: Postgres ${location}`)
+    const exported = await tollgate(["events", "export"], env)
+    outputs.push(exported.stdout, exported.stderr)
+    expect(exported.stderr.split("\n")[0]).toBe(`Database: Postgres ${location}`)
+    const report = await tollgate(["replay", "--verify", "--json"], env)
+    outputs.push(report.stdout, report.stderr)
+    expect(JSON.parse(report.stdout).database).toEqual({ backend: "postgres", location })
+    for (const text of outputs) {
+      expect(text).not.toContain(PASSWORD)
+      expect(text).not.toContain("postgres:")
+      expect(text).not.toContain("@")
+    }
+  }, T)
+})
