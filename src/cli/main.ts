@@ -1,7 +1,8 @@
 /**
- * The `tollgate` command line. Every command takes `--json` for scripts. Commands that touch data run
- * against Postgres when DATABASE_URL is set; on the embedded backend they run inside the server when
- * one holds the data folder (see OperatorEndpoint.ts), and open the folder themselves otherwise.
+ * The `tollgate` command line. Every command takes `--json` for scripts and names its database
+ * (where.ts). Commands that touch data run against Postgres when DATABASE_URL is set; on the embedded
+ * backend they run inside the server when one holds the data folder (see OperatorEndpoint.ts), and
+ * open the folder themselves otherwise.
  */
 import { Args, Command, Options, ValidationError } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
@@ -40,7 +41,10 @@ type Local = Layer.Layer.Success<typeof LocalLive>
  * Runs an operation where the data is: in the server holding the embedded folder, or in this process
  * (`local`, by default the operation itself, run with the gateway's services).
  */
-const execute = (op: Operation, local: Effect.Effect<unknown, OperationFailed, Local> = run(op) as any) =>
+const execute = (
+  op: Operation,
+  local: Effect.Effect<unknown, OperationFailed, Local> = run(op) as Effect.Effect<unknown, OperationFailed, Local>
+) =>
   Effect.gen(function*() {
     const where = yield* locate
     const result = where.servedBy !== undefined
