@@ -7,7 +7,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as DataDirLock from "./DataDirLock.ts"
-import { postgresLocation } from "./describe.ts"
+import { describeDatabase, postgresLocation } from "./describe.ts"
 import { migrate } from "./Migrations.ts"
 import * as Pglite from "./Pglite.ts"
 
@@ -31,7 +31,7 @@ export const pglite = (dataDir: string) =>
     dataDir === "memory://"
       ? Pglite.layer(dataDir)
       : Layer.unwrapScoped(Effect.as(DataDirLock.acquire(dataDir), Pglite.layer(dataDir))),
-    Layer.succeed(Database, { backend: "pglite", location: dataDir })
+    Layer.succeed(Database, { backend: "pglite", location: describeDatabase(undefined, dataDir).location })
   )
 
 const migrated = <E, R>(layer: Layer.Layer<SqlClient.SqlClient | Database, E, R>) =>

@@ -11,10 +11,13 @@ export interface DatabaseName {
   readonly location: string
 }
 
+const NOT_A_URL = "(a DATABASE_URL that is not a postgres:// URL)"
+
 /** host:port/database of a Postgres URL; the user and password are never part of it. */
 export const postgresLocation = (url: string): string => {
   try {
     const u = new URL(url)
+    if (u.protocol !== "postgres:" && u.protocol !== "postgresql:") return NOT_A_URL
     // A Unix socket is given as ?host=/run/postgresql; libpq's defaults fill what the URL leaves out.
     const host = decodeURIComponent(u.hostname) || u.searchParams.get("host") || "localhost"
     const port = u.port || u.searchParams.get("port") || "5432"
@@ -22,7 +25,7 @@ export const postgresLocation = (url: string): string => {
       "(the user's default database)"
     return `${host}:${port}/${database}`
   } catch {
-    return "(a DATABASE_URL that is not a URL)"
+    return NOT_A_URL
   }
 }
 
