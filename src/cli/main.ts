@@ -21,7 +21,7 @@ import * as OperatorEndpoint from "./OperatorEndpoint.ts"
 import { type ExportRequest, type Operation, OperationFailed, run } from "./operations.ts"
 import { progress, progressWanted } from "./progress.ts"
 import { serve } from "./serve.ts"
-import { type CommandTree, commandPath, fullUsage, helpRequested, withTerminalConsole } from "./terminal.ts"
+import { type CommandTree, commandPath, fullUsage, withTerminalConsole } from "./terminal.ts"
 import { line, locate, withDatabase } from "./where.ts"
 import { isWorker, supervise } from "./workers.ts"
 
@@ -309,7 +309,8 @@ const cli = (argv: ReadonlyArray<string>) => {
   return Command.run(root, { name: "tollgate", version: "0.1.0" })(argv).pipe(
     Effect.catchIf(ValidationError.isValidationError, () =>
       Console.error(`Run \`${usage} --help\` for usage.`).pipe(Effect.zipRight(Effect.sync(() => (process.exitCode = 2))))),
-    withTerminalConsole(helpRequested(argv.slice(2)) ? (text) => fullUsage(text, "tollgate", path) : undefined)
+    // Help (asked for, or a group such as `tollgate keys` given no subcommand) is the only stdout text with `$ ` lines.
+    withTerminalConsole((text) => fullUsage(text, "tollgate", path))
   )
 }
 

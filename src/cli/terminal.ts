@@ -34,12 +34,7 @@ export const commandPath = (args: ReadonlyArray<string>, tree: CommandTree): Arr
   return path
 }
 
-export const helpRequested = (args: ReadonlyArray<string>) => {
-  const end = args.indexOf("--")
-  return (end === -1 ? args : args.slice(0, end)).some((a) => a === "--help" || a === "-h")
-}
-
-/** Usage lines of a subcommand's help written with the executable and the whole path. */
+/** The usage lines (`$ create ...`) of a subcommand's help written with the executable and the whole path. */
 export const fullUsage = (text: string, executable: string, path: ReadonlyArray<string>) => {
   const leaf = path[path.length - 1]
   if (leaf === undefined) return text

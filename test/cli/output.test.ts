@@ -108,6 +108,8 @@ describe.skipIf(backend() === "postgres")("CLI output on an embedded folder", ()
     expect(create.stdout).not.toContain(ESC)
     const exportHelp = await tollgate(["events", "export", "--help"], env)
     expect(exportHelp.stdout).toMatch(/^\$ tollgate events export /m)
+    const group = await tollgate(["keys"], env) // a group without its subcommand shows its help
+    expect(group.stdout).toMatch(/^\$ tollgate keys$/m)
   }, T)
 
   it.runIf(hasScript)("on a terminal, help is coloured unless NO_COLOR is set", async () => {
