@@ -86,6 +86,8 @@ export const human = (op: Operation, r: Json): string => {
             JSON.stringify(e.data)
           }`
         ).join("\n")
+    case "migrations.applied":
+      return `Applied migrations: ${r.join(", ")}`
     case "replay.verify": {
       const counts = Object.entries(r.rows).map(([t, n]) => `${t} ${n}`).join(", ")
       if (r.ok) return `Replayed ${r.events} events from position 0: every projection matches (${counts}).`

@@ -9,7 +9,6 @@ import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Layer, Logger, LogLevel, Option } from "effect"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as Database from "../db/Database.ts"
-import { migrate as runMigrations } from "../db/Migrations.ts"
 import { usageFromLines } from "../ledger/Export.ts"
 import * as Replay from "../ledger/Replay.ts"
 import { isDay } from "../accounts/UsageReport.ts"
@@ -17,6 +16,7 @@ import * as fs from "node:fs"
 import { AccountsLive } from "../main.ts"
 import { exportEvents, fileSink, fromLog, fromServer, stdoutSink } from "./exportEvents.ts"
 import { human } from "./format.ts"
+import { migrateCommand } from "./migrate.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
 import { type ExportRequest, type Operation, OperationFailed, run } from "./operations.ts"
 import { progress, progressWanted } from "./progress.ts"
@@ -76,33 +76,6 @@ const serveCommand = Command.make("serve", { workers }, (o) =>
   })).pipe(
   Command.withDescription("start the gateway (Postgres at DATABASE_URL, or the embedded database in TOLLGATE_DATA_DIR)")
 )
-
-/** What to do when `migrate` finds the embedded folder held by a server. */
-const migrateWhileServing = (folder: string, pid: number) =>
-  `the data folder ${folder} is held by a running \`tollgate serve\` (pid ${pid}), which applied its migrations ` +
-  `when it started. To apply the migrations of this version, stop that server and start it again (serve migrates ` +
-  `at start), or stop it, run \`tollgate migrate\`, then start it.`
-
-const migrateCommand = Command.make("migrate", { json }, ({ json }) =>
-  Effect.gen(function*() {
-    const where = yield* locate
-    if (where.servedBy !== undefined) return yield* new OperationFailed({ message: migrateWhileServing(where.database.location, where.servedBy) })
-    const bar = progress("migrating", "migrations", { enabled: progressWanted(json) })
-    let started = 0
-    const ran = yield* runMigrations(undefined, (id, name) => bar.note(`applying migration ${id}_${name} (${++started})`)).pipe(
-      Effect.provide(Database.unmigrated),
-      Effect.provide(GatewayConfig.layer),
-      Effect.catchTag("DataDirBusy", (e) => new OperationFailed({ message: migrateWhileServing(where.database.location, e.pid) })),
-      Effect.ensuring(Effect.sync(bar.end))
-    )
-    const applied = ran.map(([id, name]) => ({ id, name }))
-    yield* Console.log(
-      json ? JSON.stringify({ applied, database: where.database }, null, 2) : [
-        line(where),
-        ran.length === 0 ? "The database is up to date." : `Applied: ${ran.map(([id, name]) => `${id}_${name}`).join(", ")}`
-      ].join("\n")
-    )
-  })).pipe(Command.withDescription("apply pending migrations (serve applies them at start too)"))
 
 const keysCreate = Command.make("create", {
   quotaUsd: Options.text("quota-usd").pipe(Options.withDescription("the key's quota in USD, e.g. 10 or 2.50")),

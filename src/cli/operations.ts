@@ -15,6 +15,7 @@ import { EventLog } from "../ledger/EventLog.ts"
 import { exportLine } from "../ledger/Export.ts"
 import * as Replay from "../ledger/Replay.ts"
 import { KeyStore } from "../accounts/KeyStore.ts"
+import { appliedMigrations } from "../db/Migrations.ts"
 
 export class OperationFailed extends Data.TaggedError("OperationFailed")<{ readonly message: string }> {}
 
@@ -53,7 +54,8 @@ export const Operation = Schema.Union(
     streamId: Opt(Schema.String),
     limit: Schema.Number
   }),
-  Schema.TaggedStruct("replay.verify", {})
+  Schema.TaggedStruct("replay.verify", {}),
+  Schema.TaggedStruct("migrations.applied", {})
 )
 export type Operation = typeof Operation.Type
 
@@ -199,5 +201,7 @@ export const run = (op: Operation) => {
         )
     case "replay.verify":
       return Replay.verify.pipe(Effect.orDie)
+    case "migrations.applied":
+      return appliedMigrations.pipe(Effect.orDie)
   }
 }

@@ -3,7 +3,7 @@
  * its database, in its human output and in `--json`, never with a password; a usage error is one line
  * and a hint, exit 2, without a stack or escape codes; help has no escape code under NO_COLOR or off a
  * terminal, describes every command and names the whole command in its usage line; progress shows on
- * a terminal only; `migrate` on a folder a server holds says what to do.
+ * a terminal only; `migrate` on a folder a server holds answers through it.
  */
 import { Effect, Exit, Scope } from "effect"
 import { spawn } from "node:child_process"
@@ -135,17 +135,17 @@ describe.skipIf(backend() === "postgres")("CLI output on an embedded folder", ()
     expect(piped.stderr + piped.stdout).not.toContain("\r")
   }, T)
 
-  it("migrate on a folder a server holds says what to do; commands name the server", async () => {
+  it("migrate on a folder a server holds asks it what is applied; commands name the server and export through it", async () => {
     const port = await freePort()
     const server = start(["serve"], { ...env, TOLLGATE_PORT: String(port), TOLLGATE_HOST: "127.0.0.1" })
     try {
       await waitForHttp(`http://127.0.0.1:${port}`, server)
       await waitForOutput(server, /listening/, 30_000, "log")
+      // The server migrated the folder at start: nothing waits, and migrate says so through it.
       const r = await tollgate(["migrate"], env)
-      expect(r.code).toBe(1)
-      expect(r.stderr).toContain(`held by a running \`tollgate serve\` (pid ${server.pid})`)
-      expect(r.stderr).toContain("stop that server and start it again")
-      expect(r.stderr).not.toContain("while it serves")
+      expect(r.code, r.stderr).toBe(0)
+      expect(r.stdout).toBe(`Database: embedded folder ${dir} (through the running server, pid ${server.pid})\nThe database is up to date.\n`)
+      expect(await tollgateJson(["migrate"], env)).toEqual({ applied: [], database: { backend: "embedded", location: dir } })
       const listed = await tollgate(["keys", "list"], env)
       expect(listed.stdout.split("\n")[0]).toBe(`Database: embedded folder ${dir} (through the running server, pid ${server.pid})`)
       const out = path.join(path.dirname(dir), "served.ndjson")
