@@ -5,14 +5,14 @@
  * the server reads the pages and streams the lines over its operator endpoint, with the same bound.
  */
 import * as fs from "node:fs"
-import { Effect, Stream } from "effect"
+import { Data, Effect, Stream } from "effect"
 import { exportPages, ndjson } from "../ledger/Export.ts"
 import { type ExportRequest, OperationFailed } from "./operations.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
 import { progress } from "./progress.ts"
 
 export interface Sink {
-  readonly write: (data: string | Uint8Array) => Effect.Effect<void, OperationFailed>
+  readonly write: (data: string | Uint8Array) => Effect.Effect<void, OperationFailed | OutputClosed>
   readonly close: Effect.Effect<void, OperationFailed>
 }
 
@@ -25,11 +25,23 @@ export const fileSink = (file: string) =>
     close: Effect.try({ try: () => fs.closeSync(fd), catch: failed(file) })
   })))
 
+/** The reader of standard output went away (`tollgate events export | head`): the export stops quietly. */
+export class OutputClosed extends Data.TaggedError("OutputClosed")<{}> {}
+
 /** Standard output; each piece is handed over once the previous one has been taken (a pipe's pace). */
 export const stdoutSink: Sink = {
   write: (data) =>
-    Effect.async<void, OperationFailed>((resume) => {
-      process.stdout.write(data, (e) => resume(e ? Effect.fail(failed("standard output")(e)) : Effect.void))
+    Effect.async<void, OperationFailed | OutputClosed>((resume) => {
+      let done = false
+      const finish = (e: NodeJS.ErrnoException | null | undefined) => {
+        if (done) return
+        done = true
+        process.stdout.off("error", finish)
+        if (!e) return resume(Effect.void)
+        resume(e.code === "EPIPE" ? Effect.fail(new OutputClosed()) : Effect.fail(failed("standard output")(e)))
+      }
+      process.stdout.once("error", finish)
+      process.stdout.write(data, finish)
     }),
   close: Effect.void
 }
@@ -41,7 +53,7 @@ const newlines = (data: string | Uint8Array) => {
   return n
 }
 
-type Write = (data: string | Uint8Array) => Effect.Effect<void, OperationFailed>
+type Write = (data: string | Uint8Array) => Effect.Effect<void, OperationFailed | OutputClosed>
 
 /** The lines read here, from the log. */
 export const fromLog = (request: ExportRequest) => (write: Write) =>

@@ -21,7 +21,7 @@ import * as OperatorEndpoint from "./OperatorEndpoint.ts"
 import { type ExportRequest, type Operation, OperationFailed, run } from "./operations.ts"
 import { progress, progressWanted } from "./progress.ts"
 import { serve } from "./serve.ts"
-import { type CommandTree, commandPath, fullUsage, withTerminalConsole } from "./terminal.ts"
+import { type CommandTree, commandPath, fullUsage, toleratePipeClose, withTerminalConsole } from "./terminal.ts"
 import { line, locate, withDatabase } from "./where.ts"
 import { isWorker, supervise } from "./workers.ts"
 
@@ -210,7 +210,7 @@ const eventsExport = Command.make("export", {
       ? yield* exportEvents(fromServer(where.dataDir, where.servedBy, request), sink, shown)
       : yield* exportEvents(fromLog(request), sink, shown).pipe(Effect.provide(LocalLive))
     yield* Console.error(`${line(where)}\nwrote ${count} events to ${Option.getOrElse(o.out, () => "standard output")}`)
-  })).pipe(Command.withDescription("write the log (or a window of days) as JSON Lines, for auditors, as it is read"))
+  }).pipe(Effect.catchTag("OutputClosed", () => Effect.void))).pipe(Command.withDescription("write the log (or a window of days) as JSON Lines, for auditors, as it is read"))
 
 const events = Command.make("events", {
   from: Options.text("from").pipe(Options.withDescription("first position"), Options.optional),
@@ -277,6 +277,7 @@ const tree: CommandTree = {
  * console (no escape codes under NO_COLOR or off a terminal).
  */
 const cli = (argv: ReadonlyArray<string>) => {
+  toleratePipeClose()
   const path = commandPath(argv.slice(2), tree)
   const usage = `tollgate ${path.join(" ")}`.trimEnd()
   return Command.run(root, { name: "tollgate", version: "0.1.0" })(argv).pipe(

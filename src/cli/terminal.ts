@@ -77,3 +77,13 @@ export const withTerminalConsole = (rewriteOut: (text: string) => string = (s) =
     }
     return Effect.withConsole(effect, console)
   })
+
+/**
+ * A reader of stdout that goes away (`tollgate events --json | head`) is not an error of the command:
+ * what is left to print is dropped instead of crashing the process on an unhandled EPIPE.
+ */
+export const toleratePipeClose = () => {
+  process.stdout.on("error", (e: NodeJS.ErrnoException) => {
+    if (e.code !== "EPIPE") throw e
+  })
+}
