@@ -109,7 +109,7 @@ read -r FLOOR_FIRST FLOOR_VERDICT < <(probe "http://127.0.0.1:$P_FLOOR")
 billed_of() { # target key-id -> "billed distinct_requests"
   if [[ "$1" == embedded ]]; then
     TOLLGATE_DATA_DIR="$WORK/data" TOLLGATE_CONFIG="$WORK/tollgate.yaml" node "$ROOT/bin/tollgate.mjs" events --limit 1000000 --json 2>/dev/null |
-      node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const b=JSON.parse(s).filter(e=>e.event_type==="Billed"&&e.data.key_id===process.argv[1]);console.log(b.length+" "+new Set(b.map(e=>e.stream_id)).size)})' "$2"
+      node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const b=JSON.parse(s).events.filter(e=>e.event_type==="Billed"&&e.data.key_id===process.argv[1]);console.log(b.length+" "+new Set(b.map(e=>e.stream_id)).size)})' "$2"
   else
     (cd "$ROOT" && node -e '
       const pg = require("pg"); const c = new pg.Client({ connectionString: process.argv[1] })
