@@ -22,6 +22,8 @@ import { type ExportRequest, type Operation, OperationFailed, run } from "./oper
 import { progress, progressWanted } from "./progress.ts"
 import { serve } from "./serve.ts"
 import { type CommandTree, commandPath, fullUsage, toleratePipeClose, withTerminalConsole } from "./terminal.ts"
+import { SqlError } from "@effect/sql/SqlError"
+import { databaseName } from "../db/describe.ts"
 import { line, locate, withDatabase } from "./where.ts"
 import { isWorker, supervise } from "./workers.ts"
 
@@ -283,6 +285,10 @@ const cli = (argv: ReadonlyArray<string>) => {
   return Command.run(root, { name: "tollgate", version: "0.1.0" })(argv).pipe(
     Effect.catchIf(ValidationError.isValidationError, () =>
       Console.error(`Run \`${usage} --help\` for usage.`).pipe(Effect.zipRight(Effect.sync(() => (process.exitCode = 2))))),
+    // A database that cannot be reached or refuses: named, so a wrong DATABASE_URL or folder shows.
+    Effect.catchIf((e): e is SqlError => e instanceof SqlError, (e) =>
+      Effect.flatMap(locate, (where) =>
+        Effect.fail(new SqlError({ cause: e.cause, message: `${databaseName(where.database)}: ${e.message}` })))),
     // Help (asked for, or a group such as `tollgate keys` given no subcommand) is the only stdout text with `$ ` lines.
     withTerminalConsole((text) => fullUsage(text, "tollgate", path))
   )

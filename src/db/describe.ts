@@ -34,8 +34,10 @@ export const describeDatabase = (databaseUrl: string | undefined, dataDir: strin
     ? { backend: "postgres", location: postgresLocation(databaseUrl) }
     : { backend: "embedded", location: dataDir === "memory://" ? dataDir : path.resolve(dataDir) }
 
+/** The database in words, e.g. `Postgres 10.0.0.5:5432/tollgate` or `embedded folder /srv/data`. */
+export const databaseName = (db: DatabaseName): string =>
+  db.backend === "postgres" ? `Postgres ${db.location}` : `embedded folder ${db.location}`
+
 /** One line for human output, e.g. `Database: Postgres 10.0.0.5:5432/tollgate`. */
 export const databaseLine = (db: DatabaseName, servedBy?: number): string =>
-  db.backend === "postgres"
-    ? `Database: Postgres ${db.location}`
-    : `Database: embedded folder ${db.location}${servedBy === undefined ? "" : ` (through the running server, pid ${servedBy})`}`
+  `Database: ${databaseName(db)}${servedBy === undefined ? "" : ` (through the running server, pid ${servedBy})`}`

@@ -95,6 +95,18 @@ describe.skipIf(backend() === "postgres")("CLI output on an embedded folder", ()
     await expectUsageError(["frobnicate"], env, /Invalid subcommand/, "tollgate")
   }, T)
 
+  it("a Postgres that cannot be reached is named in the one-line error, without the password", async () => {
+    const port = await freePort() // nothing listens there
+    const r = await tollgate(["keys", "list"], { DATABASE_URL: `postgres://ops:pw-Hidden-42@127.0.0.1:${port}/billing` })
+    expect(r.code).toBe(1)
+    expect(r.stdout).toBe("")
+    expect(r.stderr.trimEnd().split("\n")).toHaveLength(1)
+    expect(r.stderr).toContain(`tollgate: database: Postgres 127.0.0.1:${port}/billing: `)
+    expect(r.stderr).toContain("ECONNREFUSED")
+    expect(r.stderr).not.toContain("pw-Hidden-42")
+    expect(r.stderr).not.toContain("ops:")
+  }, T)
+
   it("help describes every command and names the whole command in its usage line; no escape code off a terminal", async () => {
     const top = await tollgate(["--help"], env)
     expect(top.code).toBe(0)
