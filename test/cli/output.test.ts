@@ -9,6 +9,7 @@ import { Effect, Exit, Scope } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
 import { bin, envWith, freePort, root, running, start, T, tempDir, tollgate, tollgateJson, waitForHttp, waitForOutput } from "../support/Processes.ts"
@@ -178,9 +179,11 @@ describe.runIf(backend() === "postgres")("CLI output on Postgres", () => {
   const PASSWORD = "pw-Never-Printed-7f3a"
   let env: Record<string, string>
   let location: string
+  let plainUrl: string
 
   beforeAll(async () => {
-    const url = new URL(await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope)))
+    plainUrl = await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope))
+    const url = new URL(plainUrl)
     if (url.username === "") url.username = "postgres"
     url.password = PASSWORD // the test server trusts local connections; the password must still never show
     location = `${url.hostname}:${url.port || "5432"}${url.pathname}`
@@ -212,5 +215,26 @@ describe.runIf(backend() === "postgres")("CLI output on Postgres", () => {
       expect(text).not.toContain("postgres:")
       expect(text).not.toContain("@")
     }
+  }, T)
+
+  it("an export whose reader goes away (| head) ends quietly with exit 0", async () => {
+    // A log far larger than a pipe's buffer: copies of a KeyIssued under other streams.
+    expect((await tollgate(["keys", "create", "--quota-usd", "1"], env)).code).toBe(0)
+    const client = new pg.Client({ connectionString: plainUrl })
+    await client.connect()
+    try {
+      await client.query(`INSERT INTO event_log (event_id, stream_id, stream_version, event_type, schema_version, data, metadata, occurred_at)
+        SELECT gen_random_uuid(), 'key-copy' || i, 1, event_type, schema_version, data, metadata, occurred_at
+        FROM generate_series(1, 3000) i CROSS JOIN (SELECT * FROM event_log WHERE event_type = 'KeyIssued' LIMIT 1) e`)
+    } finally {
+      await client.end()
+    }
+    const p = start(["events", "export"], env)
+    await new Promise<void>((resolve) => p.child.stdout!.once("data", () => resolve()))
+    p.child.stdout!.destroy() // as `head` does once it has its lines
+    const exit = await p.exited
+    expect(exit.code, p.output().stderr).toBe(0)
+    expect(p.output().stderr).not.toContain("EPIPE")
+    expect(p.output().stderr).not.toMatch(/^\s+at /m)
   }, T)
 })
