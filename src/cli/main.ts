@@ -83,7 +83,7 @@ const keysCreate = Command.make("create", {
   quotaUsd: Options.text("quota-usd").pipe(Options.withDescription("the key's quota in USD, e.g. 10 or 2.50")),
   name: Options.text("name").pipe(described("a name to recognise the key by"), Options.optional),
   serverOption: Options.text("server-option").pipe(
-    described("the Server Option whose models and limits the key gets (default: the config's first)"),
+    described("the Server Option whose models and limits the key gets (default: the config's default_server_option)"),
     Options.optional
   ),
   models: Options.text("models").pipe(Options.withDescription("comma-separated allow-list"), Options.optional),
@@ -212,7 +212,9 @@ const eventsExport = Command.make("export", {
       ? yield* exportEvents(fromServer(where.dataDir, where.servedBy, request), sink, shown)
       : yield* exportEvents(fromLog(request), sink, shown).pipe(Effect.provide(LocalLive))
     yield* Console.error(`${line(where)}\nwrote ${count} events to ${Option.getOrElse(o.out, () => "standard output")}`)
-  }).pipe(Effect.catchTag("OutputClosed", () => Effect.void))).pipe(Command.withDescription("write the log (or a window of days) as JSON Lines, for auditors, as it is read"))
+  }).pipe(Effect.catchTag("OutputClosed", () => Effect.void))).pipe(
+  Command.withDescription("write the log (or a window of days) as JSON Lines, for auditors, as it is read")
+)
 
 const events = Command.make("events", {
   from: Options.text("from").pipe(Options.withDescription("first position"), Options.optional),
@@ -256,9 +258,8 @@ const replay = Command.make("replay", {
     if (!(done.result as Replay.VerifyReport).ok) return yield* new OperationFailed({ message: "the projections differ from the log" })
   })).pipe(Command.withDescription("rebuild the projections from position 0 and diff them with the live tables"))
 
-const subcommands = [serveCommand, migrateCommand, keys, vendors, usage, events, replay] as const
 const root = Command.make("tollgate").pipe(
-  Command.withSubcommands(subcommands),
+  Command.withSubcommands([serveCommand, migrateCommand, keys, vendors, usage, events, replay]),
   Command.withDescription("a model gateway with exactly-once billing: serve it, and manage its keys, vendors and log")
 )
 
