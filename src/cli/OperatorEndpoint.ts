@@ -3,7 +3,8 @@
  * commands run inside the server: it listens on a loopback port for operations and writes the port
  * and a random token to `<data>/operator.json` (mode 0600, written afresh at every start). The CLI
  * reads that file and sends each command there; when no server holds the folder, the CLI opens it
- * itself.
+ * itself. An operation is answered with one JSON body, `events export` with JSON Lines streamed a page
+ * at a time.
  *
  * The door is guarded before anything is read: it listens on 127.0.0.1 only, the token is compared in
  * constant time from the headers before a byte of the body is read (a request without it is answered
