@@ -134,7 +134,7 @@ const defaultRetries = { attempts_per_deployment: 2, max_attempts: 4, base_delay
 
 /** The defaults of the connection limits (see docs/security.md). */
 export const serverDefaults = {
-  max_connections: 1024,
+  max_connections: 16_384,
   headers_timeout_ms: 10_000,
   body_timeout_ms: 30_000,
   request_timeout_ms: 120_000,
