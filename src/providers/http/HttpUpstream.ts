@@ -155,7 +155,14 @@ const DRAIN_BYTES = 64 * 1024
 const release = (body: Dispatcher.ResponseData["body"], completed: boolean) => {
   body.on("error", () => {}) // destroying a body not read to its end reports an abort: expected here
   if (completed && !body.destroyed) {
-    body.dump({ limit: DRAIN_BYTES, signal: AbortSignal.timeout(DRAIN_MS) }).catch(() => body.destroy())
+    // A plain timer, cleared once drained: an AbortSignal.timeout would fire (and build an abort
+    // error) for every stream, long after its body was drained.
+    const timer = setTimeout(() => body.destroy(), DRAIN_MS)
+    timer.unref()
+    body.dump({ limit: DRAIN_BYTES }).then(() => clearTimeout(timer), () => {
+      clearTimeout(timer)
+      body.destroy()
+    })
   } else {
     body.destroy()
   }
