@@ -90,5 +90,3 @@ export const chatEmitter = (model: string, includeUsage: boolean): Emitter => {
     }
   }
 }
-
-/** Messages events: message_start, content blocks, message_delta, message_stop. */

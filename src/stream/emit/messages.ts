@@ -4,6 +4,7 @@ import { type FinishReason, toMessagesStop } from "../ops.ts"
 import { named, type SseEvent } from "../sse.ts"
 import type { Emitter } from "./Emitter.ts"
 
+/** Messages events: message_start, content blocks, message_delta, message_stop. */
 export const messagesEmitter = (model: string): Emitter => {
   let started = false
   let open: { index: number; kind: "text" | "tool" | "thinking" } | undefined
@@ -122,5 +123,3 @@ export const messagesEmitter = (model: string): Emitter => {
     }
   }
 }
-
-/** Responses API events, each with its `sequence_number`, ending with response.completed. */

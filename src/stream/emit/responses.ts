@@ -4,6 +4,7 @@ import type { FinishReason } from "../ops.ts"
 import { named, type SseEvent } from "../sse.ts"
 import { type Emitter, now } from "./Emitter.ts"
 
+/** Responses API events, each with its `sequence_number`, ending with response.completed. */
 export const responsesEmitter = (model: string, request: Record<string, unknown>): Emitter => {
   let seq = 0
   let id = "resp_tollgate"
