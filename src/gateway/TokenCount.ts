@@ -11,7 +11,7 @@ import type { ProtocolHeaders } from "../providers/Upstream.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
 import { textOf } from "../wire/text.ts"
 import { countTokens } from "../wire/tokens.ts"
-import { BadRequest, ModelNotFound, UpstreamFailure } from "./errors.ts"
+import { BadRequest, ModelNotFound, TooLarge, UpstreamFailure } from "./errors.ts"
 import { toFailure } from "./upstreamFailure.ts"
 
 export interface CountRequest {
@@ -22,14 +22,26 @@ export interface CountRequest {
   readonly protocolHeaders?: ProtocolHeaders | undefined
 }
 
+/** The most text (system, turns, tools as JSON; in UTF-16 code units) the gateway tokenizes for one count. */
+export const MAX_COUNTED_CHARS = 2 * 1024 * 1024
+
 /**
  * The tokenizer's count of a messages request: its text (system, turns), its tool definitions as
  * JSON, and the few tokens each turn's framing takes in chat formats (3 a turn, 3 for the reply).
+ * More than `MAX_COUNTED_CHARS` of it is refused (413): more than any context window holds, and
+ * work the gateway does not take on for a free call.
  */
-export const tokenizerCount = (body: Record<string, unknown>): Effect.Effect<number> => {
+export const tokenizerCount = (body: Record<string, unknown>): Effect.Effect<number, TooLarge> => {
   const turns = Array.isArray(body.messages) ? body.messages.length : 0
   const text = textOf({ system: body.system, messages: body.messages })
   const tools = Array.isArray(body.tools) && body.tools.length > 0 ? JSON.stringify(body.tools) : ""
+  if (text.length + tools.length > MAX_COUNTED_CHARS) {
+    return Effect.fail(
+      new TooLarge({
+        message: `This model's tokens are counted by the gateway, which counts at most ${MAX_COUNTED_CHARS} characters of text and tools in one request.`
+      })
+    )
+  }
   return Effect.zipWith(countTokens(text), countTokens(tools), (a, b) => a + b + 3 * turns + 3)
 }
 
@@ -38,7 +50,7 @@ export class TokenCount extends Effect.Service<TokenCount>()("Gateway/TokenCount
     const catalog = yield* Catalog
     const upstreams = yield* Upstreams
 
-    const count = (r: CountRequest): Effect.Effect<{ readonly input_tokens: number }, ModelNotFound | BadRequest | UpstreamFailure> =>
+    const count = (r: CountRequest): Effect.Effect<{ readonly input_tokens: number }, ModelNotFound | BadRequest | TooLarge | UpstreamFailure> =>
       Effect.gen(function*() {
         const model = catalog.find(r.key, r.model)
         if (!model) return yield* new ModelNotFound({ model: r.model })
