@@ -10,7 +10,7 @@ import { fromMessagesId, toMessagesId } from "./toolIds.ts"
 import { type Json, isObject, parseArguments, present, refuse } from "./Untranslatable.ts"
 
 export const responsesRequestToMessages = (body: Json, target: { readonly defaultMaxTokens: number }, policy: Policy): Json => {
-  const input = readResponsesInput(body, policy, { carriesSealedReasoning: true })
+  const input = readResponsesInput(body, policy, { carriesSealedReasoning: true, keepsEffortAsSent: false })
   const system: Array<string> = input.instructions !== undefined ? [input.instructions] : []
   const messages: Array<{ role: "user" | "assistant"; content: Array<Json> }> = []
   const push = (role: "user" | "assistant", blocks: Array<Json>) => {
