@@ -8,6 +8,7 @@ import { dropExtras, type Policy, sortTopLevel } from "./Policy.ts"
 import { normaliseEffort, thinkingFor } from "./reasoning.ts"
 import { chatFinishReason } from "./stopReasons.ts"
 import { fromMessagesId, toMessagesId } from "./toolIds.ts"
+import { MAX_ANTHROPIC_USER_ID, userIdWithin } from "./userId.ts"
 import { type Json, isObject, parseArguments, present, refuse } from "./Untranslatable.ts"
 
 const MAPPED = new Set([
@@ -166,7 +167,7 @@ export const chatRequestToMessages = (body: Json, target: MessagesTarget, policy
   if (present(body, "top_p")) out.top_p = body.top_p
   if (present(body, "stop")) out.stop_sequences = Array.isArray(body.stop) ? body.stop : [body.stop]
   if (present(body, "n") && body.n !== 1) refuse("n", "the upstream returns one choice")
-  if (present(body, "user")) out.metadata = { user_id: String(body.user) }
+  if (present(body, "user")) out.metadata = { user_id: userIdWithin(body.user, MAX_ANTHROPIC_USER_ID) }
   if (present(body, "response_format")) {
     const format = isObject(body.response_format) ? body.response_format : {}
     if (format.type === "json_schema" && isObject(format.json_schema) && isObject(format.json_schema.schema)) {

@@ -153,7 +153,8 @@ describe("real agents through the gateway", () => {
         // Mapped: the mid-conversation system turn stays in place, metadata.user_id is the user, effort the reasoning effort.
         const roles = call.body.messages.map((m: any) => m.role)
         expect(roles.lastIndexOf("system")).toBeGreaterThan(roles.indexOf("user"))
-        expect(call.body.user).toContain("session_id")
+        // Claude Code's user_id (a JSON object, about 150 characters) goes as its SHA-256: OpenAI's `user` takes 64.
+        expect(call.body.user).toMatch(/^[0-9a-f]{64}$/)
         expect(call.body.reasoning_effort).toBe("high")
       }), TEST_MS)
 
