@@ -96,7 +96,8 @@ describe("protocol headers over HTTP", () => {
         ) {
           for (const path of ["/v1/messages", "/v1/messages/count_tokens"]) {
             const r = yield* post(path, { "anthropic-beta": beta }, message)
-            expect([r.status, r.body.type, r.body.error.type, r.body.error.param]).toEqual([400, "error", "invalid_request_error", "anthropic-beta"])
+            expect([r.status, r.body.type, r.body.error.type, r.body.error.code, r.body.error.param])
+              .toEqual([400, "error", "invalid_request_error", "invalid_header", "anthropic-beta"])
           }
         }
         const chat = yield* post("/v1/chat/completions", { "openai-beta": "x".repeat(2000) }, { model: "gpt-up", messages: hi })
