@@ -4,6 +4,7 @@
  * itself refuses more than 2 MiB of text with 413 in the envelope, and a model whose upstream counts
  * keeps the body limit of `/v1/messages`.
  */
+import Anthropic from "@anthropic-ai/sdk"
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { countTokens as onePass } from "gpt-tokenizer/encoding/o200k_base"
@@ -80,6 +81,15 @@ describe("count_tokens bounds", () => {
           .toEqual([413, "error", "request_too_large", "request_too_large"])
         expect(fake.received).toEqual([])
         expect(yield* post("claude-up", big)).toEqual({ status: 200, body: { input_tokens: 777 } })
+        // The SDK's beta surface (`?beta=true`, its betas in anthropic-beta) counts the same way.
+        fake.script("/v1/messages/count_tokens", { body: { input_tokens: 777 } })
+        const anthropic = new Anthropic({ apiKey: secret, baseURL: base, maxRetries: 0 })
+        const beta = yield* Effect.promise(() =>
+          anthropic.beta.messages.countTokens({ model: "claude-up", messages: [{ role: "user", content: "hi" }], betas: ["context-management-2025-06-27"] })
+        )
+        expect(beta.input_tokens).toBe(777)
+        expect(String(fake.received.at(-1)!.headers["anthropic-beta"]).split(",")).toContain("context-management-2025-06-27")
+        expect(fake.received.at(-1)!.path).toBe("/v1/messages/count_tokens")
         const counted = yield* post("gpt-up", "a ".repeat(1000))
         expect(counted).toEqual({ status: 200, body: { input_tokens: onePass("a ".repeat(1000)) + 6 } })
       }))
