@@ -67,11 +67,11 @@ describe("count_tokens bounds", () => {
         const fake = yield* Fake
         fake.reset()
         fake.script("/v1/messages/count_tokens", { body: { input_tokens: 777 } })
-        const post = (model: string, text: string) =>
+        const post = (model: string, text: string, auth: Record<string, string> = { "x-api-key": secret }) =>
           Effect.promise(() =>
             fetch(`${base}/v1/messages/count_tokens`, {
               method: "POST",
-              headers: { "content-type": "application/json", "x-api-key": secret, "anthropic-version": "2023-06-01" },
+              headers: { "content-type": "application/json", ...auth, "anthropic-version": "2023-06-01" },
               body: JSON.stringify({ model, messages: [{ role: "user", content: text }] })
             }).then(async (r) => ({ status: r.status, body: await r.json() as any }))
           )
@@ -92,6 +92,8 @@ describe("count_tokens bounds", () => {
         expect(fake.received.at(-1)!.path).toBe("/v1/messages/count_tokens")
         const counted = yield* post("gpt-up", "a ".repeat(1000))
         expect(counted).toEqual({ status: 200, body: { input_tokens: onePass("a ".repeat(1000)) + 6 } })
+        // The key may come as a bearer token too, as on /v1/messages.
+        expect(yield* post("gpt-up", "a ".repeat(1000), { authorization: `Bearer ${secret}` })).toEqual(counted)
       }))
   })
 })
