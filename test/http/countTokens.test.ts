@@ -2,7 +2,8 @@
  * Counting tokens without blocking: the tokenizer counts a long text in pieces with the event loop
  * served between them, to the same total as one pass; `count_tokens` for a model the gateway counts
  * itself refuses more than 2 MiB of text with 413 in the envelope, and a model whose upstream counts
- * keeps the body limit of `/v1/messages`.
+ * keeps the body limit of `/v1/messages`; an Anthropic-compatible upstream without count_tokens is
+ * counted by the gateway.
  */
 import Anthropic from "@anthropic-ai/sdk"
 import { describe, expect, it, layer } from "@effect/vitest"
@@ -94,6 +95,13 @@ describe("count_tokens bounds", () => {
         expect(counted).toEqual({ status: 200, body: { input_tokens: onePass("a ".repeat(1000)) + 6 } })
         // The key may come as a bearer token too, as on /v1/messages.
         expect(yield* post("gpt-up", "a ".repeat(1000), { authorization: `Bearer ${secret}` })).toEqual(counted)
+
+        // An Anthropic-compatible upstream without count_tokens: counted here. A 404 about the model is passed on.
+        fake.script("/v1/messages/count_tokens", { status: 404, body: { detail: "Not Found" } })
+        expect(yield* post("claude-up", "a ".repeat(1000))).toEqual(counted)
+        fake.script("/v1/messages/count_tokens", { status: 404, body: { type: "error", error: { type: "not_found_error", message: "model: claude-nope" } } })
+        const missing = yield* post("claude-up", "a ".repeat(1000))
+        expect([missing.status, missing.body.error.type]).toEqual([404, "not_found_error"])
       }))
   })
 })
