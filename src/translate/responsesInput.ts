@@ -19,6 +19,7 @@ const MAPPED = new Set([
   "parallel_tool_calls",
   "text",
   "user",
+  "safety_identifier",
   "stream",
   "truncation",
   "reasoning",
@@ -32,7 +33,6 @@ const ADVISORY: Record<string, string> = {
   prompt_cache_key: "prompt caching hints have no equivalent",
   prompt_cache_retention: "prompt caching hints have no equivalent",
   client_metadata: "client metadata has no equivalent",
-  safety_identifier: "has no equivalent",
   service_tier: "service tiers differ between providers",
   stream_options: "has no equivalent"
 }

@@ -48,6 +48,7 @@ export const responsesRequestToChat = (body: Json, target: ChatTarget, policy: P
   const out: Json = { model: body.model, messages }
   if (input.maxOutputTokens !== undefined) out[target.maxTokensField] = input.maxOutputTokens
   for (const f of ["temperature", "top_p", "user", "stream"]) if (present(body, f)) out[f] = body[f]
+  if (present(body, "safety_identifier")) policy.drop("safety_identifier", "not every chat upstream has it")
   if (input.effortAsSent !== undefined) out.reasoning_effort = input.effortAsSent
   if (input.format?.type === "json_schema") {
     out.response_format = {

@@ -41,3 +41,19 @@ describe("user ids across styles", () => {
     expect(responsesRequestToChat({ model: "m", input: "hi", user: "end-user-7" }, chat, makePolicy()).user).toBe("end-user-7")
   })
 })
+
+describe("safety_identifier", () => {
+  it("is the end-user id towards messages, before user (then reported dropped); towards chat it is dropped", () => {
+    const chatBody = { model: "m", messages: [{ role: "user", content: "hi" }], safety_identifier: "sid-1" }
+    const policy = makePolicy()
+    expect(chatRequestToMessages(chatBody, messages, policy).metadata).toEqual({ user_id: "sid-1" })
+    expect(policy.dropped()).toEqual([])
+    const both = makePolicy()
+    expect(responsesRequestToMessages({ model: "m", input: "hi", user: "u-1", safety_identifier: "sid-1" }, messages, both).metadata)
+      .toEqual({ user_id: "sid-1" })
+    expect(both.dropped()).toEqual(["user"])
+    const toChat = makePolicy()
+    expect(responsesRequestToChat({ model: "m", input: "hi", safety_identifier: "sid-1" }, chat, toChat)).not.toHaveProperty("safety_identifier")
+    expect(toChat.dropped()).toEqual(["safety_identifier"])
+  })
+})
