@@ -3,6 +3,7 @@
  * Decoding it is the validation: a wrong file is refused at start with the path and the field named.
  */
 import { Schema } from "effect"
+import { BETA_NAME } from "../providers/protocolHeaders.ts"
 import { UsdAmount } from "./Money.ts"
 
 const Name = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._:@/-]*$/), Schema.maxLength(128))
@@ -41,6 +42,15 @@ export const ProviderConfig = Schema.Struct({
   }),
   /** Extra headers sent upstream (e.g. an organisation id). Values may use `${ENV_VAR}`. */
   headers: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.String }), { default: () => ({}) }),
+  /**
+   * The client's protocol headers this provider gets when it speaks the client's style (see
+   * providers/protocolHeaders.ts): `true` (default) every beta name of `anthropic-beta` / `openai-beta`
+   * and a non-default `anthropic-version`; `false` none; a list, only the beta names in it.
+   */
+  forward_betas: Schema.optionalWith(
+    Schema.Union(Schema.Boolean, Schema.Array(Schema.String.pipe(Schema.pattern(BETA_NAME)))),
+    { default: () => true }
+  ),
   timeouts: Schema.optionalWith(
     Schema.Struct({
       /** Establishing the TCP/TLS connection. */
