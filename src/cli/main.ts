@@ -18,6 +18,7 @@ import { human } from "./format.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
 import { type Operation, OperationFailed, run } from "./operations.ts"
 import { serve } from "./serve.ts"
+import { loggerLayer } from "../observability/Logging.ts"
 import { isWorker, supervise } from "./workers.ts"
 
 const json = Options.boolean("json").pipe(Options.withDescription("print the result as JSON"))
@@ -261,7 +262,8 @@ cli(process.argv).pipe(
   }),
   Effect.provide(NodeContext.layer),
   Logger.withMinimumLogLevel(logLevel),
-  // Logs go to stderr, so `--json` output on stdout stays parseable.
-  Effect.provide(Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ stderr: true }))),
+  // Logs go to stderr, so `--json` output on stdout stays parseable; JSON lines unless stderr is a
+  // terminal (`serve` then follows `log.format` of the configuration).
+  Effect.provide(loggerLayer()),
   NodeRuntime.runMain({ disableErrorReporting: false, disablePrettyLogger: true })
 )

@@ -1,0 +1,53 @@
+/**
+ * The log's two formats, both on stderr (stdout is for `--json` output): `json`, one object a line
+ * (`time`, `level`, `msg`, the line's annotations as fields, and `error`, a failure's cause on one
+ * line, no stack), and `pretty`, for people. `log.format` in tollgate.yaml chooses; unset, JSON unless
+ * stderr is a terminal.
+ */
+import { Cause, HashMap, Logger } from "effect"
+
+const MAX_DEPTH = 3
+
+const describe = (e: unknown, depth: number): string => {
+  if (Cause.isCause(e)) return oneLine(e)
+  if (e !== null && typeof e === "object" && "message" in e) {
+    const o = e as { readonly _tag?: unknown; readonly name?: unknown; readonly message?: unknown; readonly cause?: unknown }
+    const name = typeof o._tag === "string" ? o._tag : typeof o.name === "string" ? o.name : "Error"
+    const first = `${name}: ${String(o.message ?? "").split("\n")[0]}`
+    return o.cause !== undefined && o.cause !== null && depth < MAX_DEPTH ? `${first} (cause: ${describe(o.cause, depth + 1)})` : first
+  }
+  if (e !== null && typeof e === "object" && "_tag" in e) return String((e as { _tag: unknown })._tag)
+  return String(e).split("\n")[0]!
+}
+
+/** A cause on one line: each failure and defect as `Tag: message`, with the errors it wraps; no stack. */
+export const oneLine = (cause: Cause.Cause<unknown>): string => {
+  const parts = [...Cause.failures(cause), ...Cause.defects(cause)].map((e) => describe(e, 0))
+  if (parts.length === 0 && Cause.isInterrupted(cause)) return "interrupted"
+  return parts.join("; ")
+}
+
+const textOf = (message: unknown): string =>
+  Array.isArray(message) ? message.map(textOf).join(" ") : typeof message === "string" ? message : JSON.stringify(message) ?? String(message)
+
+const plain = (_: string, v: unknown) => (typeof v === "bigint" ? v.toString() : v)
+
+/** One JSON object a line on stderr. */
+export const jsonLogger = Logger.make<unknown, void>(({ annotations, cause, date, logLevel, message }) => {
+  const line: Record<string, unknown> = { time: date.toISOString(), level: logLevel.label.toLowerCase(), msg: textOf(message) }
+  for (const [key, value] of HashMap.toEntries(annotations)) line[key] = value
+  if (!Cause.isEmpty(cause)) line.error = oneLine(cause)
+  process.stderr.write(JSON.stringify(line, plain) + "\n")
+})
+
+export type LogFormat = "json" | "pretty"
+
+export const formatOf = (configured: LogFormat | undefined): LogFormat =>
+  configured ?? (process.stderr.isTTY ? "pretty" : "json")
+
+/** The logger layer for a format (the configured one, or the terminal's default). */
+export const loggerLayer = (configured?: LogFormat) =>
+  Logger.replace(
+    Logger.defaultLogger,
+    formatOf(configured) === "json" ? jsonLogger : Logger.prettyLogger({ stderr: true })
+  )
