@@ -18,7 +18,7 @@ import { human } from "./format.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
 import { type Operation, OperationFailed, run } from "./operations.ts"
 import { serve } from "./serve.ts"
-import { loggerLayer } from "../observability/Logging.ts"
+import { defaultLoggerLayer } from "../observability/Logging.ts"
 import { isWorker, supervise } from "./workers.ts"
 
 const json = Options.boolean("json").pipe(Options.withDescription("print the result as JSON"))
@@ -264,6 +264,6 @@ cli(process.argv).pipe(
   Logger.withMinimumLogLevel(logLevel),
   // Logs go to stderr, so `--json` output on stdout stays parseable; JSON lines unless stderr is a
   // terminal (`serve` then follows `log.format` of the configuration).
-  Effect.provide(loggerLayer()),
+  Effect.provide(defaultLoggerLayer),
   NodeRuntime.runMain({ disableErrorReporting: false, disablePrettyLogger: true })
 )

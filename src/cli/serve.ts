@@ -14,7 +14,7 @@ import { Reconciler } from "../gateway/Reconciler.ts"
 import { HttpLive } from "../http/Server.ts"
 import { MetricsPortLive } from "../http/MetricsHandlers.ts"
 import { GatewayLive } from "../main.ts"
-import { loggerLayer } from "../observability/Logging.ts"
+import { configuredLoggerLayer } from "../observability/Logging.ts"
 import { TracingLive } from "../observability/Tracing.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
 import { ReloadLive } from "./reload.ts"
@@ -72,6 +72,6 @@ export const ServeLive = Layer.mergeAll(BannerLive, DevKeyLive, OperatorLive, Ke
 export const serve = Effect.gen(function*() {
   const config = yield* GatewayConfig
   return yield* Layer.launch(ServeLive.pipe(Layer.provide(Layer.succeed(GatewayConfig, config)))).pipe(
-    Effect.provide(loggerLayer(config.file.log.format))
+    Effect.provide(configuredLoggerLayer(config.file.log.format))
   )
 }).pipe(Effect.provide(GatewayConfig.layer))

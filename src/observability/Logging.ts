@@ -35,7 +35,9 @@ const plain = (_: string, v: unknown) => (typeof v === "bigint" ? v.toString() :
 /** One JSON object a line on stderr. */
 export const jsonLogger = Logger.make<unknown, void>(({ annotations, cause, date, logLevel, message }) => {
   const line: Record<string, unknown> = { time: date.toISOString(), level: logLevel.label.toLowerCase(), msg: textOf(message) }
-  for (const [key, value] of HashMap.toEntries(annotations)) line[key] = value
+  // The request id first, then the other fields by name: the same order on every line.
+  const fields = HashMap.toEntries(annotations).sort(([a], [b]) => a === "request_id" ? -1 : b === "request_id" ? 1 : a < b ? -1 : 1)
+  for (const [key, value] of fields) line[key] = value
   if (!Cause.isEmpty(cause)) line.error = oneLine(cause)
   process.stderr.write(JSON.stringify(line, plain) + "\n")
 })
@@ -45,9 +47,12 @@ export type LogFormat = "json" | "pretty"
 export const formatOf = (configured: LogFormat | undefined): LogFormat =>
   configured ?? (process.stderr.isTTY ? "pretty" : "json")
 
-/** The logger layer for a format (the configured one, or the terminal's default). */
-export const loggerLayer = (configured?: LogFormat) =>
-  Logger.replace(
-    Logger.defaultLogger,
-    formatOf(configured) === "json" ? jsonLogger : Logger.prettyLogger({ stderr: true })
-  )
+const prettyLogger = Logger.prettyLogger({ stderr: true })
+const loggerOf = (format: LogFormat) => (format === "json" ? jsonLogger : prettyLogger)
+
+/** The terminal's default format in place of Effect's logger (the CLI installs it first). */
+export const defaultLoggerLayer = Logger.replace(Logger.defaultLogger, loggerOf(formatOf(undefined)))
+
+/** The configured format in place of the terminal's default. */
+export const configuredLoggerLayer = (configured: LogFormat | undefined) =>
+  Logger.replace(loggerOf(formatOf(undefined)), loggerOf(formatOf(configured)))
