@@ -6,7 +6,9 @@
  * whole server: they would be built for nobody.
  */
 import { FetchHttpClient } from "@effect/platform"
-import { OtlpSerialization, OtlpTracer } from "@effect/opentelemetry"
+// The modules themselves, not the package index, which would load the OpenTelemetry SDK as well.
+import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
+import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
 import { Config, Effect, Layer, Option } from "effect"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 
