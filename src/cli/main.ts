@@ -18,7 +18,7 @@ import { human } from "./format.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
 import { type Operation, OperationFailed, run } from "./operations.ts"
 import { serve } from "./serve.ts"
-import { defaultLoggerLayer } from "../observability/Logging.ts"
+import { configuredLoggerLayer, defaultLoggerLayer } from "../observability/Logging.ts"
 import { isWorker, supervise } from "./workers.ts"
 
 const json = Options.boolean("json").pipe(Options.withDescription("print the result as JSON"))
@@ -61,7 +61,11 @@ const serveCommand = Command.make("serve", { workers }, (o) =>
     const n = Option.getOrElse(o.workers, () => Number(process.env.TOLLGATE_WORKERS ?? 1))
     if (!Number.isInteger(n) || n < 1) return yield* exitWith(`--workers must be a whole number of at least 1 (got ${n})`)
     if (isWorker || n === 1) return yield* serve
-    return yield* supervise(n).pipe(Effect.provide(GatewayConfig.layer))
+    const config = yield* GatewayConfig.pipe(Effect.provide(GatewayConfig.layer))
+    return yield* supervise(n).pipe(
+      Effect.provide(Layer.succeed(GatewayConfig, config)),
+      Effect.provide(configuredLoggerLayer(config.file.log.format))
+    )
   })).pipe(
   Command.withDescription("start the gateway (embedded PGlite in TOLLGATE_DATA_DIR, or Postgres at DATABASE_URL)")
 )

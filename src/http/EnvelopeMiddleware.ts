@@ -14,6 +14,7 @@ import { Cause, Effect, Option } from "effect"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { oneLine } from "../observability/Logging.ts"
 import { RequestLog } from "../observability/RequestLog.ts"
+import { otlpEndpoint } from "../observability/Tracing.ts"
 import { currentRecord, newRecord } from "../observability/RequestRecord.ts"
 import { causeToEnvelope, envelopeResponse } from "./ErrorEnvelope.ts"
 import { currentRequestId, newRequestId } from "./RequestId.ts"
@@ -38,14 +39,16 @@ const pathOf = (url: string) => {
 const traceIdOf = Effect.map(Effect.option(Effect.currentSpan), (span) =>
   Option.isSome(span) && span.value.sampled && span.value.traceId !== "noop" ? span.value.traceId : undefined)
 
-export const EnvelopeMiddleware = HttpApiBuilder.middleware(Effect.map(RequestLog, (requestLog) => (app) =>
+export const EnvelopeMiddleware = HttpApiBuilder.middleware(Effect.map(Effect.all([RequestLog, otlpEndpoint]), ([requestLog, otlp]) => (app) =>
   Effect.gen(function*() {
     const requestId = newRequestId()
     const headers = { "x-request-id": requestId, "request-id": requestId }
     const request = yield* HttpServerRequest.HttpServerRequest
     const record = newRecord(requestId, request.method, pathOf(request.url))
-    const traceId = yield* traceIdOf
-    if (traceId !== undefined) record.traceId = traceId
+    if (Option.isSome(otlp)) {
+      const traceId = yield* traceIdOf
+      if (traceId !== undefined) record.traceId = traceId
+    }
     const response = yield* app.pipe(
       Effect.locally(currentRequestId, requestId),
       Effect.locally(currentRecord, record),
