@@ -8,6 +8,8 @@ import { Cause, HashMap, Logger } from "effect"
 
 const MAX_DEPTH = 3
 
+const plain = (_: string, v: unknown) => (typeof v === "bigint" ? v.toString() : v)
+
 const describe = (e: unknown, depth: number): string => {
   if (Cause.isCause(e)) return oneLine(e)
   if (e !== null && typeof e === "object" && "message" in e) {
@@ -27,17 +29,25 @@ export const oneLine = (cause: Cause.Cause<unknown>): string => {
   return parts.join("; ")
 }
 
+const isFields = (part: unknown): part is Record<string, unknown> =>
+  part !== null && typeof part === "object" && Object.getPrototypeOf(part) === Object.prototype
+
 const textOf = (message: unknown): string =>
-  Array.isArray(message) ? message.map(textOf).join(" ") : typeof message === "string" ? message : JSON.stringify(message) ?? String(message)
+  Array.isArray(message)
+    ? message.filter((part) => !isFields(part)).map(textOf).join(" ")
+    : typeof message === "string" ? message : JSON.stringify(message, plain) ?? String(message)
 
-const plain = (_: string, v: unknown) => (typeof v === "bigint" ? v.toString() : v)
-
-/** One JSON object a line on stderr. */
+/**
+ * One JSON object a line on stderr: `time`, `level`, `msg` (the message's text parts), the fields of
+ * the message's plain-object parts in their order (the access line's), the annotations (`request_id`
+ * first, the rest by name), and `error`.
+ */
 export const jsonLogger = Logger.make<unknown, void>(({ annotations, cause, date, logLevel, message }) => {
   const line: Record<string, unknown> = { time: date.toISOString(), level: logLevel.label.toLowerCase(), msg: textOf(message) }
+  if (Array.isArray(message)) for (const part of message) if (isFields(part)) Object.assign(line, part)
   // The request id first, then the other fields by name: the same order on every line.
   const fields = HashMap.toEntries(annotations).sort(([a], [b]) => a === "request_id" ? -1 : b === "request_id" ? 1 : a < b ? -1 : 1)
-  for (const [key, value] of fields) line[key] = value
+  for (const [key, value] of fields) if (!(key in line)) line[key] = value
   if (!Cause.isEmpty(cause)) line.error = oneLine(cause)
   process.stderr.write(JSON.stringify(line, plain) + "\n")
 })

@@ -60,10 +60,9 @@ export class RequestLog extends Effect.Service<RequestLog>()("Observability/Requ
         if (r.costNanos !== undefined) metrics.addCost(model, r.costNanos)
         if (r.code === "insufficient_quota") metrics.refusals.inc({ reason: "quota" })
         else if (r.code === "rate_limited") metrics.refusals.inc({ reason: "rate_limit" })
-        return Effect.annotateLogs(
-          Effect.logInfo(`${r.method} ${endpoint} ${r.status}`),
-          accessFields(r, endpoint, now)
-        )
+        // The fields travel as the message's second part, not as annotations: a dozen annotations
+        // cost tens of microseconds a request, this costs about one.
+        return Effect.logInfo(`${r.method} ${endpoint} ${r.status}`, accessFields(r, endpoint, now))
       })
 
     return { finish } as const
