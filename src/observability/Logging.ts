@@ -35,7 +35,11 @@ const isFields = (part: unknown): part is Record<string, unknown> =>
 const textOf = (message: unknown): string =>
   Array.isArray(message)
     ? message.filter((part) => !isFields(part)).map(textOf).join(" ")
-    : typeof message === "string" ? message : JSON.stringify(message, plain) ?? String(message)
+    : typeof message === "string"
+    ? message
+    : message !== null && typeof message === "object" && "message" in message
+    ? describe(message, 0)
+    : JSON.stringify(message, plain) ?? String(message)
 
 /**
  * One JSON object a line on stderr: `time`, `level`, `msg` (the message's text parts), the fields of
