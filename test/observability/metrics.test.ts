@@ -7,6 +7,7 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import { Keys } from "../../src/accounts/Keys.ts"
 import OpenAI from "openai"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { expectEnvelope, fetchJson } from "../security/support.ts"
@@ -35,7 +36,11 @@ const configFor = (url: string): ConfigFileEncoded => ({
       pricing: { input_per_mtok: "2", output_per_mtok: "8" }
     }
   },
-  server_options: { all: { models: ["gpt-up"] } }
+  server_options: {
+    all: { models: ["gpt-up"] },
+    limited: { models: ["gpt-up"], rate_limits: { requests_per_minute: 1 } }
+  },
+  default_server_option: "all"
 })
 
 const TestLayer = withFakeUpstream((url) => makeTestGateway(configFor(url)))
@@ -132,6 +137,19 @@ describe("metrics", () => {
         )
         expectEnvelope(r.status, r.body, { status: 429, code: "insufficient_quota" })
         expect(valueOf(yield* scrape(base), "tollgate_refusals_total", { reason: "quota" }) - before).toBe(1)
+      }))
+
+    it.effect("a call over the key's rate limit is a refusal counted as reason=rate_limit", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const keys = yield* Keys
+        const { secret } = yield* keys.issue({ quotaNanos: 10_000_000_000n, serverOption: "limited", issuedBy: "test" }).pipe(Effect.orDie)
+        const openai = new OpenAI({ apiKey: secret!, baseURL: `${base}/v1`, maxRetries: 0 })
+        const before = valueOf(yield* scrape(base), "tollgate_refusals_total", { reason: "rate_limit" })
+        const call = () => openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content: "hi" }] }).then(() => 200, (e) => e.status)
+        expect(yield* Effect.promise(call)).toBe(200)
+        expect(yield* Effect.promise(call)).toBe(429)
+        expect(valueOf(yield* scrape(base), "tollgate_refusals_total", { reason: "rate_limit" }) - before).toBe(1)
       }))
 
     it.effect("server.metrics_port serves the same metrics on loopback without a token, and nothing else", () =>
