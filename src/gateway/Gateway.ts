@@ -87,25 +87,26 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
           Effect.uninterruptibleMask((restore) =>
             Effect.gen(function*() {
               const inputEstimateTokens = cheapTokens(textOf(g.body))
+              // The quota check and StreamStarted: one span, `tollgate.admission`, when traces are exported.
               const admitted = Effect.gen(function*() {
-              const reservation = yield* admission.admit(g.key, worstCase(routed.bound, routed.prices))
-              yield* supervisor.enter(g.requestId)
-              const first = routed.candidates[0]!
-              const ticket = yield* billing.start({
-                requestId: g.requestId,
-                key: g.key,
-                model: g.model,
-                endpoint: g.endpoint,
-                stream: g.stream,
-                provider: first.deployment.providerName,
-                upstreamModel: first.deployment.upstreamModel,
-                prices: routed.prices,
-                reservation,
-                bound: routed.bound,
-                rateLimits: routed.rateLimits,
-                inputEstimateTokens
-              }).pipe(Effect.onError(() => supervisor.leave(g.requestId)))
-              return { reservation, ticket }
+                const reservation = yield* admission.admit(g.key, worstCase(routed.bound, routed.prices))
+                yield* supervisor.enter(g.requestId)
+                const first = routed.candidates[0]!
+                const ticket = yield* billing.start({
+                  requestId: g.requestId,
+                  key: g.key,
+                  model: g.model,
+                  endpoint: g.endpoint,
+                  stream: g.stream,
+                  provider: first.deployment.providerName,
+                  upstreamModel: first.deployment.upstreamModel,
+                  prices: routed.prices,
+                  reservation,
+                  bound: routed.bound,
+                  rateLimits: routed.rateLimits,
+                  inputEstimateTokens
+                }).pipe(Effect.onError(() => supervisor.leave(g.requestId)))
+                return { reservation, ticket }
               }).pipe(Effect.withSpan("tollgate.admission"))
               const { reservation, ticket } = yield* admitted
               const close = (exit: Exit.Exit<unknown, unknown>) =>
