@@ -203,7 +203,9 @@ export const TelemetrySection = Schema.Struct({
    * An OTLP/HTTP collector's base address (e.g. `http://127.0.0.1:4318`): traces go to its
    * `/v1/traces`. The environment's OTEL_EXPORTER_OTLP_ENDPOINT takes precedence. Unset, no traces.
    */
-  otlp_endpoint: Schema.optional(Schema.String.pipe(Schema.pattern(/^https?:\/\/\S+$/))),
+  otlp_endpoint: Schema.optional(
+    Schema.String.pipe(Schema.pattern(/^https?:\/\/\S+$/, { message: () => "Expected an http:// or https:// address" }))
+  ),
   /** The `service.name` of the spans. */
   service_name: Schema.optionalWith(Schema.String.pipe(Schema.minLength(1)), { default: () => "tollgate" })
 })
