@@ -106,6 +106,9 @@ describe("access log and traces of tollgate serve", () => {
       new OpenAI({ apiKey: poor.key, baseURL: `${base}/v1`, maxRetries: 0 }).chat.completions.create({ model: "mock-gpt", max_tokens: 1000, messages })
     ))!
     expect([missing.status, badKey.status, invalid.status, refused.status]).toEqual([404, 401, 400, 429])
+    const vendor = await tollgateJson(["vendors", "create", "--name", "Acme", "--scopes", "server-options:read", "--server-options", "default"], env)
+    const options = await fetch(`${base}/api/server-options`, { headers: { authorization: `Bearer ${vendor.token}` } })
+    expect(options.status).toBe(200)
 
     const lineOf = async (requestId: string) =>
       waitFor(`the access line of ${requestId}`, () => logLines(server).find((l) => l.request_id === requestId && l.status !== undefined))
@@ -136,6 +139,11 @@ describe("access log and traces of tollgate serve", () => {
     expect((await lineOf(badKey.requestID!)).key_id).toBeUndefined()
     expect(await lineOf(invalid.requestID!)).toMatchObject({ key_id: key.id, status: 400 })
     expect(await lineOf(refused.requestID!)).toMatchObject({ key_id: poor.id, status: 429, code: "insufficient_quota" })
+    expect(await lineOf(options.headers.get("x-request-id")!)).toMatchObject({
+      vendor_id: vendor.vendor_id,
+      endpoint: "/api/server-options",
+      status: 200
+    })
 
     // Spans: the server span of the call, with its admission, upstream attempt and ledger appends as children.
     const traceId = okLine.trace_id as string
@@ -152,7 +160,7 @@ describe("access log and traces of tollgate serve", () => {
     await stop(server)
     const stderr = server.output().stderr
     for (const line of stderr.split("\n").filter((l) => l !== "")) expect(() => JSON.parse(line), line).not.toThrow()
-    for (const secret of [key.key, poor.key, "tg_wrong_key_123", PROMPT]) expect(stderr).not.toContain(secret)
+    for (const secret of [key.key, poor.key, vendor.token, "tg_wrong_key_123", PROMPT]) expect(stderr).not.toContain(secret)
     expect(stderr).not.toMatch(/authorization|bearer/i)
     expect(JSON.stringify(collector.spans)).not.toContain(PROMPT)
   }, T)
