@@ -1,9 +1,10 @@
 /**
  * The Prometheus metrics through the real HTTP surface: `GET /metrics` only with the operator's token
- * (401 in the envelope otherwise), the loopback `server.metrics_port` without one, and the counters and
- * histograms moving after traffic from the official `openai` client: requests by endpoint, model,
- * status and style, latency and time to first chunk, upstream attempts, retries, failovers and errors,
- * tokens and cost, quota refusals, the event writer's batches.
+ * (401 in the envelope otherwise, 404 when none is configured), the loopback `server.metrics_port`
+ * without one, and the counters and histograms moving after traffic from the official `openai` client:
+ * requests by endpoint, model, status and style, latency and time to first chunk, upstream attempts,
+ * retries, failovers and errors, tokens and cost, quota and rate-limit refusals, the event writer's
+ * batches.
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
@@ -13,7 +14,7 @@ import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { expectEnvelope, fetchJson } from "../security/support.ts"
 import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
 import { freePort } from "../support/Processes.ts"
-import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
+import { baseUrl, issueKey, makeTestGateway, TestGateway } from "../support/TestGateway.ts"
 import { valueOf } from "./support.ts"
 
 const OPERATOR_TOKEN = "operator-token-for-the-metrics-test-0123456789"
@@ -161,6 +162,20 @@ describe("metrics", () => {
         expect(valueOf(r.text, "tollgate_requests_total", { endpoint: "/metrics", status: "200" })).toBeGreaterThan(0)
         const other = yield* Effect.promise(() => fetch(`${port}/v1/models`).then((res) => res.status))
         expect(other).toBe(404)
+      }))
+  })
+})
+
+describe("metrics without an operator token", () => {
+  layer(TestGateway, { timeout: 60_000, excludeTestServices: true })((it) => {
+    it.effect("GET /metrics does not exist, whatever is sent", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        for (const headers of [{}, { authorization: `Bearer ${secret}` }, { authorization: `Bearer ${OPERATOR_TOKEN}` }]) {
+          const r = yield* Effect.promise(() => fetchJson(`${base}/metrics`, { headers }))
+          expectEnvelope(r.status, r.body, { status: 404, code: "operator_endpoint_off" }, JSON.stringify(headers))
+        }
       }))
   })
 })
