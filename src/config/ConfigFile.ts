@@ -179,7 +179,13 @@ export const ServerSection = Schema.Struct({
    * The credential of `GET /operator/status` (this process's load), as `Authorization: Bearer`; at least
    * 32 characters, e.g. `${TOLLGATE_OPERATOR_TOKEN}`. Unset, that endpoint does not exist.
    */
-  operator_token: Schema.optional(Schema.Redacted(Schema.String.pipe(Schema.minLength(32))))
+  operator_token: Schema.optional(Schema.Redacted(Schema.String.pipe(Schema.minLength(32)))),
+  /**
+   * A second listener, on 127.0.0.1 at this port, that serves `GET /metrics` without a token (for a
+   * Prometheus on the same host or in the same pod). Unset, there is none: `/metrics` is then served
+   * on the main port behind `operator_token` only.
+   */
+  metrics_port: Schema.optional(Schema.Int.pipe(Schema.between(1, 65535)))
 })
 
 export const BillingSection = Schema.Struct({
@@ -196,6 +202,25 @@ export const BillingSection = Schema.Struct({
 export type BillingSection = typeof BillingSection.Type
 const defaultBilling = { commit_wait_ms: 2_000, checkpoint_interval_ms: 5_000, spool_retry_max_ms: 10_000 }
 
+export const LogSection = Schema.Struct({
+  /** `json`: one JSON object a line; `pretty`: for people. Unset: JSON unless stderr is a terminal. */
+  format: Schema.optional(Schema.Literal("json", "pretty"))
+})
+export type LogSection = typeof LogSection.Type
+
+export const TelemetrySection = Schema.Struct({
+  /**
+   * An OTLP/HTTP collector's base address (e.g. `http://127.0.0.1:4318`): traces go to its
+   * `/v1/traces`. The environment's OTEL_EXPORTER_OTLP_ENDPOINT takes precedence. Unset, no traces.
+   */
+  otlp_endpoint: Schema.optional(
+    Schema.String.pipe(Schema.pattern(/^https?:\/\/\S+$/, { message: () => "Expected an http:// or https:// address" }))
+  ),
+  /** The `service.name` of the spans. */
+  service_name: Schema.optionalWith(Schema.String.pipe(Schema.minLength(1)), { default: () => "tollgate" })
+})
+export type TelemetrySection = typeof TelemetrySection.Type
+
 export const ConfigFile = Schema.Struct({
   server: Schema.optionalWith(ServerSection, {
     default: () => ({
@@ -209,6 +234,8 @@ export const ConfigFile = Schema.Struct({
     })
   }),
   billing: Schema.optionalWith(BillingSection, { default: () => defaultBilling }),
+  log: Schema.optionalWith(LogSection, { default: () => ({}) }),
+  telemetry: Schema.optionalWith(TelemetrySection, { default: () => ({ service_name: "tollgate" }) }),
   providers: Schema.Record({ key: Name, value: ProviderConfig }),
   models: Schema.Record({ key: ModelName, value: ModelConfig }),
   server_options: Schema.Record({ key: Name, value: ServerOptionConfig }),

@@ -14,6 +14,7 @@ import type { ProtocolHeaders } from "../providers/Upstream.ts"
 import { betaNames } from "../providers/protocolHeaders.ts"
 import { ACCEPTED_ANTHROPIC_VERSIONS, ANTHROPIC_VERSION } from "../wire/messages.ts"
 import { bodyLimitsOf, decodeFields, readJsonObject } from "./body.ts"
+import { note } from "../observability/RequestRecord.ts"
 import { mapGatewayErrors } from "./gatewayErrors.ts"
 import { currentRequestId } from "./RequestId.ts"
 
@@ -82,6 +83,10 @@ export const makeGenerationHandler = Effect.gen(function*() {
         if (!key) return yield* new AuthenticationFailed({ message: "Invalid API key.", code: "invalid_api_key" })
         const body = yield* readJsonObject(request, limits)
         const fields = fieldsOf(yield* decode(body.json))
+        yield* note((r) => {
+          r.model = fields.model
+          r.stream = fields.stream
+        })
         if (fields.model === "") {
           return yield* new InvalidRequest({
             message: "`model` is required: this key has no default model for this endpoint.",

@@ -13,13 +13,14 @@ import { Vendors } from "../../src/accounts/Vendors.ts"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { GatewayConfig } from "../../src/config/GatewayConfig.ts"
 import { Reconciler } from "../../src/gateway/Reconciler.ts"
+import { MetricsPortLive } from "../../src/http/MetricsHandlers.ts"
 import { HttpAppLive, NodeServerLive } from "../../src/http/Server.ts"
 import { makeGatewayLive } from "../../src/main.ts"
 import { Upstreams } from "../../src/providers/Upstreams.ts"
 import { TestDatabase } from "./TestDatabase.ts"
 
 export const makeTestGateway = (file?: ConfigFileEncoded, upstreams: Layer.Layer<Upstreams> = Upstreams.Default) =>
-  Layer.mergeAll(HttpAppLive, KeyChangeListener, Reconciler.Default).pipe(
+  Layer.mergeAll(HttpAppLive, KeyChangeListener, Reconciler.Default, MetricsPortLive).pipe(
     Layer.provideMerge(NodeServerLive),
     Layer.provideMerge(makeGatewayLive(upstreams)),
     Layer.provideMerge(TestDatabase),
