@@ -91,3 +91,20 @@ replay_verdict() {
   r=$(env "$@" node "$ROOT/bin/tollgate.mjs" replay --verify --json 2>&1 || true)
   node -e 'try{const r=JSON.parse(process.argv[1]);console.log((r.ok?"clean":"MISMATCH")+", "+(r.events??r.events_replayed??"?")+" events")}catch{console.log("failed: "+process.argv[1].slice(0,300))}' "$r"
 }
+
+# Portkey's open-source gateway, when installed (../shared/bench/peers/install-portkey.sh puts it in
+# /tmp/peers/portkey; PORTKEY_DIR overrides): starts it on a free port; sets P_PORTKEY and PORTKEY_PID,
+# or returns 1 when it is not installed.
+PORTKEY_DIR="${PORTKEY_DIR:-/tmp/peers/portkey}"
+start_portkey() {
+  local server="$PORTKEY_DIR/node_modules/@portkey-ai/gateway/build/start-server.js"
+  [[ -f "$server" ]] || return 1
+  P_PORTKEY=$(free_port)
+  (cd "$PORTKEY_DIR" && NODE_ENV=production exec node "$server" --port="$P_PORTKEY" --headless) >"$WORK/portkey.log" 2>&1 &
+  PORTKEY_PID=$!
+  PIDS+=($PORTKEY_PID)
+  wait_http "http://127.0.0.1:$P_PORTKEY/"
+}
+# Portkey's per-request routing headers towards the mock upstream (its open-source build has no config file).
+portkey_headers() { printf 'x-portkey-provider: openai\nx-portkey-custom-host: http://127.0.0.1:%s/v1' "$1"; }
+portkey_messages_headers() { printf 'x-portkey-provider: anthropic\nx-portkey-custom-host: http://127.0.0.1:%s/v1' "$1"; }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# npm run bench:profile [-- chat|stream] : one Tollgate process on Postgres behind the harness's mock,
-# under 50 connections for PROFILE_SECONDS (8) after a 2 s warm-up, with `node --cpu-prof`. Prints
+# npm run bench:profile [-- chat|stream|paced] : one Tollgate process on Postgres behind the harness's
+# mock, under 50 connections (paced: PROFILE_CONNS streams, 1000, of 20 chunks 250 ms apart) for
+# PROFILE_SECONDS (8) after a 2 s warm-up, with `node --cpu-prof`. Prints
 # req/s, the CPU Tollgate and Postgres used (in cores), peak RSS, and the profile's self time by
 # package and by function; the .cpuprofile is kept under bench/results/ (open it in Chrome DevTools).
 # This is the tool behind the "what each change bought" figures in the README. Loopback only;
@@ -14,6 +15,7 @@ copy_harness
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 pg_ticks() { local t=0; for p in $(pgrep -u postgres postgres || true); do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo "$t"; }
 
+[[ "$TEST" == paced ]] && export MOCK_DELAY_MS=250
 start_mock
 P_TG=$(free_port)
 one_model_config
@@ -32,7 +34,8 @@ load() { # seconds
     WRK_BODY_FILE="$WORK/body.json" timeout $(($1 + 20)) wrk -t1 -c50 -d"${1}s" --timeout 10s -s "$WORK/harness/wrk-post.lua" \
       -H "Authorization: Bearer $KEY" "http://127.0.0.1:$P_TG/v1/chat/completions" | grep '^WRK_JSON' | sed 's/^WRK_JSON //'
   else
-    node "$WORK/harness/sse-load.mjs" --url "http://127.0.0.1:$P_TG" -c 50 -d "$1" --header "Authorization: Bearer $KEY" --json
+    local c=50; [[ "$TEST" == paced ]] && c="${PROFILE_CONNS:-1000}"
+    node "$WORK/harness/sse-load.mjs" --url "http://127.0.0.1:$P_TG" -c "$c" -d "$1" --timeout 60 --header "Authorization: Bearer $KEY" --json
   fi
 }
 load 2 >/dev/null

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# npm run bench: the Node floor proxy, the mock upstream and Tollgate (on Postgres with one process and
-# with `--workers 2`, and on the embedded default) measured back to back with the shared harness
+# npm run bench (after bench/paced.sh): the Node floor proxy, the mock upstream, Tollgate (on Postgres
+# with one process and with `--workers 2`, and on the embedded default) and Portkey when installed,
+# measured back to back with the shared harness
 # (../shared/bench): non-streamed chat, chat streams (20 chunks) and messages streams, 50 connections,
 # one table with ratios to the floor and RSS, written to bench/results/<time>/summary.md. Then, per
 # Tollgate target, an accounting run (a fixed number of requests, none cut off) whose Billed events must
@@ -62,6 +63,15 @@ for t in $TARGETS; do
   up="$(echo "$t" | tr '[:lower:]' '[:upper:]')"
   HARNESS_ENV+=(BENCH_API_KEY_TOLLGATE_$up="${KEY[$t]}" BENCH_PID_TOLLGATE_$up="${PID[$t]}")
 done
+
+# Portkey's open-source gateway beside them, when installed (no billing, no database: a lower bound of a gateway's cost).
+if start_portkey; then
+  HARNESS_TARGETS+=(portkey="http://127.0.0.1:$P_PORTKEY")
+  HARNESS_ENV+=(BENCH_API_KEY_PORTKEY=bench BENCH_PID_PORTKEY="$PORTKEY_PID"
+    BENCH_HEADERS_PORTKEY="$(portkey_headers "$P_MOCK")" BENCH_HEADERS_PORTKEY_MESSAGES="$(portkey_messages_headers "$P_MOCK")")
+else
+  echo "portkey: not installed in $PORTKEY_DIR (../shared/bench/peers/install-portkey.sh), left out" >&2
+fi
 
 mkdir -p "$OUT"
 env "${HARNESS_ENV[@]}" OUT_DIR="$OUT" bash "$WORK/harness/run-bench.sh" "${HARNESS_TARGETS[@]}"

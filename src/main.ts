@@ -15,13 +15,17 @@ import { Heartbeat } from "./gateway/Heartbeat.ts"
 import { RequestSupervisor } from "./gateway/RequestSupervisor.ts"
 import { TokenCount } from "./gateway/TokenCount.ts"
 import { EventLog } from "./ledger/EventLog.ts"
+import { Metrics } from "./observability/Metrics.ts"
+import { RequestLog } from "./observability/RequestLog.ts"
 import { Spool } from "./ledger/Spool.ts"
 import { Upstreams } from "./providers/Upstreams.ts"
 
 /** Accounts and ledger over a database and a config. */
 export const AccountsLive = Layer.mergeAll(Keys.Default, Vendors.Default, UsageReport.Default, KeyStore.Default).pipe(
   Layer.provideMerge(Layer.mergeAll(Admission.Default, Catalog.layer)),
-  Layer.provideMerge(EventLog.Default)
+  Layer.provideMerge(EventLog.Default),
+  // The metrics of this server, held by every service that counts something (observability/Metrics.ts).
+  Layer.provideMerge(Metrics.Default)
 )
 
 /**
@@ -29,7 +33,8 @@ export const AccountsLive = Layer.mergeAll(Keys.Default, Vendors.Default, UsageR
  * own); the spool keeps bills the log could not take in time.
  */
 export const makeGatewayLive = <E, R>(upstreams: Layer.Layer<Upstreams, E, R>) =>
-  Layer.merge(Gateway.Default, TokenCount.Default).pipe(
+  Layer.mergeAll(Gateway.Default, TokenCount.Default).pipe(
+    Layer.provideMerge(RequestLog.Default),
     Layer.provideMerge(Billing.Default),
     // The supervisor holds the heartbeat, so the heartbeat stops only after the requests have drained.
     Layer.provideMerge(Layer.mergeAll(upstreams, RequestSupervisor.Default.pipe(Layer.provideMerge(Heartbeat.Default)), Spool.Default)),

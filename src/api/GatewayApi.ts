@@ -1,12 +1,13 @@
 /**
  * The whole HTTP surface: the endpoints of the spec in five groups, health probes and the operator's
- * status. Definitions only; `GET /openapi.json` serves the OpenAPI document generated from them.
+ * status, the metrics. Definitions only; `GET /openapi.json` serves the OpenAPI document generated from them.
  */
 import { HttpApi, OpenApi } from "@effect/platform"
 import { AnthropicApi } from "./AnthropicApi.ts"
 import { DiscoveryApi } from "./DiscoveryApi.ts"
 import { HealthApi } from "./HealthApi.ts"
 import { OpenAiApi } from "./OpenAiApi.ts"
+import { MetricsApi } from "./MetricsApi.ts"
 import { OperatorApi } from "./OperatorApi.ts"
 import { UsageApi } from "./UsageApi.ts"
 import { VendorApi } from "./VendorApi.ts"
@@ -18,6 +19,7 @@ export class GatewayApi extends HttpApi.make("tollgate")
   .add(UsageApi)
   .add(VendorApi)
   .add(OperatorApi)
+  .add(MetricsApi)
   .add(HealthApi)
   .annotate(OpenApi.Title, "Tollgate")
   .annotate(OpenApi.Description, "A model gateway: OpenAI- and Anthropic-style APIs, SSE streaming, exactly-once billing into an append-only event log.")

@@ -24,6 +24,7 @@ import { serve } from "./serve.ts"
 import { type CommandTree, commandPath, fullUsage, toleratePipeClose, withTerminalConsole } from "./terminal.ts"
 import { SqlError } from "@effect/sql/SqlError"
 import { databaseName } from "../db/describe.ts"
+import { configuredLoggerLayer, defaultLoggerLayer } from "../observability/Logging.ts"
 import { line, locate, withDatabase } from "./where.ts"
 import { isWorker, supervise } from "./workers.ts"
 
@@ -74,7 +75,11 @@ const serveCommand = Command.make("serve", { workers }, (o) =>
     const n = Option.getOrElse(o.workers, () => Number(process.env.TOLLGATE_WORKERS ?? 1))
     if (!Number.isInteger(n) || n < 1) return yield* exitWith(`--workers must be a whole number of at least 1 (got ${n})`)
     if (isWorker || n === 1) return yield* serve
-    return yield* supervise(n).pipe(Effect.provide(GatewayConfig.layer))
+    const config = yield* GatewayConfig.pipe(Effect.provide(GatewayConfig.layer))
+    return yield* supervise(n).pipe(
+      Effect.provide(Layer.succeed(GatewayConfig, config)),
+      Effect.provide(configuredLoggerLayer(config.file.log.format))
+    )
   })).pipe(
   Command.withDescription("start the gateway (Postgres at DATABASE_URL, or the embedded database in TOLLGATE_DATA_DIR)")
 )
@@ -316,7 +321,8 @@ cli(process.argv).pipe(
   }),
   Effect.provide(NodeContext.layer),
   Logger.withMinimumLogLevel(logLevel),
-  // Logs go to stderr, so `--json` output on stdout stays parseable.
-  Effect.provide(Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ stderr: true }))),
+  // Logs go to stderr, so `--json` output on stdout stays parseable; JSON lines unless stderr is a
+  // terminal (`serve` then follows `log.format` of the configuration).
+  Effect.provide(defaultLoggerLayer),
   NodeRuntime.runMain({ disableErrorReporting: false, disablePrettyLogger: true })
 )

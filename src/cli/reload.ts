@@ -2,7 +2,7 @@
  * SIGHUP re-reads the configuration file: its providers, models, prices and Server Options take effect
  * for the next requests, while calls in flight finish on what they were routed to. A file that does
  * not pass the checks of a start is refused, with the same message, and the running configuration
- * stays. `server.*` and `billing.*` are read at start only: a reload that changes them says so. At
+ * stays. `server.*`, `billing.*`, `log.*` and `telemetry.*` are read at start only: a reload that changes them says so. At
  * start and after each reload, keys the configuration has left behind are named (accounts/keysAdrift.ts).
  */
 import { Effect, Layer, Runtime } from "effect"
@@ -16,7 +16,7 @@ const structurallyEqual = (a: unknown, b: unknown) => text(a) === text(b)
 
 /** What a reload cannot apply: the sections read at start only, when the new file changes them. */
 const startOnly = (running: ConfigFile, next: ConfigFile) =>
-  (["server", "billing"] as const).filter((section) => !structurallyEqual(running[section], next[section]))
+  (["server", "billing", "log", "telemetry"] as const).filter((section) => !structurallyEqual(running[section], next[section]))
 
 export const ReloadLive = Layer.scopedDiscard(Effect.gen(function*() {
   const config = yield* GatewayConfig

@@ -12,7 +12,10 @@ import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as Database from "../db/Database.ts"
 import { Reconciler } from "../gateway/Reconciler.ts"
 import { HttpLive } from "../http/Server.ts"
+import { MetricsPortLive } from "../http/MetricsHandlers.ts"
 import { GatewayLive } from "../main.ts"
+import { configuredLoggerLayer } from "../observability/Logging.ts"
+import { TracingLive } from "../observability/Tracing.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
 import { ReloadLive } from "./reload.ts"
 
@@ -55,17 +58,20 @@ const OperatorLive = Layer.unwrapEffect(Effect.gen(function*() {
   return db.backend === "pglite" ? OperatorEndpoint.layer(config.dataDir) : Layer.empty
 }))
 
-export const ServeLive = Layer.mergeAll(BannerLive, DevKeyLive, OperatorLive, KeyChangeListener, Reconciler.Default, ReloadLive).pipe(
+export const ServeLive = Layer.mergeAll(BannerLive, DevKeyLive, OperatorLive, KeyChangeListener, Reconciler.Default, ReloadLive, MetricsPortLive).pipe(
   Layer.provideMerge(HttpLive),
   Layer.provideMerge(GatewayLive),
   // A `--workers` worker finds the database migrated by its primary.
   Layer.provideMerge(cluster.isWorker ? Database.unmigrated : Database.layer),
-  Layer.provideMerge(GatewayConfig.layer),
+  // Spans go to an OTLP collector if one is configured; otherwise they are off (observability/Tracing.ts).
+  Layer.provide(TracingLive),
   Layer.provide(NodeContext.layer)
 )
 
-/**
- * No trace exporter is configured, so spans (Effect's and @effect/sql's, one per statement) would be
- * built for nobody: they are switched off for the whole server.
- */
-export const serve = Layer.launch(ServeLive.pipe(Layer.provide(Layer.setTracerEnabled(false))))
+/** The configuration is read first: it chooses the log's format (`log.format`) for all that follows. */
+export const serve = Effect.gen(function*() {
+  const config = yield* GatewayConfig
+  return yield* Layer.launch(ServeLive.pipe(Layer.provide(Layer.succeed(GatewayConfig, config)))).pipe(
+    Effect.provide(configuredLoggerLayer(config.file.log.format))
+  )
+}).pipe(Effect.provide(GatewayConfig.layer))

@@ -3,6 +3,7 @@
  * Decoding it is the validation: a wrong file is refused at start with the path and the field named.
  */
 import { Schema } from "effect"
+import { BETA_NAME } from "../providers/protocolHeaders.ts"
 import { UsdAmount } from "./Money.ts"
 
 const Name = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._:@/-]*$/), Schema.maxLength(128))
@@ -41,6 +42,15 @@ export const ProviderConfig = Schema.Struct({
   }),
   /** Extra headers sent upstream (e.g. an organisation id). Values may use `${ENV_VAR}`. */
   headers: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.String }), { default: () => ({}) }),
+  /**
+   * The client's protocol headers this provider gets when it speaks the client's style (see
+   * providers/protocolHeaders.ts): `true` (default) every beta name of `anthropic-beta` / `openai-beta`
+   * and a non-default `anthropic-version`; `false` none; a list, only the beta names in it.
+   */
+  forward_betas: Schema.optionalWith(
+    Schema.Union(Schema.Boolean, Schema.Array(Schema.String.pipe(Schema.pattern(BETA_NAME)))),
+    { default: () => true }
+  ),
   timeouts: Schema.optionalWith(
     Schema.Struct({
       /** Establishing the TCP/TLS connection. */
@@ -134,7 +144,7 @@ const defaultRetries = { attempts_per_deployment: 2, max_attempts: 4, base_delay
 
 /** The defaults of the connection limits (see docs/security.md). */
 export const serverDefaults = {
-  max_connections: 1024,
+  max_connections: 16_384,
   headers_timeout_ms: 10_000,
   body_timeout_ms: 30_000,
   request_timeout_ms: 120_000,
@@ -169,7 +179,13 @@ export const ServerSection = Schema.Struct({
    * The credential of `GET /operator/status` (this process's load), as `Authorization: Bearer`; at least
    * 32 characters, e.g. `${TOLLGATE_OPERATOR_TOKEN}`. Unset, that endpoint does not exist.
    */
-  operator_token: Schema.optional(Schema.Redacted(Schema.String.pipe(Schema.minLength(32))))
+  operator_token: Schema.optional(Schema.Redacted(Schema.String.pipe(Schema.minLength(32)))),
+  /**
+   * A second listener, on 127.0.0.1 at this port, that serves `GET /metrics` without a token (for a
+   * Prometheus on the same host or in the same pod). Unset, there is none: `/metrics` is then served
+   * on the main port behind `operator_token` only.
+   */
+  metrics_port: Schema.optional(Schema.Int.pipe(Schema.between(1, 65535)))
 })
 
 export const BillingSection = Schema.Struct({
@@ -186,6 +202,25 @@ export const BillingSection = Schema.Struct({
 export type BillingSection = typeof BillingSection.Type
 const defaultBilling = { commit_wait_ms: 2_000, checkpoint_interval_ms: 5_000, spool_retry_max_ms: 10_000 }
 
+export const LogSection = Schema.Struct({
+  /** `json`: one JSON object a line; `pretty`: for people. Unset: JSON unless stderr is a terminal. */
+  format: Schema.optional(Schema.Literal("json", "pretty"))
+})
+export type LogSection = typeof LogSection.Type
+
+export const TelemetrySection = Schema.Struct({
+  /**
+   * An OTLP/HTTP collector's base address (e.g. `http://127.0.0.1:4318`): traces go to its
+   * `/v1/traces`. The environment's OTEL_EXPORTER_OTLP_ENDPOINT takes precedence. Unset, no traces.
+   */
+  otlp_endpoint: Schema.optional(
+    Schema.String.pipe(Schema.pattern(/^https?:\/\/\S+$/, { message: () => "Expected an http:// or https:// address" }))
+  ),
+  /** The `service.name` of the spans. */
+  service_name: Schema.optionalWith(Schema.String.pipe(Schema.minLength(1)), { default: () => "tollgate" })
+})
+export type TelemetrySection = typeof TelemetrySection.Type
+
 export const ConfigFile = Schema.Struct({
   server: Schema.optionalWith(ServerSection, {
     default: () => ({
@@ -199,6 +234,8 @@ export const ConfigFile = Schema.Struct({
     })
   }),
   billing: Schema.optionalWith(BillingSection, { default: () => defaultBilling }),
+  log: Schema.optionalWith(LogSection, { default: () => ({}) }),
+  telemetry: Schema.optionalWith(TelemetrySection, { default: () => ({ service_name: "tollgate" }) }),
   providers: Schema.Record({ key: Name, value: ProviderConfig }),
   models: Schema.Record({ key: ModelName, value: ModelConfig }),
   server_options: Schema.Record({ key: Name, value: ServerOptionConfig }),

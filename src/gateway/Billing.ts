@@ -14,6 +14,7 @@ import { EventLog, LedgerUnavailable } from "../ledger/EventLog.ts"
 import { type Endpoint, streamOf } from "../ledger/events.ts"
 import { landOnce } from "../ledger/landOnce.ts"
 import { Spool } from "../ledger/Spool.ts"
+import { note } from "../observability/RequestRecord.ts"
 import type { UpstreamEndpoint } from "../providers/Upstream.ts"
 import type { Usage } from "../wire/usage.ts"
 import type { CallBound } from "./Bound.ts"
@@ -93,6 +94,7 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
       const estimate = settled.estimate ? { basis: settled.estimate.basis, estimator: settled.estimate.estimator } : {}
       return {
         cost,
+        usage,
         entry: {
           streamId: streamOf.request(t.requestId),
           metadata: { request_id: t.requestId },
@@ -158,6 +160,7 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
           ...(r.rateLimits ? { rate_limits: r.rateLimits } : {})
         }]
       }).pipe(
+        Effect.withSpan("tollgate.ledger.append", { attributes: { "tollgate.events": "StreamStarted" } }),
         Effect.as(ticket),
         Effect.catchTags({
           StreamConflict: () => Effect.succeed(ticket),
@@ -242,9 +245,16 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
         t.billed = true
         return Effect.gen(function*() {
           const started = yield* Clock.currentTimeMillis
-          const { cost, entry } = closingOf(t, settled, new Date(started).toISOString())
+          const { cost, entry, usage } = closingOf(t, settled, new Date(started).toISOString())
+          yield* note((r) => {
+            r.inputTokens = usage.input_tokens
+            r.outputTokens = usage.output_tokens
+            r.costNanos = cost.total_nanos
+          })
           const wait = Math.max(1, within)
-          const appended = yield* Effect.either(log.append({ ...entry, expectedVersion: t.version }, { confirmWithinMs: wait }))
+          const appended = yield* Effect.either(log.append({ ...entry, expectedVersion: t.version }, { confirmWithinMs: wait })).pipe(
+            Effect.withSpan("tollgate.ledger.append", { attributes: { "tollgate.events": "UsageReported, Billed" } })
+          )
           if (appended._tag === "Left") {
             const e = appended.left
             // The head moved (a checkpoint landed unconfirmed, or an earlier attempt of this very append

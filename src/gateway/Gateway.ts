@@ -12,6 +12,9 @@ import { Catalog } from "../accounts/Catalog.ts"
 import type { QuotaExceeded } from "../accounts/errors.ts"
 import { costOf, type PriceSheet, zeroUsage } from "../accounts/Pricing.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { observeAttempts } from "../observability/attempts.ts"
+import { Metrics } from "../observability/Metrics.ts"
+import { RequestLog } from "../observability/RequestLog.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
 import { attempt, type Json } from "../translate/Untranslatable.ts"
 import { textOf } from "../wire/text.ts"
@@ -56,8 +59,11 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
     const supervisor = yield* RequestSupervisor
     const config = yield* GatewayConfig
     const policy = config.file.server.retries
+    const metrics = yield* Metrics
     const runStream = streamCall({
       upstreams,
+      metrics,
+      requestLog: yield* RequestLog,
       billing,
       supervisor,
       policy,
@@ -81,23 +87,28 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
           Effect.uninterruptibleMask((restore) =>
             Effect.gen(function*() {
               const inputEstimateTokens = cheapTokens(textOf(g.body))
-              const reservation = yield* admission.admit(g.key, worstCase(routed.bound, routed.prices))
-              yield* supervisor.enter(g.requestId)
-              const first = routed.candidates[0]!
-              const ticket = yield* billing.start({
-                requestId: g.requestId,
-                key: g.key,
-                model: g.model,
-                endpoint: g.endpoint,
-                stream: g.stream,
-                provider: first.deployment.providerName,
-                upstreamModel: first.deployment.upstreamModel,
-                prices: routed.prices,
-                reservation,
-                bound: routed.bound,
-                rateLimits: routed.rateLimits,
-                inputEstimateTokens
-              }).pipe(Effect.onError(() => supervisor.leave(g.requestId)))
+              // The quota check and StreamStarted: one span, `tollgate.admission`, when traces are exported.
+              const admitted = Effect.gen(function*() {
+                const reservation = yield* admission.admit(g.key, worstCase(routed.bound, routed.prices))
+                yield* supervisor.enter(g.requestId)
+                const first = routed.candidates[0]!
+                const ticket = yield* billing.start({
+                  requestId: g.requestId,
+                  key: g.key,
+                  model: g.model,
+                  endpoint: g.endpoint,
+                  stream: g.stream,
+                  provider: first.deployment.providerName,
+                  upstreamModel: first.deployment.upstreamModel,
+                  prices: routed.prices,
+                  reservation,
+                  bound: routed.bound,
+                  rateLimits: routed.rateLimits,
+                  inputEstimateTokens
+                }).pipe(Effect.onError(() => supervisor.leave(g.requestId)))
+                return { reservation, ticket }
+              }).pipe(Effect.withSpan("tollgate.admission"))
+              const { reservation, ticket } = yield* admitted
               const close = (exit: Exit.Exit<unknown, unknown>) =>
                 Effect.zipRight(billedAnyway(g, ticket, exit), supervisor.leave(g.requestId))
               return yield* body({ candidates: routed.candidates, ticket, restore, close }).pipe(
@@ -132,7 +143,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
     const generate = (g: Generation): Effect.Effect<GenerationResult, Refusal> =>
       supervised(g, () => true, ({ candidates, restore, ticket }) =>
         Effect.gen(function*() {
-          const call = withFailover(candidates, policy, (c) =>
+          const call = withFailover(candidates, policy, observeAttempts(metrics, (c) =>
             upstreams.send({
               providerName: c.deployment.providerName,
               provider: c.deployment.provider,
@@ -142,7 +153,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
               requestId: g.requestId,
               // A non-streamed answer arrives whole: its first byte is its last.
               answerWithinMs: Math.min(c.deployment.provider.timeouts.first_byte_ms, c.deployment.provider.timeouts.total_ms)
-            }))
+            })))
           // A client that leaves interrupts this fiber: only the restored upstream call stops.
           const exit = yield* restore(call).pipe(Effect.exit)
 

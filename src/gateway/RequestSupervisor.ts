@@ -5,8 +5,9 @@
  * `server.shutdown_grace_ms`) for in-flight requests to finish and bill, then interrupts the rest,
  * whose billing steps are uninterruptible.
  */
-import { Duration, Effect, Fiber, FiberSet } from "effect"
+import { Duration, Effect, Fiber, FiberSet, Option } from "effect"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { Metrics } from "../observability/Metrics.ts"
 import { Heartbeat } from "./Heartbeat.ts"
 
 export class RequestSupervisor extends Effect.Service<RequestSupervisor>()("Gateway/RequestSupervisor", {
@@ -43,6 +44,8 @@ export class RequestSupervisor extends Effect.Service<RequestSupervisor>()("Gate
     // The requests this process is serving, by id, from before their StreamStarted until they are
     // billed: the reconciler leaves these alone, and bills any other open request of this process.
     const live = new Set<string>()
+    const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
+    if (metrics) metrics.sources.requestsInFlight = () => live.size
 
     return {
       run,

@@ -1,8 +1,10 @@
 /**
  * `POST /v1/messages/count_tokens`: how many input tokens a messages request would take. A model whose
- * primary deployment speaks messages style is asked (its own count, not billed and not logged);
- * any other model is counted here with a tokenizer (o200k_base, OpenAI's current encoding), which is
- * what an OpenAI-style upstream's count comes close to.
+ * primary deployment speaks messages style is asked (its own count, not billed and not logged), and
+ * counted here when that upstream has no count_tokens (it answers 404, 405 or 501, and not about the
+ * model, as many Anthropic-compatible servers do); any other model is
+ * counted here with a tokenizer (o200k_base, OpenAI's current encoding), which is what an
+ * OpenAI-style upstream's count comes close to.
  */
 import { Effect } from "effect"
 import { Catalog } from "../accounts/Catalog.ts"
@@ -11,7 +13,7 @@ import type { ProtocolHeaders } from "../providers/Upstream.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
 import { textOf } from "../wire/text.ts"
 import { countTokens } from "../wire/tokens.ts"
-import { BadRequest, ModelNotFound, UpstreamFailure } from "./errors.ts"
+import { BadRequest, ModelNotFound, TooLarge, UpstreamFailure } from "./errors.ts"
 import { toFailure } from "./upstreamFailure.ts"
 
 export interface CountRequest {
@@ -22,15 +24,35 @@ export interface CountRequest {
   readonly protocolHeaders?: ProtocolHeaders | undefined
 }
 
+/** The most text (system, turns, tools as JSON; in UTF-16 code units) the gateway tokenizes for one count. */
+export const MAX_COUNTED_CHARS = 2 * 1024 * 1024
+
 /**
  * The tokenizer's count of a messages request: its text (system, turns), its tool definitions as
  * JSON, and the few tokens each turn's framing takes in chat formats (3 a turn, 3 for the reply).
+ * More than `MAX_COUNTED_CHARS` of it is refused (413): more than any context window holds, and
+ * work the gateway does not take on for a free call.
  */
-export const tokenizerCount = (body: Record<string, unknown>): Effect.Effect<number> => {
+export const tokenizerCount = (body: Record<string, unknown>): Effect.Effect<number, TooLarge> => {
   const turns = Array.isArray(body.messages) ? body.messages.length : 0
   const text = textOf({ system: body.system, messages: body.messages })
   const tools = Array.isArray(body.tools) && body.tools.length > 0 ? JSON.stringify(body.tools) : ""
+  if (text.length + tools.length > MAX_COUNTED_CHARS) {
+    return Effect.fail(
+      new TooLarge({
+        message: `This model's tokens are counted by the gateway, which counts at most ${MAX_COUNTED_CHARS} characters of text and tools in one request.`
+      })
+    )
+  }
   return Effect.zipWith(countTokens(text), countTokens(tools), (a, b) => a + b + 3 * turns + 3)
+}
+
+/** Statuses by which an upstream says it has no token counting (not found, method not allowed, not implemented). */
+const NO_COUNTING: ReadonlySet<number> = new Set([404, 405, 501])
+/** A 404 about the model (Anthropic's `model: ...` not found) is the upstream's answer, passed on as such. */
+const namesTheModel = (body: unknown) => {
+  const message = (body as { error?: { message?: unknown } } | null)?.error?.message
+  return typeof message === "string" && /\bmodel\b/i.test(message)
 }
 
 export class TokenCount extends Effect.Service<TokenCount>()("Gateway/TokenCount", {
@@ -38,7 +60,7 @@ export class TokenCount extends Effect.Service<TokenCount>()("Gateway/TokenCount
     const catalog = yield* Catalog
     const upstreams = yield* Upstreams
 
-    const count = (r: CountRequest): Effect.Effect<{ readonly input_tokens: number }, ModelNotFound | BadRequest | UpstreamFailure> =>
+    const count = (r: CountRequest): Effect.Effect<{ readonly input_tokens: number }, ModelNotFound | BadRequest | TooLarge | UpstreamFailure> =>
       Effect.gen(function*() {
         const model = catalog.find(r.key, r.model)
         if (!model) return yield* new ModelNotFound({ model: r.model })
@@ -51,7 +73,7 @@ export class TokenCount extends Effect.Service<TokenCount>()("Gateway/TokenCount
         }
         const d = model.deployments[0]!
         if (d.provider.style !== "anthropic") return { input_tokens: yield* tokenizerCount(r.body) }
-        const reply = yield* upstreams.send({
+        const answer = yield* upstreams.send({
           providerName: d.providerName,
           provider: d.provider,
           endpoint: "messages.count_tokens",
@@ -59,7 +81,17 @@ export class TokenCount extends Effect.Service<TokenCount>()("Gateway/TokenCount
           headers: r.protocolHeaders,
           requestId: r.requestId,
           answerWithinMs: Math.min(d.provider.timeouts.first_byte_ms, d.provider.timeouts.total_ms)
-        }).pipe(Effect.mapError(toFailure))
+        }).pipe(
+          // Many Anthropic-compatible servers have /v1/messages but no count_tokens: the tokenizer counts then.
+          Effect.map((reply) => ({ reply })),
+          Effect.catchIf(
+            (e) => e.kind === "status" && NO_COUNTING.has(e.status ?? 0) && !namesTheModel(e.body),
+            () => Effect.map(tokenizerCount(r.body), (input_tokens) => ({ counted: input_tokens }))
+          ),
+          Effect.mapError((e) => (e._tag === "TooLarge" ? e : toFailure(e)))
+        )
+        if ("counted" in answer) return { input_tokens: answer.counted }
+        const reply = answer.reply
         const tokens = (reply.body as { input_tokens?: unknown } | null)?.input_tokens
         if (typeof tokens !== "number" || !Number.isFinite(tokens)) {
           return yield* new UpstreamFailure({

@@ -7,6 +7,9 @@ export class BadRequest extends Data.TaggedError("BadRequest")<{
   readonly code?: string
 }> {}
 
+/** A request larger than the gateway handles for what it asks (413). */
+export class TooLarge extends Data.TaggedError("TooLarge")<{ readonly message: string }> {}
+
 export class ModelNotFound extends Data.TaggedError("ModelNotFound")<{ readonly model: string }> {}
 
 /** The upstream answered with an error, timed out or could not be reached. */

@@ -3,7 +3,11 @@
  * event is in hand), then relay it to the client in the client's style, checkpoint its output while
  * it runs, and bill it when it ends, however it ends.
  */
-import { Cause, Duration, Effect, Exit, Fiber, FiberId, Option, Scope } from "effect"
+import { Cause, Duration, Effect, Exit, Fiber, FiberId, FiberRef, Option, Scope } from "effect"
+import { observeAttempts } from "../observability/attempts.ts"
+import type { Metrics } from "../observability/Metrics.ts"
+import type { RequestLog } from "../observability/RequestLog.ts"
+import { currentRecord } from "../observability/RequestRecord.ts"
 import type { Readable } from "node:stream"
 import type { Upstreams } from "../providers/Upstreams.ts"
 import { UpstreamError } from "../providers/Upstream.ts"
@@ -32,6 +36,8 @@ export interface StreamDeps {
   readonly upstreams: Upstreams
   readonly billing: Billing
   readonly supervisor: RequestSupervisor
+  readonly metrics: Metrics
+  readonly requestLog: RequestLog
   readonly policy: RetryPolicy
   /** How often a running stream checkpoints its output. */
   readonly checkpointMs: number
@@ -88,7 +94,8 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
         return { ...opened, scope, candidate: c }
       })
 
-    const exit = yield* restore(withFailover(candidates, deps.policy, open)).pipe(Effect.exit)
+    const record = yield* FiberRef.get(currentRecord)
+    const exit = yield* restore(withFailover(candidates, deps.policy, observeAttempts(deps.metrics, open))).pipe(Effect.exit)
 
     if (Exit.isFailure(exit)) {
       if (Exit.isInterrupted(exit)) {
@@ -104,8 +111,15 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
       return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
     }
 
-    // The first event is in hand: from here on nothing is retried.
+    // The first event is in hand: from here on nothing is retried. The answer is a 200 whatever
+    // follows; the request's access line waits for the stream's end.
     const { candidate, first, pull, scope } = exit.value.value
+    if (record) {
+      record.firstChunkAt = performance.now()
+      record.status = 200
+      record.deferred = true
+    }
+    deps.metrics.streamsInFlight.inc()
     const t = candidate.deployment.provider.timeouts
     const relay = relayFor({
       client: g.endpoint as StreamEndpoint,
@@ -191,7 +205,9 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
             e?.message ?? "The upstream failed mid-stream."
           )
         ]).pipe(Effect.timeout("1 second"), Effect.ignore)
+        if (record) record.code = e?.kind === "timeout" ? "upstream_timeout" : "upstream_error"
       }
+      if (record && Exit.isInterrupted(result)) record.code = "client_closed"
       // A checkpoint in flight gets part of the bill's wait; then it is stopped (its append may still land).
       const waitStarted = Date.now()
       const pending = checkpointing
@@ -216,7 +232,13 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
       // The stream ends once it is billed (or, if the log is slow, kept in the spool), so /v1/usage
       // shows a call as soon as its answer is complete.
       yield* out.end
-    }).pipe(Effect.onExit(s.close))
+    }).pipe(
+      Effect.onExit(s.close),
+      Effect.ensuring(Effect.suspend(() => {
+        deps.metrics.streamsInFlight.dec()
+        return record ? deps.requestLog.finish(record) : Effect.void
+      }))
+    )
     out.onClose(alarm.clientLeft)
     yield* deps.supervisor.fork(finish)
     return { stream: out.readable as Readable, dropped: candidate.dropped }

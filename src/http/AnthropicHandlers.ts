@@ -59,12 +59,13 @@ export const AnthropicHandlers = HttpApiBuilder.group(GatewayApi, "anthropic", (
         if (!key) return yield* new AuthenticationFailed({ message: "Invalid API key.", code: "invalid_api_key" })
         const body = yield* readJsonObject(request, limits)
         const fields = yield* decodeCount(body.json)
+        const protocolHeaders = yield* protocolHeadersOf("messages", request.headers)
         const counted = yield* mapGatewayErrors(tokens.count({
           requestId: yield* FiberRef.get(currentRequestId),
           key,
           model: fields.model,
           body: body.json,
-          protocolHeaders: protocolHeadersOf("messages", request.headers)
+          protocolHeaders
         }))
         return HttpServerResponse.unsafeJson(counted)
       })

@@ -13,6 +13,7 @@ import { Vendors } from "../accounts/Vendors.ts"
 import { AuthenticationFailed, NotFound, PermissionDenied } from "../api/errors.ts"
 import { ApiKeyAuth, OperatorAuth, VendorAuth } from "../api/security.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { note } from "../observability/RequestRecord.ts"
 
 const bearer = (value: string | undefined) => {
   if (!value) return undefined
@@ -51,6 +52,7 @@ export const ApiKeyAuthLive = Layer.effect(
         }
         const key = yield* keys.findBySecret(secret)
         if (!key) continue
+        yield* note((r) => void (r.keyId = key.keyId))
         const unusable = unusableReason(key, Date.now())
         if (unusable) {
           return yield* new AuthenticationFailed({
@@ -88,6 +90,7 @@ export const VendorAuthLive = Layer.effect(
         }
       } else {
         const session = yield* vendors.authenticate(token)
+        if (session) yield* note((r) => void (r.vendorId = session.vendor.vendorId))
         if (session) return { vendorId: session.vendor.vendorId, tokenId: session.tokenId, scopes: session.scopes }
       }
       return yield* new AuthenticationFailed({

@@ -4,12 +4,18 @@
  * included, as the one error envelope. An unknown path is a 404; a known path with the wrong method a
  * 405 with `Allow`. An answer given before the request's body has arrived whole (a 413, a 401 before
  * the body is read, ...) says `Connection: close` and closes the connection: the rest of that body is
- * never read, so the connection could not carry another request.
+ * never read, so the connection could not carry another request. Each request's record
+ * (observability/RequestRecord.ts) starts here and, unless a stream goes on, ends here: its access
+ * line and metrics (a client that left before the answer is a 499).
  */
 import { HttpApi, HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Cause, Effect } from "effect"
+import { Cause, Effect, Option } from "effect"
 import { GatewayApi } from "../api/GatewayApi.ts"
+import { oneLine } from "../observability/Logging.ts"
+import { RequestLog } from "../observability/RequestLog.ts"
+import { otlpEndpoint } from "../observability/Tracing.ts"
+import { currentRecord, newRecord } from "../observability/RequestRecord.ts"
 import { causeToEnvelope, envelopeResponse } from "./ErrorEnvelope.ts"
 import { currentRequestId, newRequestId } from "./RequestId.ts"
 
@@ -29,20 +35,33 @@ const pathOf = (url: string) => {
   return path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path
 }
 
-export const EnvelopeMiddleware = HttpApiBuilder.middleware((app) =>
+/** The current span's trace id, when spans are exported (a no-op span has none worth logging). */
+const traceIdOf = Effect.map(Effect.option(Effect.currentSpan), (span) =>
+  Option.isSome(span) && span.value.sampled && span.value.traceId !== "noop" ? span.value.traceId : undefined)
+
+export const EnvelopeMiddleware = HttpApiBuilder.middleware(Effect.map(Effect.all([RequestLog, otlpEndpoint]), ([requestLog, otlp]) => (app) =>
   Effect.gen(function*() {
     const requestId = newRequestId()
     const headers = { "x-request-id": requestId, "request-id": requestId }
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const record = newRecord(requestId, request.method, pathOf(request.url))
+    if (Option.isSome(otlp)) {
+      const traceId = yield* traceIdOf
+      if (traceId !== undefined) record.traceId = traceId
+    }
     const response = yield* app.pipe(
       Effect.locally(currentRequestId, requestId),
+      Effect.locally(currentRecord, record),
       Effect.catchAllCause((cause) =>
         Effect.gen(function*() {
           const envelope = yield* causeToEnvelope(cause)
+          if (envelope.code !== null) record.code = envelope.code
+          if (envelope.status >= 500) record.error = oneLine(cause)
           if (envelope.code === "unknown_url") {
-            const request = yield* HttpServerRequest.HttpServerRequest
             const path = pathOf(request.url)
             const allowed = methodsByPath.get(path)
             if (allowed) {
+              record.code = "method_not_allowed"
               return envelopeResponse({
                 status: 405,
                 type: "invalid_request_error",
@@ -60,9 +79,20 @@ export const EnvelopeMiddleware = HttpApiBuilder.middleware((app) =>
           return envelopeResponse(envelope, requestId)
         })
       ),
-      Effect.catchAllCause((cause) => Effect.failCause(cause as Cause.Cause<never>))
+      Effect.catchAllCause((cause) => Effect.failCause(cause as Cause.Cause<never>)),
+      Effect.onInterrupt(() =>
+        Effect.suspend(() => {
+          record.status = 499
+          return requestLog.finish(record)
+        })
+      ),
+      Effect.annotateLogs("request_id", requestId)
     )
-    const incoming = NodeHttpServerRequest.toIncomingMessage(yield* HttpServerRequest.HttpServerRequest)
+    if (!record.deferred) {
+      record.status = response.status
+      yield* requestLog.finish(record)
+    }
+    const incoming = NodeHttpServerRequest.toIncomingMessage(request)
     return HttpServerResponse.setHeaders(response, incoming.complete ? headers : { ...headers, connection: "close" })
   })
-)
+))

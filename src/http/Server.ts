@@ -1,7 +1,7 @@
 /** The HTTP server: the API with its handlers and middlewares, on node:http. */
 import { HttpApiBuilder, HttpMiddleware } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { createServer, type Server } from "node:http"
 import type { Socket } from "node:net"
 import { GatewayApi } from "../api/GatewayApi.ts"
@@ -10,6 +10,8 @@ import { AnthropicHandlers } from "./AnthropicHandlers.ts"
 import { ApiKeyAuthLive, OperatorAuthLive, VendorAuthLive } from "./Auth.ts"
 import { DiscoveryHandlers } from "./DiscoveryHandlers.ts"
 import { HealthHandlers } from "./HealthHandlers.ts"
+import { MetricsHandlers } from "./MetricsHandlers.ts"
+import { otlpEndpoint } from "../observability/Tracing.ts"
 import { EnvelopeMiddleware } from "./EnvelopeMiddleware.ts"
 import { OpenAiHandlers } from "./OpenAiHandlers.ts"
 import { OperatorHandlers } from "./OperatorHandlers.ts"
@@ -17,18 +19,21 @@ import { UsageHandlers } from "./UsageHandlers.ts"
 import { VendorHandlers } from "./VendorHandlers.ts"
 
 export const ApiLive = HttpApiBuilder.api(GatewayApi).pipe(
-  Layer.provide([DiscoveryHandlers, OpenAiHandlers, AnthropicHandlers, UsageHandlers, VendorHandlers, OperatorHandlers, HealthHandlers]),
+  Layer.provide([DiscoveryHandlers, OpenAiHandlers, AnthropicHandlers, UsageHandlers, VendorHandlers, OperatorHandlers, HealthHandlers, MetricsHandlers]),
   Layer.provide([ApiKeyAuthLive, VendorAuthLive, OperatorAuthLive])
 )
 
-/** The API served by whatever `HttpServer` is provided (a real port, or a test server). */
-export const HttpAppLive = HttpApiBuilder.serve().pipe(
-  Layer.provide(EnvelopeMiddleware),
-  Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
-  Layer.provide(ApiLive),
-  // Spans are only worth their cost when traces are exported somewhere; none is configured.
-  HttpMiddleware.withTracerDisabledWhen(() => true)
-)
+/**
+ * The API served by whatever `HttpServer` is provided (a real port, or a test server). Each request
+ * gets a server span only when traces are exported (observability/Tracing.ts).
+ */
+export const HttpAppLive = Layer.unwrapEffect(Effect.map(otlpEndpoint, (endpoint) =>
+  HttpApiBuilder.serve().pipe(
+    Layer.provide(EnvelopeMiddleware),
+    Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
+    Layer.provide(ApiLive),
+    HttpMiddleware.withTracerDisabledWhen(Option.isNone(endpoint) ? () => true : (request) => request.url === "/livez" || request.url === "/readyz")
+  )))
 
 /**
  * A node:http server with the configured connection limits (docs/security.md): at most

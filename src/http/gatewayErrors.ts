@@ -1,10 +1,10 @@
 /** Gateway and account refusals, rendered as the API's typed errors. */
 import { Effect } from "effect"
 import type { QuotaExceeded } from "../accounts/errors.ts"
-import { InvalidRequest, NotFound, Overloaded, RateLimited, UpstreamFailed } from "../api/errors.ts"
-import type { BadRequest, LedgerDown, ModelNotFound, RateLimitReached, UpstreamFailure } from "../gateway/errors.ts"
+import { InvalidRequest, NotFound, Overloaded, RateLimited, RequestTooLarge, UpstreamFailed } from "../api/errors.ts"
+import type { BadRequest, LedgerDown, ModelNotFound, RateLimitReached, TooLarge, UpstreamFailure } from "../gateway/errors.ts"
 
-export type GatewayRefusal = BadRequest | ModelNotFound | QuotaExceeded | RateLimitReached | UpstreamFailure | LedgerDown
+export type GatewayRefusal = BadRequest | TooLarge | ModelNotFound | QuotaExceeded | RateLimitReached | UpstreamFailure | LedgerDown
 
 export const toApiError = (e: GatewayRefusal) => {
   switch (e._tag) {
@@ -14,6 +14,8 @@ export const toApiError = (e: GatewayRefusal) => {
         ...(e.param ? { param: e.param } : {}),
         ...(e.code ? { code: e.code } : {})
       })
+    case "TooLarge":
+      return new RequestTooLarge({ message: e.message, code: "request_too_large" })
     case "ModelNotFound":
       return new NotFound({
         message: `The model \`${e.model}\` does not exist or this key may not use it. GET /v1/models lists the models it may use.`,

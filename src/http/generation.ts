@@ -10,8 +10,11 @@ import { CurrentKey } from "../api/security.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { Gateway } from "../gateway/Gateway.ts"
 import type { Endpoint } from "../ledger/events.ts"
-import { ANTHROPIC_VERSION } from "../wire/messages.ts"
+import type { ProtocolHeaders } from "../providers/Upstream.ts"
+import { betaNames } from "../providers/protocolHeaders.ts"
+import { ACCEPTED_ANTHROPIC_VERSIONS, ANTHROPIC_VERSION } from "../wire/messages.ts"
 import { bodyLimitsOf, decodeFields, readJsonObject } from "./body.ts"
+import { note } from "../observability/RequestRecord.ts"
 import { mapGatewayErrors } from "./gatewayErrors.ts"
 import { currentRequestId } from "./RequestId.ts"
 
@@ -20,21 +23,33 @@ export const DROPPED_PARAMS_HEADER = "tollgate-dropped-params"
 
 /**
  * The protocol headers of the client's request that travel to an upstream of its style: the
- * Anthropic betas (and a version other than the default), OpenAI's beta header. Nothing else: no
- * credential, no other client header.
+ * Anthropic betas (and an accepted version other than the default), OpenAI's beta header. Nothing
+ * else: no credential, no other client header. A beta header longer than 1024 characters, with more
+ * than 32 names, or with a name that is not one (providers/protocolHeaders.ts) is refused with 400.
  */
-export const protocolHeadersOf = (endpoint: Endpoint, headers: Readonly<Record<string, string | undefined>>) => {
+export const protocolHeadersOf = (
+  endpoint: Endpoint,
+  headers: Readonly<Record<string, string | undefined>>
+): Effect.Effect<ProtocolHeaders | undefined, InvalidRequest> => {
   const picked: Record<string, string> = {}
-  const take = (name: string, keep: (v: string) => boolean = () => true) => {
-    const v = headers[name]?.trim()
-    if (v && keep(v)) picked[name] = v
+  const list = (name: string) => {
+    const v = headers[name]
+    if (v === undefined) return undefined
+    const parsed = betaNames(v)
+    if ("problem" in parsed) {
+      return new InvalidRequest({ message: `The ${name} header ${parsed.problem}.`, param: name, code: "invalid_header" })
+    }
+    if (parsed.names.length > 0) picked[name] = parsed.names.join(",")
+    return undefined
   }
+  const problem = endpoint === "messages" ? list("anthropic-beta") : list("openai-beta")
+  if (problem) return Effect.fail(problem)
   if (endpoint === "messages") {
-    take("anthropic-beta")
-    take("anthropic-version", (v) => v !== ANTHROPIC_VERSION)
-  } else take("openai-beta")
-  if (Object.keys(picked).length === 0) return undefined
-  return { style: endpoint === "messages" ? "anthropic" as const : "openai" as const, headers: picked }
+    const version = headers["anthropic-version"]?.trim()
+    if (version && version !== ANTHROPIC_VERSION && ACCEPTED_ANTHROPIC_VERSIONS.includes(version)) picked["anthropic-version"] = version
+  }
+  if (Object.keys(picked).length === 0) return Effect.succeed(undefined)
+  return Effect.succeed({ style: endpoint === "messages" ? "anthropic" : "openai", headers: picked })
 }
 
 /** The response header naming the dropped fields (none when nothing was dropped), logged at debug level. */
@@ -68,6 +83,10 @@ export const makeGenerationHandler = Effect.gen(function*() {
         if (!key) return yield* new AuthenticationFailed({ message: "Invalid API key.", code: "invalid_api_key" })
         const body = yield* readJsonObject(request, limits)
         const fields = fieldsOf(yield* decode(body.json))
+        yield* note((r) => {
+          r.model = fields.model
+          r.stream = fields.stream
+        })
         if (fields.model === "") {
           return yield* new InvalidRequest({
             message: "`model` is required: this key has no default model for this endpoint.",
@@ -77,6 +96,7 @@ export const makeGenerationHandler = Effect.gen(function*() {
         if (fields.stream && endpoint === "images.generations") {
           return yield* new InvalidRequest({ message: "Image generation cannot be streamed.", param: "stream" })
         }
+        const protocolHeaders = yield* protocolHeadersOf(endpoint, request.headers)
         const requestId = yield* FiberRef.get(currentRequestId)
         const generation = {
           requestId,
@@ -89,7 +109,7 @@ export const makeGenerationHandler = Effect.gen(function*() {
           choices: fields.choices,
           images: fields.images,
           stream: fields.stream,
-          protocolHeaders: protocolHeadersOf(endpoint, request.headers)
+          protocolHeaders
         }
         if (fields.stream) {
           const options = body.json.stream_options as { include_usage?: unknown } | null | undefined

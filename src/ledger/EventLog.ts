@@ -12,6 +12,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Data, Effect, Exit, Option, Schema } from "effect"
 import { createHash } from "node:crypto"
+import { Metrics } from "../observability/Metrics.ts"
 import { Replica } from "./Replica.ts"
 import { currentSchemaVersion, DomainEvent, type EventType, upcasters } from "./events.ts"
 import { isConnectionLoss } from "../db/errors.ts"
@@ -189,6 +190,9 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     const listeners = new Set<CommittedListener>()
     // Since when the writer's commits have failed for want of the database (cleared by any commit).
     let unavailableSince: number | undefined
+    // Optional, so that the log also serves without metrics (the CLI's operations, tests of the ledger).
+    const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
+    if (metrics) metrics.sources.writerQueueDepth = () => pending.length
 
     /**
      * Commits jobs as one script (the events, their projections, a notice if keys changed): one round
@@ -316,9 +320,14 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     const writeBatch = Effect.suspend(() => {
       const batch = pending.splice(0, MAX_BATCH)
       if (batch.length === 0) return Effect.void
+      const began = performance.now()
       return commit(batch).pipe(
         Effect.matchCauseEffect({
-          onSuccess: (result) => settle(batch, result),
+          onSuccess: (result) => {
+            metrics?.writerBatchSize.observe(batch.length)
+            metrics?.writerCommitSeconds.observe((performance.now() - began) / 1000)
+            return settle(batch, result)
+          },
           onFailure: () => Effect.forEach(batch, runAlone, { discard: true })
         })
       )

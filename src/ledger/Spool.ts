@@ -10,10 +10,11 @@
  * landing is idempotent. If a file cannot be written at all (disk full), the append is kept in memory
  * and landed all the same while the process lives, and the failure is logged as an error.
  */
-import { Effect, Schedule, Schema } from "effect"
+import { Effect, Option, Schedule, Schema } from "effect"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { Metrics } from "../observability/Metrics.ts"
 import { type AppendRequest, EventLog } from "./EventLog.ts"
 import { DomainEvent } from "./events.ts"
 import { landOnce } from "./landOnce.ts"
@@ -221,6 +222,8 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
       })
     })
 
+    const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
+    if (metrics) metrics.sources.spoolDepth = () => waiting.size
     yield* load
     // Land what waits; while the log stays unreachable, try again after a growing pause (at most `spool_retry_max_ms`).
     const backoff = Schedule.exponential("250 millis").pipe(

@@ -8,6 +8,7 @@ import { dropExtras, type Policy, sortTopLevel } from "./Policy.ts"
 import { normaliseEffort, thinkingFor } from "./reasoning.ts"
 import { chatFinishReason } from "./stopReasons.ts"
 import { fromMessagesId, toMessagesId } from "./toolIds.ts"
+import { metadataFor } from "./userId.ts"
 import { type Json, isObject, parseArguments, present, refuse } from "./Untranslatable.ts"
 
 const MAPPED = new Set([
@@ -24,6 +25,7 @@ const MAPPED = new Set([
   "parallel_tool_calls",
   "response_format",
   "user",
+  "safety_identifier",
   "stream",
   "stream_options",
   "reasoning_effort"
@@ -35,7 +37,6 @@ const ADVISORY: Record<string, string> = {
   metadata: "stored-completion tags have no equivalent",
   prompt_cache_key: "prompt caching hints have no equivalent",
   prompt_cache_retention: "prompt caching hints have no equivalent",
-  safety_identifier: "has no equivalent",
   service_tier: "service tiers differ between providers",
   seed: "the upstream has no seed",
   prediction: "predicted outputs are an OpenAI optimisation",
@@ -166,7 +167,8 @@ export const chatRequestToMessages = (body: Json, target: MessagesTarget, policy
   if (present(body, "top_p")) out.top_p = body.top_p
   if (present(body, "stop")) out.stop_sequences = Array.isArray(body.stop) ? body.stop : [body.stop]
   if (present(body, "n") && body.n !== 1) refuse("n", "the upstream returns one choice")
-  if (present(body, "user")) out.metadata = { user_id: String(body.user) }
+  const metadata = metadataFor(body, policy)
+  if (metadata) out.metadata = metadata
   if (present(body, "response_format")) {
     const format = isObject(body.response_format) ? body.response_format : {}
     if (format.type === "json_schema" && isObject(format.json_schema) && isObject(format.json_schema.schema)) {

@@ -8,6 +8,7 @@ import { dropExtras, type Policy, sortTopLevel } from "./Policy.ts"
 import { chatReasoningOf, effortOfBudget, type Effort, normaliseEffort } from "./reasoning.ts"
 import { messagesStopReason } from "./stopReasons.ts"
 import { fromMessagesId, toMessagesId } from "./toolIds.ts"
+import { MAX_OPENAI_USER, userIdWithin } from "./userId.ts"
 import { type Json, isObject, parseArguments, present, refuse } from "./Untranslatable.ts"
 
 const MAPPED = new Set([
@@ -150,7 +151,7 @@ export const messagesRequestToChat = (body: Json, target: ChatTarget, policy: Po
   if (present(body, "metadata")) {
     const meta = body.metadata as Json
     for (const k of Object.keys(meta)) if (k !== "user_id") refuse(`metadata.${k}`, "only user_id has an equivalent")
-    if (present(meta, "user_id")) out.user = String(meta.user_id)
+    if (present(meta, "user_id")) out.user = userIdWithin(meta.user_id, MAX_OPENAI_USER)
   }
   const effort = reasoningEffort(body, policy)
   if (effort !== undefined) out.reasoning_effort = effort

@@ -19,6 +19,7 @@ const MAPPED = new Set([
   "parallel_tool_calls",
   "text",
   "user",
+  "safety_identifier",
   "stream",
   "truncation",
   "reasoning",
@@ -32,7 +33,6 @@ const ADVISORY: Record<string, string> = {
   prompt_cache_key: "prompt caching hints have no equivalent",
   prompt_cache_retention: "prompt caching hints have no equivalent",
   client_metadata: "client metadata has no equivalent",
-  safety_identifier: "has no equivalent",
   service_tier: "service tiers differ between providers",
   stream_options: "has no equivalent"
 }
@@ -66,8 +66,10 @@ export interface ResponsesInput {
   /** "auto" | "required" | "none" | a function name */
   readonly toolChoice: { readonly kind: "auto" | "required" | "none" } | { readonly kind: "function"; readonly name: string } | undefined
   readonly parallelToolCalls: boolean | undefined
-  /** `reasoning.effort`, when the client asked for reasoning. */
+  /** `reasoning.effort`, when the client asked for reasoning (messages targets). */
   readonly effort: Effort | undefined
+  /** `reasoning.effort` as the client wrote it (chat targets, which share OpenAI's vocabulary). */
+  readonly effortAsSent: string | undefined
   /** `text.format` of type json_schema or json_object. */
   readonly format: { readonly type: "json_schema"; readonly name: string; readonly schema: Json; readonly strict: boolean } | {
     readonly type: "json_object"
@@ -97,7 +99,14 @@ const summaryText = (summary: unknown) =>
 
 const ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
-export const readResponsesInput = (body: Json, policy: Policy, target: { readonly carriesSealedReasoning: boolean }): ResponsesInput => {
+export interface ResponsesTarget {
+  /** A messages upstream: reasoning items can carry its sealed thinking blocks. */
+  readonly carriesSealedReasoning: boolean
+  /** A chat upstream: `reasoning.effort` goes as written (`minimal`, `xhigh`...), for the upstream to judge. */
+  readonly keepsEffortAsSent: boolean
+}
+
+export const readResponsesInput = (body: Json, policy: Policy, target: ResponsesTarget): ResponsesInput => {
   sortTopLevel(body, MAPPED, ADVISORY, policy)
   if (present(body, "truncation") && body.truncation !== "disabled") {
     policy.drop("truncation", "the upstream does not truncate a conversation that is too long")
@@ -116,12 +125,17 @@ export const readResponsesInput = (body: Json, policy: Policy, target: { readonl
     else if (isObject(f) && f.type !== "text") refuse("text.format", "this output format has no equivalent")
   }
   let effort: Effort | undefined
+  let effortAsSent: string | undefined
   if (present(body, "reasoning")) {
     if (!isObject(body.reasoning)) return refuse("reasoning", "expected an object")
     for (const k of Object.keys(body.reasoning)) {
       const v = body.reasoning[k]
       if (k === "effort") {
         if (!present(body.reasoning, k)) continue
+        if (target.keepsEffortAsSent && typeof v === "string") {
+          effortAsSent = v
+          continue
+        }
         const level = normaliseEffort(v)
         if (level === undefined) refuse("reasoning.effort", `the effort "${String(v)}" has no equivalent`)
         if (level !== "none") effort = level as Effort
@@ -209,6 +223,7 @@ export const readResponsesInput = (body: Json, policy: Policy, target: { readonl
     toolChoice: tools && tools.length === 0 ? undefined : toolChoice,
     parallelToolCalls: typeof body.parallel_tool_calls === "boolean" ? body.parallel_tool_calls : undefined,
     effort,
+    effortAsSent,
     format
   }
 }

@@ -9,7 +9,7 @@ import { functionCallItem, readResponsesInput, reasoningItem, responseEnvelope, 
 import { type Json, isObject, present, refuse } from "./Untranslatable.ts"
 
 export const responsesRequestToChat = (body: Json, target: ChatTarget, policy: Policy): Json => {
-  const input = readResponsesInput(body, policy, { carriesSealedReasoning: false })
+  const input = readResponsesInput(body, policy, { carriesSealedReasoning: false, keepsEffortAsSent: true })
   const messages: Array<Json> = []
   if (input.instructions !== undefined) messages.push({ role: "system", content: input.instructions })
   for (const item of input.items) {
@@ -48,7 +48,8 @@ export const responsesRequestToChat = (body: Json, target: ChatTarget, policy: P
   const out: Json = { model: body.model, messages }
   if (input.maxOutputTokens !== undefined) out[target.maxTokensField] = input.maxOutputTokens
   for (const f of ["temperature", "top_p", "user", "stream"]) if (present(body, f)) out[f] = body[f]
-  if (input.effort !== undefined) out.reasoning_effort = input.effort
+  if (present(body, "safety_identifier")) policy.drop("safety_identifier", "not every chat upstream has it")
+  if (input.effortAsSent !== undefined) out.reasoning_effort = input.effortAsSent
   if (input.format?.type === "json_schema") {
     out.response_format = {
       type: "json_schema",

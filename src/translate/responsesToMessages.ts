@@ -7,10 +7,11 @@ import type { Policy } from "./Policy.ts"
 import { sealRedacted, sealThinking, thinkingFor, unsealThinking } from "./reasoning.ts"
 import { functionCallItem, readResponsesInput, reasoningItem, responseEnvelope, textItem } from "./responsesInput.ts"
 import { fromMessagesId, toMessagesId } from "./toolIds.ts"
+import { metadataFor } from "./userId.ts"
 import { type Json, isObject, parseArguments, present, refuse } from "./Untranslatable.ts"
 
 export const responsesRequestToMessages = (body: Json, target: { readonly defaultMaxTokens: number }, policy: Policy): Json => {
-  const input = readResponsesInput(body, policy, { carriesSealedReasoning: true })
+  const input = readResponsesInput(body, policy, { carriesSealedReasoning: true, keepsEffortAsSent: false })
   const system: Array<string> = input.instructions !== undefined ? [input.instructions] : []
   const messages: Array<{ role: "user" | "assistant"; content: Array<Json> }> = []
   const push = (role: "user" | "assistant", blocks: Array<Json>) => {
@@ -66,7 +67,8 @@ export const responsesRequestToMessages = (body: Json, target: { readonly defaul
     out.temperature = body.temperature
   }
   if (present(body, "top_p")) out.top_p = body.top_p
-  if (present(body, "user")) out.metadata = { user_id: String(body.user) }
+  const metadata = metadataFor(body, policy)
+  if (metadata) out.metadata = metadata
   if (input.format?.type === "json_schema") out.output_config = { format: { type: "json_schema", schema: input.format.schema } }
   else if (input.format) refuse("text.format", "JSON mode without a schema has no equivalent in messages style")
   if (input.tools) {

@@ -3,6 +3,12 @@
  * through `gpt-tokenizer`), a close count for every modern model family. The encoding's tables take
  * about 70 MB and half a second to load, so they are loaded on first use only: most calls are billed
  * from the upstream's own usage and never need them.
+ *
+ * Tokenizing is synchronous work, about 60 ms a megabyte here, so a long text is counted in pieces of
+ * 4096 characters (a quarter of a millisecond each) with the event loop served between pieces
+ * (`setImmediate`: `Effect.yieldNow` would resume on a microtask, before any socket is read); every
+ * other request and stream keeps moving while a multi-megabyte prompt is counted, for about a third
+ * more time than one piece would take.
  */
 import { Effect } from "effect"
 
@@ -12,6 +18,11 @@ export const ESTIMATOR = "o200k_base"
 /** The cheap estimate StreamStarted keeps for every request (no tokenizer on the hot path). */
 export const CHEAP_ESTIMATOR = "chars/4"
 export const cheapTokens = (text: string) => Math.ceil(text.length / 4)
+
+/** The characters counted between two turns of the event loop. */
+export const PIECE_CHARS = 4096
+/** How far past a piece's end a cut looks for a space, so a word is not split between two pieces. */
+const CUT_SEARCH = 256
 
 type Count = (text: string) => number
 let loading: Promise<Count> | undefined
@@ -28,6 +39,38 @@ const counter = () =>
   )
 
 /**
+ * Where the piece that starts at `from` ends: before the first space at or after `from + PIECE_CHARS`
+ * (a space begins the next word's token), or at that point when there is none near, never between the
+ * two halves of a surrogate pair.
+ */
+export const pieceEnd = (text: string, from: number): number => {
+  const end = from + PIECE_CHARS
+  if (end >= text.length) return text.length
+  const space = text.indexOf(" ", end)
+  if (space !== -1 && space <= end + CUT_SEARCH) return space
+  const code = text.charCodeAt(end - 1)
+  return code >= 0xd800 && code <= 0xdbff ? end + 1 : end
+}
+
+/** Lets the event loop run (timers, sockets) before the fiber goes on. */
+const turnOfTheEventLoop = Effect.async<void>((resume) => {
+  const handle = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(handle))
+})
+
+const countInPieces = (count: Count, text: string): Effect.Effect<number> =>
+  Effect.gen(function*() {
+    let total = 0
+    for (let from = 0; from < text.length;) {
+      const end = pieceEnd(text, from)
+      total += count(text.slice(from, end))
+      from = end
+      if (from < text.length) yield* turnOfTheEventLoop
+    }
+    return total
+  })
+
+/**
  * The tokens of `text` in o200k_base. Should the tokenizer fail to load, `cheapTokens` counts instead,
  * and the failure is logged: an estimate is still made.
  */
@@ -35,8 +78,12 @@ export const countTokens = (text: string): Effect.Effect<number> =>
   text === ""
     ? Effect.succeed(0)
     : Effect.tryPromise(counter).pipe(
-      Effect.map((count) => count(text)),
-      Effect.catchAll((e) =>
-        Effect.as(Effect.logError(`the o200k_base tokenizer could not be loaded (${String(e.error)}); counting ${CHEAP_ESTIMATOR}`), cheapTokens(text))
-      )
+      Effect.matchEffect({
+        onFailure: (e) =>
+          Effect.as(
+            Effect.logError(`the o200k_base tokenizer could not be loaded (${String(e.error)}); counting ${CHEAP_ESTIMATOR}`),
+            cheapTokens(text)
+          ),
+        onSuccess: (count) => text.length <= PIECE_CHARS ? Effect.succeed(count(text)) : countInPieces(count, text)
+      })
     )

@@ -9,7 +9,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FakeUpstream, type FakeUpstream as Fake } from "../support/FakeUpstream.ts"
-import { freePort, start, tempDir, tollgateJson, waitForHttp, waitForOutput } from "../support/Processes.ts"
+import { freePort, logOf, start, tempDir, tollgateJson, waitForHttp, waitForOutput } from "../support/Processes.ts"
 import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
 
 const T = 120_000
@@ -54,7 +54,7 @@ describe("SIGHUP reloads the configuration", () => {
         headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
         body: JSON.stringify({ model, stream, max_tokens: 10, messages: [{ role: "user", content: "hello" }] })
       })
-    const logCount = (pattern: RegExp) => (server.output().stderr.match(new RegExp(pattern, "g")) ?? []).length
+    const logCount = (pattern: RegExp) => (logOf(server).match(new RegExp(pattern, "g")) ?? []).length
 
     // A stream of 40 chunks, 50 ms apart, with usage at the end.
     const chunk = (delta: unknown, finish: string | null = null) => ({
@@ -85,7 +85,7 @@ describe("SIGHUP reloads the configuration", () => {
     fs.writeFileSync(config, configText(fake.url, { price: "9", extraModel: true, broken: true }))
     process.kill(server.pid, "SIGHUP")
     await waitForOutput(server, /SIGHUP: the configuration was not reloaded/, 60_000, "log")
-    expect(server.output().stderr).toMatch(/models\.m1\.deployments\.0\.provider: unknown provider "nowhere"/)
+    expect(logOf(server)).toMatch(/models\.m1\.deployments\.0\.provider: unknown provider "nowhere"/)
     expect((await call("m2")).status).toBe(200)
 
     // A file that leaves the key behind: its Server Option is gone; the log says so, and its calls are refused.

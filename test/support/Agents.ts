@@ -1,8 +1,10 @@
 /**
  * Real coding agents as child processes, pointed at a gateway on loopback: Claude Code (`claude -p`)
  * and the Codex CLI (`codex exec`), each with a temporary HOME and the settings that keep it off any
- * outside host. Every run is bounded (killed by PID when its time is up) and every process and folder
- * a test file made is cleaned up when it ends.
+ * outside host. Agents start processes of their own (a shell for each tool call, helpers), so each
+ * run is started as the leader of a new process group and ended by killing that group (`kill -PGID`):
+ * when its time is up, when it exits (whatever it left running in the background), when the test
+ * file ends, and when the test process exits. Its temporary folders are removed as soon as it ends.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -15,24 +17,42 @@ import { afterAll } from "vitest"
 const root = fileURLToPath(new URL("../..", import.meta.url))
 const require = createRequire(import.meta.url)
 
+/** The runs still going, by the PID of their leader (which is also their process group's id). */
 const running = new Map<number, ChildProcess>()
-const folders: Array<string> = []
+const folders = new Set<string>()
+
+/** Kills the process group a run leads; nothing when it is gone already. */
+const killGroup = (pgid: number) => {
+  try {
+    process.kill(-pgid, "SIGKILL")
+  } catch {
+    // gone already
+  }
+}
+
+const removeFolders = (dirs: Iterable<string>) => {
+  for (const dir of dirs) {
+    fs.rmSync(dir, { recursive: true, force: true })
+    folders.delete(dir)
+  }
+}
 
 afterAll(async () => {
   for (const [pid, child] of running) {
-    try {
-      process.kill(pid, "SIGKILL")
-    } catch {
-      // gone already
-    }
+    killGroup(pid)
     await new Promise<void>((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once("close", () => resolve())))
   }
-  for (const dir of folders) fs.rmSync(dir, { recursive: true, force: true })
+  removeFolders([...folders])
+})
+
+// A worker that exits without its hooks (a crash, a kill) still takes the agents' groups down with it.
+process.once("exit", () => {
+  for (const pid of running.keys()) killGroup(pid)
 })
 
 export const tempFolder = (label: string) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `tollgate-${label}-`))
-  folders.push(dir)
+  folders.add(dir)
   return dir
 }
 
@@ -73,10 +93,17 @@ export interface Run {
   readonly timedOut: boolean
 }
 
-/** Runs a program to its end (stdin closed), killing it by PID after `timeoutMs`. */
-export const run = (file: string, args: ReadonlyArray<string>, options: { cwd: string; env: Record<string, string>; timeoutMs: number }) =>
+/**
+ * Runs a program to its end (stdin closed) as the leader of a new process group, killing the group
+ * after `timeoutMs` and once the program has exited; `cleanup` folders are removed then.
+ */
+export const run = (
+  file: string,
+  args: ReadonlyArray<string>,
+  options: { cwd: string; env: Record<string, string>; timeoutMs: number; cleanup?: ReadonlyArray<string> }
+) =>
   new Promise<Run>((resolve, reject) => {
-    const child = spawn(file, args, { cwd: options.cwd, env: options.env, stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(file, args, { cwd: options.cwd, env: options.env, stdio: ["ignore", "pipe", "pipe"], detached: true })
     if (child.pid === undefined) return reject(new Error(`could not start ${file}`))
     const pid = child.pid
     running.set(pid, child)
@@ -87,20 +114,21 @@ export const run = (file: string, args: ReadonlyArray<string>, options: { cwd: s
     child.stderr!.on("data", (c: Buffer) => (stderr += c.toString("utf8")))
     const timer = setTimeout(() => {
       timedOut = true
-      try {
-        process.kill(pid, "SIGKILL")
-      } catch {
-        // gone already
-      }
+      killGroup(pid)
     }, options.timeoutMs)
-    child.once("error", (e) => {
+    const end = () => {
       clearTimeout(timer)
+      // What the program left behind in its group goes with it.
+      killGroup(pid)
       running.delete(pid)
+      removeFolders(options.cleanup ?? [])
+    }
+    child.once("error", (e) => {
+      end()
       reject(e)
     })
     child.once("close", (code, signal) => {
-      clearTimeout(timer)
-      running.delete(pid)
+      end()
       resolve({ code, signal, stdout, stderr, timedOut })
     })
   })
@@ -111,6 +139,7 @@ export const runClaude = (o: { baseUrl: string; key: string; model: string; prom
   const cwd = tempFolder("claude-work")
   return run(claudeBinary(), ["-p", o.prompt, "--output-format", "json", "--model", o.model, "--allowedTools", "Bash"], {
     cwd,
+    cleanup: [home, cwd],
     timeoutMs: o.timeoutMs,
     env: {
       ...baseEnv(home),
@@ -147,6 +176,7 @@ export const runCodex = (o: { baseUrl: string; key: string; model: string; promp
   )
   return run(codexBinary(), ["exec", "--skip-git-repo-check", "-s", "danger-full-access", o.prompt], {
     cwd,
+    cleanup: [home, cwd],
     timeoutMs: o.timeoutMs,
     env: { ...baseEnv(home), CODEX_HOME: home, TOLLGATE_KEY: o.key }
   })
@@ -157,6 +187,7 @@ export const runAgentsSdk = (o: { baseUrl: string; key: string; api: "responses"
   const home = tempFolder("agents-home")
   return run(process.execPath, ["--import", "tsx", path.join(root, "test", "support", "agentsSdkRun.ts"), o.api, o.model, o.prompt], {
     cwd: root,
+    cleanup: [home],
     timeoutMs: o.timeoutMs,
     env: {
       ...baseEnv(home),

@@ -104,14 +104,37 @@ export const tollgateJson = async (args: ReadonlyArray<string>, env: Record<stri
   }
 }
 
+/** The JSON lines of a process's log (stderr is not a terminal here, so the log is JSON); other lines are skipped. */
+export const logLines = (p: Proc): Array<Record<string, unknown>> =>
+  p.output().stderr.split("\n").flatMap((line) => {
+    if (!line.startsWith("{")) return []
+    try {
+      return [JSON.parse(line) as Record<string, unknown>]
+    } catch {
+      return []
+    }
+  })
+
+/** The log as text: each line's message, and its error if it has one; lines that are not JSON as they are. */
+export const logOf = (p: Proc): string =>
+  p.output().stderr.split("\n").map((line) => {
+    if (!line.startsWith("{")) return line
+    try {
+      const o = JSON.parse(line) as { msg?: unknown; error?: unknown }
+      return `${o.msg}${o.error !== undefined ? ` ${o.error}` : ""}`
+    } catch {
+      return line
+    }
+  }).join("\n")
+
 /**
- * Resolves with the first match of `pattern` in the process's stdout (or its log, on stderr, with
- * `from: "log"`), or fails after the timeout.
+ * Resolves with the first match of `pattern` in the process's stdout (or its log's messages, with
+ * `from: "log"`: see `logOf`), or fails after the timeout.
  */
 export const waitForOutput = async (p: Proc, pattern: RegExp, timeoutMs = 30_000, from: "stdout" | "log" = "stdout") => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
-    const m = pattern.exec(from === "stdout" ? p.output().stdout : p.output().stderr)
+    const m = pattern.exec(from === "stdout" ? p.output().stdout : logOf(p))
     if (m) return m
     if (p.child.exitCode !== null || Date.now() > deadline) {
       const { stderr, stdout } = p.output()

@@ -142,6 +142,7 @@ export const strictProblem = (style: Style, body: any, headers: IncomingHttpHead
       if (p) return p
     }
     for (const k of Object.keys(body.metadata ?? {})) if (k !== "user_id") return `metadata.${k}: Extra inputs are not permitted`
+    if (String(body.metadata?.user_id ?? "").length > 256) return "metadata.user_id: String should have at most 256 characters"
     if (body.thinking?.type === "enabled" && !(body.thinking.budget_tokens >= 1024 && body.thinking.budget_tokens < body.max_tokens)) {
       return "thinking.budget_tokens: must be at least 1024 and less than max_tokens"
     }
@@ -174,6 +175,7 @@ export const strictProblem = (style: Style, body: any, headers: IncomingHttpHead
   }
   if (style === "chat") {
     for (const k of Object.keys(body)) if (!CHAT_FIELDS.has(k)) return `Unrecognized request argument supplied: ${k}`
+    if (typeof body.user === "string" && body.user.length > 64) return "Invalid 'user': string too long. Expected a string with maximum length 64"
     const open = new Set<string>()
     for (const [i, m] of (body.messages ?? []).entries()) {
       for (const k of Object.keys(m)) if (!CHAT_MESSAGE_FIELDS.has(k)) return `Additional properties are not allowed ('${k}' was unexpected) - 'messages.${i}'`

@@ -2,29 +2,37 @@
  * The whole gateway on a real port for one test file: config (the built-in default unless a test
  * gives its own), a fresh database (PGlite in memory, or a fresh Postgres database in the `postgres`
  * project), every service, and node:http on 127.0.0.1 with a random port, with the connection limits
- * `serve` gives it.
+ * `serve` gives it. Its logs start at warnings (every request's access line would otherwise fill the
+ * test output) unless the test sets a level of its own or TOLLGATE_TEST_LOG=1 is set.
  */
 import { HttpServer } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
+import { Effect, FiberRef, Layer, Logger, LogLevel } from "effect"
 import { Keys } from "../../src/accounts/Keys.ts"
 import { KeyChangeListener } from "../../src/accounts/KeyStore.ts"
 import { Vendors } from "../../src/accounts/Vendors.ts"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { GatewayConfig } from "../../src/config/GatewayConfig.ts"
 import { Reconciler } from "../../src/gateway/Reconciler.ts"
+import { MetricsPortLive } from "../../src/http/MetricsHandlers.ts"
 import { HttpAppLive, NodeServerLive } from "../../src/http/Server.ts"
 import { makeGatewayLive } from "../../src/main.ts"
 import { Upstreams } from "../../src/providers/Upstreams.ts"
 import { TestDatabase } from "./TestDatabase.ts"
 
+const quietUnlessAsked = Layer.unwrapEffect(
+  Effect.map(FiberRef.get(FiberRef.currentMinimumLogLevel), (level) =>
+    level === LogLevel.Info && !process.env.TOLLGATE_TEST_LOG ? Logger.minimumLogLevel(LogLevel.Warning) : Layer.empty)
+)
+
 export const makeTestGateway = (file?: ConfigFileEncoded, upstreams: Layer.Layer<Upstreams> = Upstreams.Default) =>
-  Layer.mergeAll(HttpAppLive, KeyChangeListener, Reconciler.Default).pipe(
+  Layer.mergeAll(HttpAppLive, KeyChangeListener, Reconciler.Default, MetricsPortLive).pipe(
     Layer.provideMerge(NodeServerLive),
     Layer.provideMerge(makeGatewayLive(upstreams)),
     Layer.provideMerge(TestDatabase),
     Layer.provideMerge(GatewayConfig.forTest({ ...(file ? { file } : {}), host: "127.0.0.1", port: 0 })),
-    Layer.provideMerge(NodeContext.layer)
+    Layer.provideMerge(NodeContext.layer),
+    Layer.provide(quietUnlessAsked)
   )
 
 export const TestGateway = makeTestGateway()

@@ -3,7 +3,8 @@
  * with its connect timeout): no fetch, no web streams, no per-call client objects, which keeps the
  * call to a few microseconds of the gateway's time. Headers are rebuilt, never copied from the client:
  * only the provider's own credential and configured headers go upstream, plus, to a provider of the
- * client's own style, the protocol headers the client sent (`anthropic-beta` and the like). Non-2xx answers and
+ * client's own style, the protocol headers the client sent as its `forward_betas` allows (`anthropic-beta`
+ * and the like; see ../protocolHeaders.ts). Non-2xx answers and
  * connection failures become typed `UpstreamError`s whose messages name the provider, never its URL
  * or credential. Interrupting a call aborts it, which closes its connection.
  */
@@ -11,6 +12,7 @@ import { Effect, Exit, Redacted } from "effect"
 import type { IncomingHttpHeaders } from "node:http"
 import { Agent, type Dispatcher } from "undici"
 import type { ProviderConfig } from "../../config/ConfigFile.ts"
+import { betaNames, forwardedBetas, LIST_HEADERS } from "../protocolHeaders.ts"
 import { type ProtocolHeaders, type UpstreamBody, type UpstreamEndpoint, UpstreamError, type UpstreamRequest } from "../Upstream.ts"
 
 const pathOf = (p: ProviderConfig, endpoint: UpstreamEndpoint, model: string) => {
@@ -34,23 +36,31 @@ export const urlOf = (p: ProviderConfig, endpoint: UpstreamEndpoint, model: stri
 
 /** The protocol headers a client may pass on; any other name is ignored. */
 const PROTOCOL_HEADERS = new Set(["anthropic-beta", "anthropic-version", "openai-beta"])
-/** Headers whose values are lists: the client's entries join the provider's configured ones. */
-const LIST_HEADERS = new Set(["anthropic-beta", "openai-beta"])
+const VERSION = /^\d{4}-\d{2}-\d{2}$/
 
 /**
  * The headers sent upstream: content type, the provider's configured extras, the client's protocol
- * headers when the provider speaks the client's style (a list header joins the configured one; any
- * other configured header wins), and the provider's credential, always last.
+ * headers when the provider speaks the client's style and its `forward_betas` lets them through (the
+ * beta names of a list header join the configured ones; any other configured header wins), and the
+ * provider's credential, always last. A value that is not a well-formed list of beta names or a
+ * version date is not passed on (the HTTP layer refuses those before they get here).
  */
 export const headersOf = (p: ProviderConfig, protocol?: ProtocolHeaders): Record<string, string> => {
   const headers: Record<string, string> = { ...p.headers, "content-type": "application/json" }
-  if (protocol && protocol.style === p.style) {
+  if (protocol && protocol.style === p.style && p.forward_betas !== false) {
     for (const [name, value] of Object.entries(protocol.headers)) {
       if (!PROTOCOL_HEADERS.has(name)) continue
       const configured = Object.keys(headers).find((h) => h.toLowerCase() === name)
-      if (configured === undefined) headers[name] = value
-      else if (LIST_HEADERS.has(name)) {
-        const entries = [...headers[configured]!.split(","), ...value.split(",")].map((v) => v.trim()).filter((v) => v !== "")
+      if (!LIST_HEADERS.has(name)) {
+        if (configured === undefined && VERSION.test(value)) headers[name] = value
+        continue
+      }
+      const parsed = betaNames(value)
+      const names = "names" in parsed ? forwardedBetas(parsed.names, p.forward_betas) : []
+      if (names.length === 0) continue
+      if (configured === undefined) headers[name] = names.join(",")
+      else {
+        const entries = [...headers[configured]!.split(","), ...names].map((v) => v.trim()).filter((v) => v !== "")
         headers[configured] = [...new Set(entries)].join(",")
       }
     }
@@ -155,7 +165,14 @@ const DRAIN_BYTES = 64 * 1024
 const release = (body: Dispatcher.ResponseData["body"], completed: boolean) => {
   body.on("error", () => {}) // destroying a body not read to its end reports an abort: expected here
   if (completed && !body.destroyed) {
-    body.dump({ limit: DRAIN_BYTES, signal: AbortSignal.timeout(DRAIN_MS) }).catch(() => body.destroy())
+    // A plain timer, cleared once drained: an AbortSignal.timeout would fire (and build an abort
+    // error) for every stream, long after its body was drained.
+    const timer = setTimeout(() => body.destroy(), DRAIN_MS)
+    timer.unref()
+    body.dump({ limit: DRAIN_BYTES }).then(() => clearTimeout(timer), () => {
+      clearTimeout(timer)
+      body.destroy()
+    })
   } else {
     body.destroy()
   }

@@ -1,0 +1,41 @@
+/**
+ * `GET /metrics` (api/MetricsApi.ts), and the loopback listener of `server.metrics_port`, which serves
+ * the same text without a token to whoever can reach 127.0.0.1.
+ */
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { Effect, Layer } from "effect"
+import { createServer } from "node:http"
+import { GatewayApi } from "../api/GatewayApi.ts"
+import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { Metrics } from "../observability/Metrics.ts"
+
+export const MetricsHandlers = HttpApiBuilder.group(GatewayApi, "metrics", (handlers) =>
+  Effect.map(Metrics, (metrics) =>
+    handlers.handleRaw("metrics", () =>
+      Effect.map(metrics.render, (text) => HttpServerResponse.text(text, { contentType: metrics.contentType })))))
+
+/** The loopback metrics listener, when `server.metrics_port` is set; its port once listening. */
+export const MetricsPortLive = Layer.scopedDiscard(Effect.gen(function*() {
+  const port = (yield* GatewayConfig).file.server.metrics_port
+  if (port === undefined) return
+  const metrics = yield* Metrics
+  const server = createServer((req, res) => {
+    const path = (req.url ?? "/").split("?")[0]
+    if (req.method !== "GET" || path !== "/metrics") {
+      res.writeHead(404, { "content-type": "text/plain" }).end("Not found: this listener serves GET /metrics only.\n")
+      return
+    }
+    metrics.registry.metrics().then(
+      (text) => res.writeHead(200, { "content-type": metrics.contentType }).end(text),
+      () => res.writeHead(500, { "content-type": "text/plain" }).end("The metrics could not be collected.\n")
+    )
+  })
+  yield* Effect.acquireRelease(
+    Effect.async<void, Error>((resume) => {
+      server.once("error", (e) => resume(Effect.fail(e)))
+      server.listen(port, "127.0.0.1", () => resume(Effect.void))
+    }),
+    () => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
+  ).pipe(Effect.orDie)
+  yield* Effect.logInfo(`metrics on http://127.0.0.1:${port}/metrics (no token; loopback only)`)
+}))

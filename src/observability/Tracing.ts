@@ -1,0 +1,35 @@
+/**
+ * Traces, only when an OTLP collector is configured (OTEL_EXPORTER_OTLP_ENDPOINT, else
+ * `telemetry.otlp_endpoint`): Effect's spans go to `<endpoint>/v1/traces` as OTLP/HTTP JSON, through
+ * @effect/opentelemetry's exporter. Each request has a server span with children for its admission,
+ * each upstream attempt and its ledger appends. Without a collector, spans are switched off for the
+ * whole server: they would be built for nobody.
+ */
+import { FetchHttpClient } from "@effect/platform"
+// The modules themselves, not the package index, which would load the OpenTelemetry SDK as well.
+import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
+import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
+import { Config, Effect, Layer, Option } from "effect"
+import { GatewayConfig } from "../config/GatewayConfig.ts"
+
+/** The collector's base address, if traces are wanted (the environment first, then the file). */
+export const otlpEndpoint = Effect.gen(function*() {
+  const fromEnv = yield* Config.option(Config.string("OTEL_EXPORTER_OTLP_ENDPOINT")).pipe(Effect.orDie)
+  const config = yield* GatewayConfig
+  const chosen = Option.filter(fromEnv, (e) => e.trim() !== "").pipe(
+    Option.orElse(() => Option.fromNullable(config.file.telemetry.otlp_endpoint))
+  )
+  return Option.map(chosen, (e) => e.trim().replace(/\/+$/, ""))
+})
+
+/** The tracer of the server: the OTLP exporter, or none at all. */
+export const TracingLive = Layer.unwrapEffect(Effect.gen(function*() {
+  const endpoint = yield* otlpEndpoint
+  if (Option.isNone(endpoint)) return Layer.setTracerEnabled(false)
+  const config = yield* GatewayConfig
+  return OtlpTracer.layer({
+    url: `${endpoint.value}/v1/traces`,
+    resource: { serviceName: config.file.telemetry.service_name, serviceVersion: "0.1.0" },
+    exportInterval: "1 second"
+  }).pipe(Layer.provide(OtlpSerialization.layerJson), Layer.provide(FetchHttpClient.layer))
+}))
