@@ -73,11 +73,12 @@ YAML
 }
 
 # Starts `tollgate serve` in the background as `npm start` runs it, with TOLLGATE_NODE_OPTIONS as its
-# NODE_OPTIONS, NODE_FLAGS and SERVE_ARGS: start_serve LOG PORT [NAME=value ...]. Sets SERVE_PID (in PIDS
-# too, for cleanup) and returns once GET /v1 answers.
+# NODE_OPTIONS, NODE_FLAGS and SERVE_ARGS: start_serve LOG PORT [NAME=value ...]. It logs as it does by
+# default (info: an access line per request, to the log file); BENCH_LOG_LEVEL changes that. Sets
+# SERVE_PID (in PIDS too, for cleanup) and returns once GET /v1 answers.
 start_serve() {
   local log="$1" port="$2"; shift 2
-  env "$@" NODE_OPTIONS="${TOLLGATE_NODE_OPTIONS:-}" TOLLGATE_PORT="$port" TOLLGATE_LOG_LEVEL=warning \
+  env "$@" NODE_OPTIONS="${TOLLGATE_NODE_OPTIONS:-}" TOLLGATE_PORT="$port" TOLLGATE_LOG_LEVEL="${BENCH_LOG_LEVEL:-info}" \
     "${SERVE_NODE[@]}" "${NODE_FLAGS[@]}" "$ROOT/bin/tollgate.mjs" serve "${SERVE_ARGS[@]}" >"$log" 2>&1 &
   SERVE_PID=$!
   PIDS+=($SERVE_PID)
