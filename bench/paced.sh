@@ -6,7 +6,9 @@
 # PACED_SECONDS. Per target: streams completed, TTFC p50/p99, peak RSS, resident memory per open
 # stream and CPU per stream and per relayed chunk (from /proc/<pid>/stat), with ratios to the floor.
 # Everything it starts it stops, by PID. Loopback only.
-# Env: PACED_CONNS ("2000"; e.g. "2000 10000"), PACED_SECONDS (20), PACED_DELAY_MS (250),
+# A proxy holds two sockets a stream (client and upstream): PACED_CONNS is bounded by half the process's
+# open-file limit (`ulimit -Hn`; 20,000 on the bench machine, so 6,000 streams there, not 10,000).
+# Env: PACED_CONNS ("2000"; e.g. "2000 6000"), PACED_SECONDS (20), PACED_DELAY_MS (250),
 #      PACED_TARGETS ("floor pg embedded portkey"), BENCH_DATABASE_URL, PORTKEY_DIR, OUT (results folder).
 NAME=paced
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
