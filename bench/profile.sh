@@ -29,13 +29,13 @@ start_serve "$WORK/tollgate.log" "$P_TG"
 TG=$SERVE_PID
 
 load() { # seconds
-  if [[ "$TEST" == chat ]]; then
+  if [[ "$TEST" == chat ]] && command -v wrk >/dev/null; then
     printf '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say hello in twenty words."}]}' >"$WORK/body.json"
     WRK_BODY_FILE="$WORK/body.json" timeout $(($1 + 20)) wrk -t1 -c50 -d"${1}s" --timeout 10s -s "$WORK/harness/wrk-post.lua" \
       -H "Authorization: Bearer $KEY" "http://127.0.0.1:$P_TG/v1/chat/completions" | grep '^WRK_JSON' | sed 's/^WRK_JSON //'
   else
-    local c=50; [[ "$TEST" == paced ]] && c="${PROFILE_CONNS:-1000}"
-    node "$WORK/harness/sse-load.mjs" --url "http://127.0.0.1:$P_TG" -c "$c" -d "$1" --timeout 60 --header "Authorization: Bearer $KEY" --json
+    local c=50 mode=(); [[ "$TEST" == paced ]] && c="${PROFILE_CONNS:-1000}"; [[ "$TEST" == chat ]] && mode=(--no-stream)
+    node "$WORK/harness/sse-load.mjs" --url "http://127.0.0.1:$P_TG" -c "$c" -d "$1" "${mode[@]}" --timeout 60 --header "Authorization: Bearer $KEY" --json
   fi
 }
 load 2 >/dev/null

@@ -4,6 +4,7 @@
  * the end. A bill never fails and never makes the client wait long: when the log does not confirm it
  * within `billing.commit_wait_ms`, it goes to the spool (durable, landed once the log answers).
  */
+import { noStackTrace } from "../observability/Tracing.ts"
 import { Clock, Effect, LogLevel } from "effect"
 import { type Reservation } from "../accounts/Admission.ts"
 import { QuotaExceeded } from "../accounts/errors.ts"
@@ -160,7 +161,7 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
           ...(r.rateLimits ? { rate_limits: r.rateLimits } : {})
         }]
       }).pipe(
-        Effect.withSpan("tollgate.ledger.append", { attributes: { "tollgate.events": "StreamStarted" } }),
+        Effect.withSpan("tollgate.ledger.append", { ...noStackTrace, attributes: { "tollgate.events": "StreamStarted" } }),
         Effect.as(ticket),
         Effect.catchTags({
           StreamConflict: () => Effect.succeed(ticket),
@@ -253,7 +254,7 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
           })
           const wait = Math.max(1, within)
           const appended = yield* Effect.either(log.append({ ...entry, expectedVersion: t.version }, { confirmWithinMs: wait })).pipe(
-            Effect.withSpan("tollgate.ledger.append", { attributes: { "tollgate.events": "UsageReported, Billed" } })
+            Effect.withSpan("tollgate.ledger.append", { ...noStackTrace, attributes: { "tollgate.events": "UsageReported, Billed" } })
           )
           if (appended._tag === "Left") {
             const e = appended.left

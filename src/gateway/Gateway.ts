@@ -5,6 +5,7 @@
  * style), then UsageReported and Billed, exactly once, on every ending, defects included.
  * The request runs in the server-owned supervisor; its billing steps are uninterruptible.
  */
+import { noStackTrace } from "../observability/Tracing.ts"
 import { Cause, Effect, Exit, Option } from "effect"
 import type { Readable } from "node:stream"
 import { Admission } from "../accounts/Admission.ts"
@@ -107,7 +108,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                   inputEstimateTokens
                 }).pipe(Effect.onError(() => supervisor.leave(g.requestId)))
                 return { reservation, ticket }
-              }).pipe(Effect.withSpan("tollgate.admission"))
+              }).pipe(Effect.withSpan("tollgate.admission", noStackTrace))
               const { reservation, ticket } = yield* admitted
               const close = (exit: Exit.Exit<unknown, unknown>) =>
                 Effect.zipRight(billedAnyway(g, ticket, exit), supervisor.leave(g.requestId))

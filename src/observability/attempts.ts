@@ -3,6 +3,7 @@
  * after the first, a failover when the deployment changes, an error by kind), noted on the request's
  * record, and runs in a `tollgate.upstream.attempt` span.
  */
+import { noStackTrace } from "./Tracing.ts"
 import { Effect } from "effect"
 import type { Candidate } from "../gateway/Routing.ts"
 import type { UpstreamError } from "../providers/Upstream.ts"
@@ -32,6 +33,7 @@ export const observeAttempts = <A, R>(
         Effect.zipRight(attempt(c, n)),
         Effect.tapError((e) => Effect.sync(() => metrics.upstreamErrors.inc({ provider, deployment, kind: e.kind }))),
         Effect.withSpan("tollgate.upstream.attempt", {
+          ...noStackTrace,
           attributes: { "tollgate.provider": provider, "tollgate.deployment": deployment, "tollgate.attempt": n }
         })
       )
