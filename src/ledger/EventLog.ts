@@ -9,58 +9,19 @@
  * recognised instead of duplicated.
  */
 import { SqlClient } from "@effect/sql"
-import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Data, Effect, Exit, Option, Schema } from "effect"
-import { createHash } from "node:crypto"
+import { Cause, Effect, Exit, Option, Schema } from "effect"
 import { Metrics } from "../observability/Metrics.ts"
 import { Replica } from "./Replica.ts"
-import { currentSchemaVersion, DomainEvent, type EventType, upcasters } from "./events.ts"
-import { isConnectionLoss } from "../db/errors.ts"
+import { currentSchemaVersion, DomainEvent, type EventType } from "./events.ts"
 import { literal, script } from "../db/SqlScript.ts"
 import type { Delta } from "./projections/Delta.ts"
-import { plan, refusalOf, type Statement } from "./projections/applySql.ts"
+import { plan, type Statement } from "./projections/applySql.ts"
 import { project } from "./projections/project.ts"
+import { type AppendError, appendErrorOf, LedgerRejected, LedgerUnavailable } from "./appendErrors.ts"
+import { decodeStoredEvent, type EventRow, eventIdOf } from "./storedEvents.ts"
 
-export class StreamConflict extends Data.TaggedError("StreamConflict")<{
-  readonly streamId: string
-  readonly message: string
-}> {}
-
-/** A StreamStarted whose reservation the key's quota (across every process) could not cover. */
-export class QuotaUnavailable extends Data.TaggedError("QuotaUnavailable")<{
-  readonly keyId: string
-  readonly message: string
-}> {}
-
-/** A StreamStarted past its key's rate limits for the current minute (across every process). */
-export class RateExceeded extends Data.TaggedError("RateExceeded")<{
-  readonly keyId: string
-  readonly message: string
-  /** When the minute the request was counted in ends (ISO-8601): the earliest a retry can be counted anew. */
-  readonly windowEndsAt: string
-}> {}
-
-/** A vendor's key or top-up that its credit could not cover. */
-export class CreditShort extends Data.TaggedError("CreditShort")<{
-  readonly vendorId: string
-  readonly message: string
-}> {}
-
-export class LedgerUnavailable extends Data.TaggedError("LedgerUnavailable")<{
-  readonly message: string
-  readonly cause?: unknown
-}> {}
-
-/**
- * The database refused the append for a reason a retry will not change (bad data, a bug): unlike
- * `LedgerUnavailable`, this is not an outage.
- */
-export class LedgerRejected extends Data.TaggedError("LedgerRejected")<{
-  readonly message: string
-  readonly cause?: unknown
-}> {}
-
-export type AppendError = StreamConflict | LedgerUnavailable | LedgerRejected | QuotaUnavailable | RateExceeded | CreditShort
+export * from "./appendErrors.ts"
+export * from "./storedEvents.ts"
 
 export interface AppendRequest {
   readonly streamId: string
@@ -82,86 +43,15 @@ export interface Appended {
   readonly occurredAt: string
 }
 
-export interface StoredEvent {
-  readonly position: string
-  readonly transactionId: string
-  readonly eventId: string
-  readonly streamId: string
-  readonly streamVersion: number
-  readonly schemaVersion: number
-  readonly occurredAt: string
-  readonly metadata: Readonly<Record<string, unknown>>
-  readonly event: DomainEvent
-}
-
 export type CommittedEvents = ReadonlyArray<{ readonly event: DomainEvent; readonly occurredAt: string }>
 export type CommittedListener = (events: CommittedEvents) => void
 
-/** A row of the log (or a line of an export) as a typed event; older schema versions are upcast here. */
-export const decodeStoredEvent = (r: EventRow): StoredEvent => {
-  let data = (typeof r.data === "string" ? JSON.parse(r.data) : r.data) as Record<string, unknown>
-  const ups = upcasters[r.event_type as EventType]
-  for (let v = r.schema_version; ups && ups[v]; v++) data = ups[v]!(data)
-  return {
-    position: r.position,
-    transactionId: r.transaction_id,
-    eventId: r.event_id,
-    streamId: r.stream_id,
-    streamVersion: r.stream_version,
-    schemaVersion: r.schema_version,
-    occurredAt: new Date(r.occurred_at).toISOString(),
-    metadata: (typeof r.metadata === "string" ? JSON.parse(r.metadata) : r.metadata) as Record<string, unknown>,
-    event: decodeEvent({ ...data, _tag: r.event_type })
-  }
-}
-
-
 const encodeEvent = Schema.encodeSync(DomainEvent)
-const decodeEvent = Schema.decodeUnknownSync(DomainEvent)
-
-/** A UUID derived from the stream id and version (name-based, SHA-1, RFC 4122 layout). */
-export const eventIdOf = (streamId: string, version: number): string => {
-  const h = createHash("sha1").update(`${streamId}:${version}`).digest()
-  h[6] = (h[6]! & 0x0f) | 0x50
-  h[8] = (h[8]! & 0x3f) | 0x80
-  const x = h.subarray(0, 16).toString("hex")
-  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`
-}
 
 interface Job {
   readonly request: AppendRequest
   /** Answers the appending fiber (once). */
   readonly done: (exit: Exit.Exit<Appended, AppendError>) => void
-}
-
-/** What a failed single append tells its caller: a conflict on its stream, a refusal, or the log being down. */
-const appendErrorOf = (job: Job, error: SqlError, occurredAt: string): AppendError => {
-  const refusal = refusalOf(error)
-  switch (refusal?.kind) {
-    case "quota":
-      return new QuotaUnavailable({ keyId: refusal.id, message: `the quota of key ${refusal.id} cannot cover this reservation` })
-    case "rate":
-      return new RateExceeded({
-        keyId: refusal.id,
-        message: `key ${refusal.id} reached its rate limit for this minute`,
-        windowEndsAt: new Date(Math.floor(Date.parse(occurredAt) / 60_000) * 60_000 + 60_000).toISOString()
-      })
-    case "credit":
-      return new CreditShort({ vendorId: refusal.id, message: `vendor ${refusal.id} has too little credit left` })
-  }
-  const { streamId } = job.request
-  return isEventConflict(error)
-    ? new StreamConflict({ streamId, message: `stream ${streamId} is not at the version this append expected` })
-    : isConnectionLoss(error.cause)
-    ? new LedgerUnavailable({ message: `event log append failed: ${error.message}`, cause: error })
-    : new LedgerRejected({ message: `the database refused an append to ${streamId}: ${error.message}`, cause: error })
-}
-
-/** A unique violation in the log itself: the stream already has an event at a version this append aimed at. */
-const isEventConflict = (error: SqlError) => {
-  const cause = error.cause as { code?: unknown; table?: unknown; constraint?: unknown } | undefined
-  return cause?.code === "23505" &&
-    (cause.table === "event_log" || (typeof cause.constraint === "string" && cause.constraint.startsWith("event_log")))
 }
 
 const MAX_BATCH = 256
@@ -295,7 +185,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
             // A defect (an event that cannot be written at all) answers its append too, and the writer goes on.
             const failure = Cause.failureOption(cause)
             const error = Option.isSome(failure)
-              ? appendErrorOf(job, failure.value, job.request.occurredAt ?? occurredAt)
+              ? appendErrorOf(job.request.streamId, failure.value, job.request.occurredAt ?? occurredAt)
               : new LedgerRejected({ message: `event log append failed: ${Cause.pretty(cause)}`, cause })
             return Effect.sync(() => {
               if (error._tag === "LedgerUnavailable") unavailableSince ??= Date.now()
@@ -469,15 +359,3 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
   dependencies: [Replica.Default]
 }) {}
 
-export interface EventRow {
-  readonly position: string
-  readonly transaction_id: string
-  readonly event_id: string
-  readonly stream_id: string
-  readonly stream_version: number
-  readonly event_type: string
-  readonly schema_version: number
-  readonly data: unknown
-  readonly metadata: unknown
-  readonly occurred_at: string | Date
-}
