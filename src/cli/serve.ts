@@ -39,7 +39,8 @@ const DevKeyLive = Layer.effectDiscard(Effect.gen(function*() {
   )
 }))
 
-const BannerLive = Layer.effectDiscard(Effect.gen(function*() {
+/** Says it is listening, and, when it is asked to stop (SIGTERM, SIGINT), that it is stopping. */
+const BannerLive = Layer.scopedDiscard(Effect.gen(function*() {
   const server = yield* HttpServer.HttpServer
   const config = yield* GatewayConfig
   const db = yield* Database.Database
@@ -49,6 +50,12 @@ const BannerLive = Layer.effectDiscard(Effect.gen(function*() {
   yield* Effect.logInfo(
     `Tollgate listening on ${address} | database: ${db.backend} (${db.location}) | config: ${config.source} | ` +
       `models: ${Object.keys(config.file.models).join(", ")}`
+  )
+  // Released before the server and the supervisor: the first word of a shutdown.
+  yield* Effect.addFinalizer(() =>
+    Effect.logInfo(
+      `stopping: new connections are refused; requests in flight finish and are billed (at most ${config.file.server.shutdown_grace_ms} ms)`
+    )
   )
 }))
 
@@ -72,6 +79,7 @@ export const ServeLive = Layer.mergeAll(BannerLive, DevKeyLive, OperatorLive, Ke
 export const serve = Effect.gen(function*() {
   const config = yield* GatewayConfig
   return yield* Layer.launch(ServeLive.pipe(Layer.provide(Layer.succeed(GatewayConfig, config)))).pipe(
+    Effect.onInterrupt(() => Effect.logInfo("stopped")),
     Effect.provide(configuredLoggerLayer(config.file.log.format))
   )
 }).pipe(Effect.provide(GatewayConfig.layer))

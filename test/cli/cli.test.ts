@@ -15,6 +15,7 @@ import {
   exitWithin,
   freePort,
   root,
+  logLines,
   sleep,
   start,
   tempDir,
@@ -318,6 +319,11 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder while 
     expect(exit).toEqual({ code: 0, signal: null })
     expect(fs.existsSync(path.join(dir, "tollgate.lock"))).toBe(false)
     expect(fs.existsSync(path.join(dir, "operator.json"))).toBe(false)
+    // The log says that it is stopping, then that it stopped.
+    const messages = logLines(server).map((l) => String(l.msg))
+    const stopping = messages.findIndex((m) => m.startsWith("stopping: new connections are refused"))
+    expect(stopping, messages.slice(-5).join("\n")).toBeGreaterThanOrEqual(0)
+    expect(messages.indexOf("stopped")).toBeGreaterThan(stopping)
 
     const { keys } = await tollgateJson(["keys", "list"], env)
     expect(keys.map((k: { id: string; status: string }) => [k.id, k.status])).toEqual([[devKeyId, "active"], [cliKey.id, "revoked"]])
