@@ -18,12 +18,17 @@ export const postgresLocation = (url: string): string => {
   try {
     const u = new URL(url)
     if (u.protocol !== "postgres:" && u.protocol !== "postgresql:") return NOT_A_URL
-    // A Unix socket is given as ?host=/run/postgresql; libpq's defaults fill what the URL leaves out.
-    const host = decodeURIComponent(u.hostname) || u.searchParams.get("host") || "localhost"
+    // An "@" the parser did not take as the end of the credentials is part of them (a password with
+    // an unencoded "/", "?" or "#"): nothing of such a URL is shown.
+    if (url.includes("@") && u.username === "" && u.password === "") return NOT_A_URL
+    // ?host= wins over the URL's host, as in pg; a Unix socket is given as ?host=/run/postgresql;
+    // libpq's defaults fill what the URL leaves out.
+    const host = u.searchParams.get("host") || decodeURIComponent(u.hostname) || "localhost"
     const port = u.port || u.searchParams.get("port") || "5432"
     const database = decodeURIComponent(u.pathname.replace(/^\//, "")) || u.searchParams.get("dbname") ||
       "(the user's default database)"
-    return `${host}:${port}/${database}`
+    const location = `${host}:${port}/${database}`
+    return location.includes("@") ? NOT_A_URL : location
   } catch {
     return NOT_A_URL
   }

@@ -15,7 +15,19 @@ describe("naming the database", () => {
     expect(postgresLocation("postgres:///tollgate?host=/run/postgresql")).toBe("/run/postgresql:5432/tollgate")
     expect(postgresLocation("postgres://u:p@h")).toBe("h:5432/(the user's default database)")
     // Whatever is not a postgres:// URL is not quoted: it may be a password in the wrong place.
-    for (const bad of ["user:secret@nowhere", "host=db password=secret", "http://u:secret@h/d"]) {
+    // ?host= wins over the URL's host, as pg reads it.
+    expect(postgresLocation("postgres://u:pw@decoy/db?host=real")).toBe("real:5432/db")
+    for (
+      const bad of [
+        "user:secret@nowhere",
+        "host=db password=secret",
+        "http://u:secret@h/d",
+        // An unencoded "/" in the password: the parser takes "12345" for a port, the rest for the path.
+        "postgres://admin:12345/hunter2@db.internal/tollgate",
+        "postgres://admin:12345?hunter2@db.internal/tollgate",
+        "postgres://admin:1#hunter2@db.internal/tollgate"
+      ]
+    ) {
       expect(postgresLocation(bad)).toBe("(a DATABASE_URL that is not a postgres:// URL)")
     }
   })
