@@ -140,7 +140,9 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         if (committed.some((c) => c.event._tag.startsWith("Key") || c.event._tag === "QuotaGranted")) {
           statements.push([`SELECT pg_notify('tollgate_keys', 'changed')`, []])
         }
-        const results = yield* sql.unsafe<any>(script(statements)).unprepared
+        // Untraced: the script carries every event's data (names, metadata, hashes) as literals, which
+        // a span of the statement would copy to the trace collector.
+        const results = yield* Effect.withTracerEnabled(sql.unsafe<any>(script(statements)).unprepared, false)
         // One statement answers with its rows; several with the rows of each.
         const inserted = (statements.length > 1 ? results[0] : results) as ReadonlyArray<{ event_id: string; position: string }>
         const positions = new Map(inserted.map((r) => [r.event_id, r.position]))

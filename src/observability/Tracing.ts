@@ -5,7 +5,7 @@
  * each upstream attempt and its ledger appends. Without a collector, spans are switched off for the
  * whole server: they would be built for nobody.
  */
-import { FetchHttpClient } from "@effect/platform"
+import { FetchHttpClient, Headers } from "@effect/platform"
 // The modules themselves, not the package index, which would load the OpenTelemetry SDK as well.
 import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
 import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
@@ -27,12 +27,27 @@ export const TracingLive = Layer.unwrapEffect(Effect.gen(function*() {
   const endpoint = yield* otlpEndpoint
   if (Option.isNone(endpoint)) return Layer.setTracerEnabled(false)
   const config = yield* GatewayConfig
-  return OtlpTracer.layer({
-    url: `${endpoint.value}/v1/traces`,
-    resource: { serviceName: config.file.telemetry.service_name, serviceVersion: "0.1.0" },
-    exportInterval: "1 second"
-  }).pipe(Layer.provide(OtlpSerialization.layerJson), Layer.provide(FetchHttpClient.layer))
+  return Layer.mergeAll(
+    OtlpTracer.layer({
+      url: `${endpoint.value}/v1/traces`,
+      resource: { serviceName: config.file.telemetry.service_name, serviceVersion: "0.1.0" },
+      exportInterval: "1 second"
+    }).pipe(Layer.provide(OtlpSerialization.layerJson), Layer.provide(FetchHttpClient.layer)),
+    // A request span records the request's headers: those that may carry a credential (any client's
+    // or provider's naming of one) are recorded as redacted.
+    Layer.locallyScoped(Headers.currentRedactedNames, [...redactedHeaderNames])
+  )
 }))
+
+/** Header names recorded as redacted in traces. */
+export const redactedHeaderNames: ReadonlyArray<string | RegExp> = [
+  "authorization",
+  "proxy-authorization",
+  "cookie",
+  "set-cookie",
+  "x-api-key",
+  /key|token|secret|auth|session|signature|password|credential/i
+]
 
 /**
  * The options of every span the gateway opens on a request's path: without the call site's stack

@@ -93,7 +93,9 @@ describe("access log and traces of tollgate serve", () => {
     const openai = new OpenAI({ apiKey: key.key, baseURL: `${base}/v1`, maxRetries: 0 })
     const messages = [{ role: "user" as const, content: PROMPT }]
 
-    const ok = await openai.chat.completions.create({ model: "mock-gpt", messages }).withResponse()
+    // Credentials under other clients' header names (Azure's api-key, Google's x-goog-api-key) never reach a trace.
+    const otherCredentials = { "api-key": "azure-style-credential-7f3a", "x-goog-api-key": "goog-style-credential-9c1e" }
+    const ok = await openai.chat.completions.create({ model: "mock-gpt", messages }, { headers: otherCredentials }).withResponse()
     const okId = ok.response.headers.get("x-request-id")!
     const streamed = await openai.chat.completions.create({ model: "mock-gpt", messages, stream: true }).withResponse()
     for await (const _ of streamed.data) { /* drain */ }
@@ -162,7 +164,9 @@ describe("access log and traces of tollgate serve", () => {
     for (const line of stderr.split("\n").filter((l) => l !== "")) expect(() => JSON.parse(line), line).not.toThrow()
     for (const secret of [key.key, poor.key, vendor.token, "tg_wrong_key_123", PROMPT]) expect(stderr).not.toContain(secret)
     expect(stderr).not.toMatch(/authorization|bearer/i)
-    expect(JSON.stringify(collector.spans)).not.toContain(PROMPT)
+    const exported = JSON.stringify(collector.spans)
+    for (const secret of [PROMPT, key.key, ...Object.values(otherCredentials)]) expect(exported).not.toContain(secret)
+    expect(exported).toContain("http.request.header.api-key") // recorded, as redacted
   }, T)
 
   it("log.format: pretty writes no JSON, with the same fields", async () => {
