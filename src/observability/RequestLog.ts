@@ -12,6 +12,10 @@ import type { RequestRecord } from "./RequestRecord.ts"
 
 const ms = (x: number) => Math.round(x * 10) / 10
 
+/** The longest model name an access line repeats as the client wrote it (any key holder chooses it). */
+export const MAX_LOGGED_MODEL = 128
+const modelOf = (model: string) => (model.length <= MAX_LOGGED_MODEL ? model : `${model.slice(0, MAX_LOGGED_MODEL)}…`)
+
 /** The access line's fields, in a fixed order; absent ones are left out. */
 export const accessFields = (r: RequestRecord, endpoint: string, now: number) => {
   const fields: Record<string, unknown> = { request_id: r.requestId }
@@ -19,7 +23,7 @@ export const accessFields = (r: RequestRecord, endpoint: string, now: number) =>
   if (r.vendorId !== undefined) fields.vendor_id = r.vendorId
   fields.method = r.method
   fields.endpoint = endpoint
-  if (r.model !== undefined) fields.model = r.model
+  if (r.model !== undefined) fields.model = modelOf(r.model)
   if (r.provider !== undefined) fields.provider = r.provider
   if (r.deployment !== undefined) fields.deployment = r.deployment
   fields.status = r.status
