@@ -39,6 +39,13 @@ describe("the tokenizer in pieces", () => {
       expect(ticks).toBeGreaterThan(10)
     }))
 
+  it.live("counts code with indentation and newlines to the same total as one pass", () =>
+    Effect.gen(function*() {
+      // A run of spaces before a word is one token with its last space kept for the word: no cut inside it.
+      const code = "ab".repeat(2047) + "\n" + " ".repeat(8) + "return x" + "\n    if (a) {\n        b = c d\n    }".repeat(400)
+      expect(yield* countTokens(code)).toBe(onePass(code, { disallowedSpecial: new Set() }))
+    }))
+
   it("cuts before a space near the piece's end, never inside a surrogate pair", () => {
     const spaced = "a".repeat(PIECE_CHARS + 10) + " word"
     expect(pieceEnd(spaced, 0)).toBe(PIECE_CHARS + 10)
