@@ -21,7 +21,7 @@ import * as OperatorEndpoint from "./OperatorEndpoint.ts"
 import { type ExportRequest, type Operation, OperationFailed, run } from "./operations.ts"
 import { progress, progressWanted } from "./progress.ts"
 import { serve } from "./serve.ts"
-import { type CommandTree, commandPath, fullUsage, toleratePipeClose, withTerminalConsole } from "./terminal.ts"
+import { type CommandTree, commandPath, fullUsage, printsSecret, toleratePipeClose, withTerminalConsole } from "./terminal.ts"
 import { SqlError } from "@effect/sql/SqlError"
 import { databaseName } from "../db/describe.ts"
 import { configuredLoggerLayer, defaultLoggerLayer } from "../observability/Logging.ts"
@@ -285,8 +285,8 @@ const tree: CommandTree = {
  * console (no escape codes under NO_COLOR or off a terminal).
  */
 const cli = (argv: ReadonlyArray<string>) => {
-  toleratePipeClose()
   const path = commandPath(argv.slice(2), tree)
+  toleratePipeClose(printsSecret(path))
   const usage = `tollgate ${path.join(" ")}`.trimEnd()
   return Command.run(root, { name: "tollgate", version: "0.1.0" })(argv).pipe(
     Effect.catchIf(ValidationError.isValidationError, () =>

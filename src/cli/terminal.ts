@@ -79,11 +79,23 @@ export const withTerminalConsole = (rewriteOut: (text: string) => string = (s) =
   })
 
 /**
- * A reader of stdout that goes away (`tollgate events --json | head`) is not an error of the command:
- * what is left to print is dropped instead of crashing the process on an unhandled EPIPE.
+ * A reader of stdout that goes away (`tollgate events --json | head`) is not an error of a command
+ * that lists or exports: what is left to print is dropped, exit 0. For a command whose output is a
+ * secret shown once (`printsSecret`), the secret may be lost: it says so and exits 1. Any other
+ * error of stdout (EIO, ENOSPC) is one line on stderr and exit 1, never an uncaught exception.
  */
-export const toleratePipeClose = () => {
+export const toleratePipeClose = (printsSecret: boolean) => {
   process.stdout.on("error", (e: NodeJS.ErrnoException) => {
-    if (e.code !== "EPIPE") throw e
+    if (e.code === "EPIPE" && !printsSecret) return
+    process.exitCode = 1
+    process.stderr.write(
+      e.code === "EPIPE"
+        ? "tollgate: stdout was closed before the output was read: the secret it held may be lost; revoke it and create another\n"
+        : `tollgate: could not write to stdout: ${e.message}\n`
+    )
   })
 }
+
+/** The commands whose output holds a secret shown only once. */
+export const printsSecret = (path: ReadonlyArray<string>) =>
+  ["keys create", "vendors create", "vendors token"].includes(path.slice(0, 2).join(" "))

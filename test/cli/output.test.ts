@@ -108,6 +108,15 @@ describe.skipIf(backend() === "postgres")("CLI output on an embedded folder", ()
     expect(r.stderr).not.toContain("ops:")
   }, T)
 
+  it("a secret shown once whose reader has gone (stdout closed) is said to be lost, exit 1", async () => {
+    const p = start(["keys", "create", "--quota-usd", "1", "--json"], env)
+    p.child.stdout!.destroy() // the reader is gone before anything is written
+    const exit = await p.exited
+    expect(exit.code, p.output().stderr).toBe(1)
+    expect(p.output().stderr).toContain("the secret it held may be lost")
+    expect(p.output().stderr).not.toMatch(/^\s+at /m)
+  }, T)
+
   it("help describes every command and names the whole command in its usage line; no escape code off a terminal", async () => {
     const top = await tollgate(["--help"], env)
     expect(top.code).toBe(0)
