@@ -6,7 +6,7 @@
  * The request runs in the server-owned supervisor; its billing steps are uninterruptible.
  */
 import { noStackTrace } from "../observability/Tracing.ts"
-import { Cause, Effect, Exit, Option } from "effect"
+import { Cause, Effect, Exit, FiberRef, Option } from "effect"
 import type { Readable } from "node:stream"
 import { Admission } from "../accounts/Admission.ts"
 import { Catalog } from "../accounts/Catalog.ts"
@@ -16,6 +16,7 @@ import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { observeAttempts } from "../observability/attempts.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { RequestLog } from "../observability/RequestLog.ts"
+import { currentRecord } from "../observability/RequestRecord.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
 import { attempt, type Json } from "../translate/Untranslatable.ts"
 import { textOf } from "../wire/text.ts"
@@ -61,10 +62,11 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
     const config = yield* GatewayConfig
     const policy = config.file.server.retries
     const metrics = yield* Metrics
+    const requestLog = yield* RequestLog
     const runStream = streamCall({
       upstreams,
       metrics,
-      requestLog: yield* RequestLog,
+      requestLog,
       billing,
       supervisor,
       policy,
@@ -85,7 +87,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
     ): Effect.Effect<A, Refusal> =>
       Effect.flatMap(route(g), (routed) =>
         supervisor.run(
-          Effect.uninterruptibleMask((restore) =>
+          withRecord(Effect.uninterruptibleMask((restore) =>
             Effect.gen(function*() {
               const inputEstimateTokens = cheapTokens(textOf(g.body))
               // The quota check and StreamStarted: one span, `tollgate.admission`, when traces are exported.
@@ -118,8 +120,25 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                 Effect.onError(() => reservation.release)
               )
             })
-          )
+          ))
         ))
+
+    /**
+     * Marks the request's record while its work runs: a client that leaves before the answer gets its
+     * access line (status 499) once the work has billed the call, with the bill's tokens and cost.
+     */
+    const withRecord = <A, E>(work: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+      Effect.flatMap(FiberRef.get(currentRecord), (record) =>
+        record === undefined ? work : Effect.suspend(() => {
+          record.working = true
+          return Effect.ensuring(
+            work,
+            Effect.suspend(() => {
+              record.working = false
+              return record.status === 499 && !record.deferred ? requestLog.finish(record) : Effect.void
+            })
+          )
+        }))
 
     /**
      * The safety net: a request that ended without billing (a defect) is billed as failed: from an

@@ -10,7 +10,7 @@
  */
 import { HttpApi, HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Cause, Effect, Option } from "effect"
+import { Effect, Option } from "effect"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { oneLine } from "../observability/Logging.ts"
 import { RequestLog } from "../observability/RequestLog.ts"
@@ -79,11 +79,15 @@ export const EnvelopeMiddleware = HttpApiBuilder.middleware(Effect.map(Effect.al
           return envelopeResponse(envelope, requestId)
         })
       ),
-      Effect.catchAllCause((cause) => Effect.failCause(cause as Cause.Cause<never>)),
+      // The handler's interruption (the client left) comes out of causeToEnvelope as the error: raised
+      // again as the cause it is. The middleware runs uninterruptibly (only the route's handler is
+      // interruptible), so the handler above sees that cause; only so does `onInterrupt` see it too.
+      Effect.catchAll((cause) => Effect.failCause(cause)),
       Effect.onInterrupt(() =>
         Effect.suspend(() => {
+          // The client left. If the request's work is still billing, its end writes the line.
           record.status = 499
-          return requestLog.finish(record)
+          return record.working ? Effect.void : requestLog.finish(record)
         })
       ),
       Effect.annotateLogs("request_id", requestId)

@@ -36,6 +36,11 @@ export interface RequestRecord {
   traceId?: string
   /** A stream whose answer has begun: its line is written when it ends, not when the handler returns. */
   deferred: boolean
+  /**
+   * The request's work runs in the supervisor and has not ended: a client that leaves meanwhile gets
+   * its line once that work has billed the call (Gateway.ts), with the bill's tokens and cost.
+   */
+  working: boolean
   finished: boolean
 }
 
@@ -48,6 +53,7 @@ export const newRecord = (requestId: string, method: string, path: string): Requ
   stream: false,
   attempts: 0,
   deferred: false,
+  working: false,
   finished: false
 })
 

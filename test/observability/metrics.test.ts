@@ -7,6 +7,7 @@
  * batches.
  */
 import { describe, expect, layer } from "@effect/vitest"
+import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { Keys } from "../../src/accounts/Keys.ts"
 import OpenAI from "openai"
@@ -122,6 +123,58 @@ describe("metrics", () => {
         expect(valueOf(after, "tollgate_spool_depth")).toBe(0)
         // Never a key id in a label.
         expect(after).not.toContain(key.keyId)
+      }))
+
+    it.effect("a client that leaves before a JSON answer is counted once as 499, after its bill and with the bill's tokens and cost", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const fake = yield* Fake
+        fake.reset()
+        const { key, secret } = yield* issueKey()
+        const openai = new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 })
+        const before = yield* scrape(base)
+        const delta = (after: string, name: string, labels: Record<string, string> = {}) =>
+          valueOf(after, name, labels) - valueOf(before, name, labels)
+        const gone = { endpoint: "/v1/chat/completions", model: "gpt-up", status: "499", style: "json" }
+        // The upstream would answer only long after the client has gone.
+        fake.script("/v1/chat/completions", { delayMs: 5_000, body: { error: { message: "too late" } } })
+        const controller = new AbortController()
+        const call = openai.chat.completions.create(
+          { model: "gpt-up", messages: [{ role: "user", content: "a prompt the gateway bills as read" }] },
+          { signal: controller.signal }
+        ).then(() => undefined, (e) => e)
+        // The gateway has read the request and called the upstream: the client leaves.
+        yield* Effect.promise(async () => {
+          while (fake.received.length === 0) await new Promise((r) => setTimeout(r, 10))
+        })
+        controller.abort()
+        expect(yield* Effect.promise(() => call)).toBeInstanceOf(OpenAI.APIUserAbortError)
+        let after = yield* scrape(base)
+        for (let i = 0; i < 500 && delta(after, "tollgate_requests_total", gone) < 1; i++) {
+          yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
+          after = yield* scrape(base)
+        }
+        expect(delta(after, "tollgate_requests_total", gone)).toBe(1)
+        // The metrics count what the ledger billed: the prompt's tokens, from an estimate.
+        const sql = yield* SqlClient.SqlClient
+        const billsOfKey = Effect.map(
+          sql<{ data: any }>`SELECT data FROM event_log WHERE event_type = 'Billed'`,
+          (rows) => rows.map((b) => (typeof b.data === "string" ? JSON.parse(b.data) : b.data)).filter((d) => d.key_id === key.keyId)
+        )
+        // A bill the ledger did not confirm within its wait is written from the spool a little later.
+        let bills = yield* billsOfKey
+        for (let i = 0; i < 500 && bills.length === 0; i++) {
+          yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
+          bills = yield* billsOfKey
+        }
+        expect(bills).toHaveLength(1)
+        expect(bills[0]).toMatchObject({ outcome: "cancelled", estimated: true })
+        expect(bills[0].usage.input_tokens).toBeGreaterThan(0)
+        expect(delta(after, "tollgate_tokens_total", { model: "gpt-up", direction: "input" })).toBe(bills[0].usage.input_tokens)
+        expect(delta(after, "tollgate_cost_billed_usd_total", { model: "gpt-up" })).toBeCloseTo(Number(bills[0].cost.total_nanos) / 1e9, 12)
+        expect(valueOf(after, "tollgate_requests_in_flight")).toBe(0)
+        // Written once: a later scrape counts it no more.
+        expect(delta(yield* scrape(base), "tollgate_requests_total", gone)).toBe(1)
       }))
 
     it.effect("a key without quota for the call is a refusal counted as reason=quota", () =>
