@@ -177,6 +177,51 @@ describe("metrics", () => {
         expect(delta(yield* scrape(base), "tollgate_requests_total", gone)).toBe(1)
       }))
 
+    it.effect("a client that leaves a stream before its first chunk is counted once as 499 (sse), after its bill", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const fake = yield* Fake
+        fake.reset()
+        const { key, secret } = yield* issueKey()
+        const openai = new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 })
+        const before = yield* scrape(base)
+        const delta = (after: string, name: string, labels: Record<string, string> = {}) =>
+          valueOf(after, name, labels) - valueOf(before, name, labels)
+        const gone = { endpoint: "/v1/chat/completions", model: "gpt-up", status: "499", style: "sse" }
+        fake.script("/v1/chat/completions", { delayMs: 5_000, events: ["data: [DONE]"] })
+        const controller = new AbortController()
+        const call = openai.chat.completions.create(
+          { model: "gpt-up", stream: true, messages: [{ role: "user", content: "a streamed prompt the gateway bills as read" }] },
+          { signal: controller.signal }
+        ).then(() => undefined, (e) => e)
+        yield* Effect.promise(async () => {
+          while (fake.received.length === 0) await new Promise((r) => setTimeout(r, 10))
+        })
+        controller.abort()
+        expect(yield* Effect.promise(() => call)).toBeInstanceOf(OpenAI.APIUserAbortError)
+        let after = yield* scrape(base)
+        for (let i = 0; i < 500 && delta(after, "tollgate_requests_total", gone) < 1; i++) {
+          yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
+          after = yield* scrape(base)
+        }
+        expect(delta(after, "tollgate_requests_total", gone)).toBe(1)
+        const sql = yield* SqlClient.SqlClient
+        const billsOfKey = Effect.map(
+          sql<{ data: any }>`SELECT data FROM event_log WHERE event_type = 'Billed'`,
+          (rows) => rows.map((b) => (typeof b.data === "string" ? JSON.parse(b.data) : b.data)).filter((d) => d.key_id === key.keyId)
+        )
+        // A bill the ledger did not confirm within its wait is written from the spool a little later.
+        let bills = yield* billsOfKey
+        for (let i = 0; i < 500 && bills.length === 0; i++) {
+          yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
+          bills = yield* billsOfKey
+        }
+        expect(bills).toHaveLength(1)
+        expect(bills[0]).toMatchObject({ outcome: "cancelled", estimated: true })
+        expect(delta(after, "tollgate_tokens_total", { model: "gpt-up", direction: "input" })).toBe(bills[0].usage.input_tokens)
+        expect(valueOf(after, "tollgate_requests_in_flight")).toBe(0)
+      }))
+
     it.effect("a key without quota for the call is a refusal counted as reason=quota", () =>
       Effect.gen(function*() {
         const base = yield* baseUrl
