@@ -164,15 +164,31 @@ export const exitWithin = (p: Proc, ms: number) =>
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
-export const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const port = (server.address() as net.AddressInfo).port
-      server.close(() => resolve(port))
+/**
+ * A port free to listen on, for a process started next. It is picked below the kernel's ephemeral
+ * range (the source ports of outgoing connections: a port from listen(0) can be taken by any client
+ * socket of the machine before the process binds it), at random, and checked by binding it once.
+ */
+export const freePort = async (): Promise<number> => {
+  const ephemeralFrom = (() => {
+    try {
+      return Number(fs.readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]) || 32768
+    } catch {
+      return 32768
+    }
+  })()
+  const low = 10_000
+  const high = Math.max(low + 1_000, Math.min(ephemeralFrom, 65_536))
+  for (;;) {
+    const port = low + Math.floor(Math.random() * (high - low))
+    const free = await new Promise<boolean>((resolve) => {
+      const server = net.createServer()
+      server.once("error", () => resolve(false))
+      server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)))
     })
-  })
+    if (free) return port
+  }
+}
 
 // ---- configs ------------------------------------------------------------------------------------
 
