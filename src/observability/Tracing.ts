@@ -35,7 +35,7 @@ export const TracingLive = Layer.unwrapEffect(Effect.gen(function*() {
     }).pipe(Layer.provide(OtlpSerialization.layerJson), Layer.provide(FetchHttpClient.layer)),
     // A request span records the request's headers: those that may carry a credential (any client's
     // or provider's naming of one) are recorded as redacted.
-    Layer.locallyScoped(Headers.currentRedactedNames, [...redactedHeaderNames])
+    Layer.locallyScoped(Headers.currentRedactedNames, redactedHeaderNames)
   )
 }))
 

@@ -125,7 +125,12 @@ describe("metrics", () => {
         expect(after).not.toContain(key.keyId)
       }))
 
-    it.effect("a client that leaves before a JSON answer is counted once as 499, after its bill and with the bill's tokens and cost", () =>
+    /**
+     * A call whose client leaves once the gateway has called the upstream (which would answer only
+     * long after): waits for its 499 access line to be counted and for its bill to land (a bill the
+     * ledger did not confirm within its wait is written from the spool a little later).
+     */
+    const abandoned = (stream: boolean) =>
       Effect.gen(function*() {
         const base = yield* baseUrl
         const fake = yield* Fake
@@ -135,12 +140,11 @@ describe("metrics", () => {
         const before = yield* scrape(base)
         const delta = (after: string, name: string, labels: Record<string, string> = {}) =>
           valueOf(after, name, labels) - valueOf(before, name, labels)
-        const gone = { endpoint: "/v1/chat/completions", model: "gpt-up", status: "499", style: "json" }
-        // The upstream would answer only long after the client has gone.
-        fake.script("/v1/chat/completions", { delayMs: 5_000, body: { error: { message: "too late" } } })
+        const gone = { endpoint: "/v1/chat/completions", model: "gpt-up", status: "499", style: stream ? "sse" : "json" }
+        fake.script("/v1/chat/completions", stream ? { delayMs: 5_000, events: ["data: [DONE]"] } : { delayMs: 5_000, body: { error: { message: "too late" } } })
         const controller = new AbortController()
         const call = openai.chat.completions.create(
-          { model: "gpt-up", messages: [{ role: "user", content: "a prompt the gateway bills as read" }] },
+          { model: "gpt-up", stream, messages: [{ role: "user", content: "a prompt the gateway bills as read" }] },
           { signal: controller.signal }
         ).then(() => undefined, (e) => e)
         // The gateway has read the request and called the upstream: the client leaves.
@@ -148,25 +152,34 @@ describe("metrics", () => {
           while (fake.received.length === 0) await new Promise((r) => setTimeout(r, 10))
         })
         controller.abort()
-        expect(yield* Effect.promise(() => call)).toBeInstanceOf(OpenAI.APIUserAbortError)
-        let after = yield* scrape(base)
-        for (let i = 0; i < 500 && delta(after, "tollgate_requests_total", gone) < 1; i++) {
-          yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
-          after = yield* scrape(base)
-        }
+        const clientSaw = yield* Effect.promise(() => call)
+        const poll = <A>(read: Effect.Effect<A>, done: (a: A) => boolean) =>
+          Effect.gen(function*() {
+            let a = yield* read
+            for (let i = 0; i < 500 && !done(a); i++) {
+              yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
+              a = yield* read
+            }
+            return a
+          })
+        const after = yield* poll(scrape(base), (t) => delta(t, "tollgate_requests_total", gone) >= 1)
+        const sql = yield* SqlClient.SqlClient
+        const bills = yield* poll(
+          Effect.map(
+            sql<{ data: any }>`SELECT data FROM event_log WHERE event_type = 'Billed'`.pipe(Effect.orDie),
+            (rows) => rows.map((b) => (typeof b.data === "string" ? JSON.parse(b.data) : b.data)).filter((d) => d.key_id === key.keyId)
+          ),
+          (b) => b.length > 0
+        )
+        return { base, gone, delta, after, bills, clientSaw }
+      })
+
+    it.effect("a client that leaves before a JSON answer is counted once as 499, after its bill and with the bill's tokens and cost", () =>
+      Effect.gen(function*() {
+        const { after, base, bills, clientSaw, delta, gone } = yield* abandoned(false)
+        expect(clientSaw).toBeInstanceOf(OpenAI.APIUserAbortError)
         expect(delta(after, "tollgate_requests_total", gone)).toBe(1)
         // The metrics count what the ledger billed: the prompt's tokens, from an estimate.
-        const sql = yield* SqlClient.SqlClient
-        const billsOfKey = Effect.map(
-          sql<{ data: any }>`SELECT data FROM event_log WHERE event_type = 'Billed'`,
-          (rows) => rows.map((b) => (typeof b.data === "string" ? JSON.parse(b.data) : b.data)).filter((d) => d.key_id === key.keyId)
-        )
-        // A bill the ledger did not confirm within its wait is written from the spool a little later.
-        let bills = yield* billsOfKey
-        for (let i = 0; i < 500 && bills.length === 0; i++) {
-          yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
-          bills = yield* billsOfKey
-        }
         expect(bills).toHaveLength(1)
         expect(bills[0]).toMatchObject({ outcome: "cancelled", estimated: true })
         expect(bills[0].usage.input_tokens).toBeGreaterThan(0)
@@ -179,43 +192,9 @@ describe("metrics", () => {
 
     it.effect("a client that leaves a stream before its first chunk is counted once as 499 (sse), after its bill", () =>
       Effect.gen(function*() {
-        const base = yield* baseUrl
-        const fake = yield* Fake
-        fake.reset()
-        const { key, secret } = yield* issueKey()
-        const openai = new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 })
-        const before = yield* scrape(base)
-        const delta = (after: string, name: string, labels: Record<string, string> = {}) =>
-          valueOf(after, name, labels) - valueOf(before, name, labels)
-        const gone = { endpoint: "/v1/chat/completions", model: "gpt-up", status: "499", style: "sse" }
-        fake.script("/v1/chat/completions", { delayMs: 5_000, events: ["data: [DONE]"] })
-        const controller = new AbortController()
-        const call = openai.chat.completions.create(
-          { model: "gpt-up", stream: true, messages: [{ role: "user", content: "a streamed prompt the gateway bills as read" }] },
-          { signal: controller.signal }
-        ).then(() => undefined, (e) => e)
-        yield* Effect.promise(async () => {
-          while (fake.received.length === 0) await new Promise((r) => setTimeout(r, 10))
-        })
-        controller.abort()
-        expect(yield* Effect.promise(() => call)).toBeInstanceOf(OpenAI.APIUserAbortError)
-        let after = yield* scrape(base)
-        for (let i = 0; i < 500 && delta(after, "tollgate_requests_total", gone) < 1; i++) {
-          yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
-          after = yield* scrape(base)
-        }
+        const { after, bills, clientSaw, delta, gone } = yield* abandoned(true)
+        expect(clientSaw).toBeInstanceOf(OpenAI.APIUserAbortError)
         expect(delta(after, "tollgate_requests_total", gone)).toBe(1)
-        const sql = yield* SqlClient.SqlClient
-        const billsOfKey = Effect.map(
-          sql<{ data: any }>`SELECT data FROM event_log WHERE event_type = 'Billed'`,
-          (rows) => rows.map((b) => (typeof b.data === "string" ? JSON.parse(b.data) : b.data)).filter((d) => d.key_id === key.keyId)
-        )
-        // A bill the ledger did not confirm within its wait is written from the spool a little later.
-        let bills = yield* billsOfKey
-        for (let i = 0; i < 500 && bills.length === 0; i++) {
-          yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
-          bills = yield* billsOfKey
-        }
         expect(bills).toHaveLength(1)
         expect(bills[0]).toMatchObject({ outcome: "cancelled", estimated: true })
         expect(delta(after, "tollgate_tokens_total", { model: "gpt-up", direction: "input" })).toBe(bills[0].usage.input_tokens)

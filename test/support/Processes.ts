@@ -169,14 +169,15 @@ export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(r
  * range (the source ports of outgoing connections: a port from listen(0) can be taken by any client
  * socket of the machine before the process binds it), at random, and checked by binding it once.
  */
+const ephemeralFrom = (() => {
+  try {
+    return Number(fs.readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]) || 32768
+  } catch {
+    return 32768
+  }
+})()
+
 export const freePort = async (): Promise<number> => {
-  const ephemeralFrom = (() => {
-    try {
-      return Number(fs.readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]) || 32768
-    } catch {
-      return 32768
-    }
-  })()
   const low = 10_000
   const high = Math.max(low + 1_000, Math.min(ephemeralFrom, 65_536))
   for (;;) {
