@@ -5,9 +5,15 @@ import { defineConfig } from "vitest/config"
 // `extends: true`: each project inherits the options below (timeouts, pool); without it a project
 // runs with vitest's defaults (5 s a test, 10 s a hook), too short for a PGlite start on a loaded machine.
 const projects = [
-  { extends: true as const, test: { name: "pglite", include: ["test/**/*.test.ts"], env: { TOLLGATE_TEST_DB: "pglite" } } },
+  {
+    extends: true as const,
+    test: { name: "pglite", include: ["test/**/*.test.ts"], env: { TOLLGATE_TEST_DB: "pglite" } }
+  },
   ...(process.env.TEST_DATABASE_URL
-    ? [{ extends: true as const, test: { name: "postgres", include: ["test/**/*.test.ts"], env: { TOLLGATE_TEST_DB: "postgres" } } }]
+    ? [{
+      extends: true as const,
+      test: { name: "postgres", include: ["test/**/*.test.ts"], env: { TOLLGATE_TEST_DB: "postgres" } }
+    }]
     : [])
 ]
 

@@ -22,9 +22,28 @@ const hardStop = setTimeout(() => {
 }, 120_000)
 
 const kinds = [
-  { path: "/v1/chat/completions", stream: false, body: { model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] } },
-  { path: "/v1/chat/completions", stream: true, end: "[DONE]", body: { model: "gpt-4o-mini", stream: true, messages: [{ role: "user", content: "hi" }] } },
-  { path: "/v1/messages", stream: true, end: "message_stop", body: { model: "claude-3-5-haiku-latest", max_tokens: 64, stream: true, messages: [{ role: "user", content: "hi" }] } }
+  {
+    path: "/v1/chat/completions",
+    stream: false,
+    body: { model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] }
+  },
+  {
+    path: "/v1/chat/completions",
+    stream: true,
+    end: "[DONE]",
+    body: { model: "gpt-4o-mini", stream: true, messages: [{ role: "user", content: "hi" }] }
+  },
+  {
+    path: "/v1/messages",
+    stream: true,
+    end: "message_stop",
+    body: {
+      model: "claude-3-5-haiku-latest",
+      max_tokens: 64,
+      stream: true,
+      messages: [{ role: "user", content: "hi" }]
+    }
+  }
 ]
 
 let next = 0
@@ -58,4 +77,6 @@ const t0 = performance.now()
 await Promise.all(Array.from({ length: concurrency }, worker))
 clearTimeout(hardStop)
 await dispatcher.close()
-console.log(JSON.stringify({ requests: total, ok, failed, seconds: Number(((performance.now() - t0) / 1000).toFixed(2)) }))
+console.log(
+  JSON.stringify({ requests: total, ok, failed, seconds: Number(((performance.now() - t0) / 1000).toFixed(2)) })
+)

@@ -40,7 +40,9 @@ const rssMb = (pid) => {
 }
 const baseEnv = (extra) => {
   const env = { ...process.env }
-  for (const k of ["DATABASE_URL", "TOLLGATE_CONFIG", "TOLLGATE_PORT", "TOLLGATE_HOST", "TOLLGATE_DATA_DIR"]) delete env[k]
+  for (const k of ["DATABASE_URL", "TOLLGATE_CONFIG", "TOLLGATE_PORT", "TOLLGATE_HOST", "TOLLGATE_DATA_DIR"]) {
+    delete env[k]
+  }
   return { ...env, TOLLGATE_LOG_LEVEL: "warning", ...extra }
 }
 
@@ -67,7 +69,8 @@ const stop = async (child) => {
   child.kill("SIGTERM")
   await new Promise((r) => child.once("exit", r))
 }
-const cli = (env, ...args) => JSON.parse(execFileSync(process.execPath, [bin, ...args, "--json"], { env: baseEnv(env), encoding: "utf8" }))
+const cli = (env, ...args) =>
+  JSON.parse(execFileSync(process.execPath, [bin, ...args, "--json"], { env: baseEnv(env), encoding: "utf8" }))
 
 /** Runs `attack` while sampling the server's RSS; returns before / peak / after (5 s later) in MB. */
 const measured = async (pid, attack) => {
@@ -116,13 +119,19 @@ const stream = (port, head, total, chunked) =>
   })
 
 const head = (method, target, headers) =>
-  `${method} ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("")}\r\n`
+  `${method} ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\n${
+    Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("")
+  }\r\n`
 
 const rows = []
 const row = (what, r) => {
   rows.push(r.error ? { what, status: r.error, sent: "", ms: "", before: NaN, peak: NaN, after: NaN } : { what, ...r })
   const line = r.error ?? `${r.status ?? ""} ${r.sentMb !== undefined ? `${r.sentMb.toFixed(0)} MiB sent` : ""}`
-  console.error(`${what}: ${line} | RSS ${r.before?.toFixed(0)} -> peak ${r.peak?.toFixed(0)} -> ${r.after?.toFixed(0)} MB (${r.ms} ms)`)
+  console.error(
+    `${what}: ${line} | RSS ${r.before?.toFixed(0)} -> peak ${r.peak?.toFixed(0)} -> ${
+      r.after?.toFixed(0)
+    } MB (${r.ms} ms)`
+  )
 }
 
 const embedded = async () => {
@@ -133,21 +142,55 @@ const embedded = async () => {
     const pid = server.child.pid
     const door = JSON.parse(fs.readFileSync(path.join(dir, "data", "operator.json"), "utf8"))
     const key = cli(env, "keys", "create", "--quota-usd", "10").key
-    row("operator door, 1 GiB POST without the token", await measured(pid, () =>
-      stream(door.port, head("POST", "/op", { "content-type": "application/json", "content-length": GIB }), GIB, false)))
-    row("operator door, 1 GiB POST with the token", await measured(pid, () =>
-      stream(door.port, head("POST", "/op", { authorization: `Bearer ${door.token}`, "transfer-encoding": "chunked" }), GIB, true)))
-    row("/v1/chat/completions, 1 GiB chunked POST", await measured(pid, () =>
-      stream(server.port, head("POST", "/v1/chat/completions", { authorization: `Bearer ${key}`, "content-type": "application/json", "transfer-encoding": "chunked" }), GIB, true)))
-    const bomb = zlib.gzipSync(Buffer.from(JSON.stringify({ model: "mock-gpt", messages: [{ role: "user", content: "a".repeat(256 * MIB) }] })), { level: 1 })
-    row(`/v1/chat/completions, gzip bomb (${(bomb.length / MIB).toFixed(1)} MiB -> 256 MiB)`, await measured(pid, async () => {
-      const r = await fetch(`${server.base}/v1/chat/completions`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "content-encoding": "gzip" },
-        body: bomb
-      }).catch((e) => ({ status: `error ${e.cause?.code ?? e.message}` }))
-      return { status: r.status }
-    }))
+    row(
+      "operator door, 1 GiB POST without the token",
+      await measured(pid, () =>
+        stream(
+          door.port,
+          head("POST", "/op", { "content-type": "application/json", "content-length": GIB }),
+          GIB,
+          false
+        ))
+    )
+    row(
+      "operator door, 1 GiB POST with the token",
+      await measured(pid, () =>
+        stream(
+          door.port,
+          head("POST", "/op", { authorization: `Bearer ${door.token}`, "transfer-encoding": "chunked" }),
+          GIB,
+          true
+        ))
+    )
+    row(
+      "/v1/chat/completions, 1 GiB chunked POST",
+      await measured(pid, () =>
+        stream(
+          server.port,
+          head("POST", "/v1/chat/completions", {
+            authorization: `Bearer ${key}`,
+            "content-type": "application/json",
+            "transfer-encoding": "chunked"
+          }),
+          GIB,
+          true
+        ))
+    )
+    const bomb = zlib.gzipSync(
+      Buffer.from(JSON.stringify({ model: "mock-gpt", messages: [{ role: "user", content: "a".repeat(256 * MIB) }] })),
+      { level: 1 }
+    )
+    row(
+      `/v1/chat/completions, gzip bomb (${(bomb.length / MIB).toFixed(1)} MiB -> 256 MiB)`,
+      await measured(pid, async () => {
+        const r = await fetch(`${server.base}/v1/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "content-encoding": "gzip" },
+          body: bomb
+        }).catch((e) => ({ status: `error ${e.cause?.code ?? e.message}` }))
+        return { status: r.status }
+      })
+    )
     if (await fetch(`${server.base}/v1`).then((r) => r.status) !== 200) throw new Error("the server stopped answering")
   } finally {
     await stop(server.child)
@@ -180,19 +223,30 @@ const postgres = async () => {
         headers: { authorization: `Bearer ${vendor.token}`, "content-type": "application/json" },
         body: JSON.stringify(body)
       }).then((r) => r.status, (e) => `error ${e.cause?.code ?? e.message}`)
-    const statuses = (list) => Object.entries(list.reduce((m, s) => ({ ...m, [s]: (m[s] ?? 0) + 1 }), {})).map(([s, n]) => `${n} x ${s}`).join(", ")
+    const statuses = (list) =>
+      Object.entries(list.reduce((m, s) => ({ ...m, [s]: (m[s] ?? 0) + 1 }), {})).map(([s, n]) => `${n} x ${s}`).join(
+        ", "
+      )
     const big = { a: "x".repeat(450_000), b: "y".repeat(450_000) }
-    row("150 keys with 900 KB of metadata, quota 0", await measured(pid, async () => {
-      const out = []
-      for (let i = 0; i < 150; i++) out.push(await create({ quota_usd: "0", name: `big-${i}`, metadata: big }))
-      return { status: statuses(out) }
-    }))
-    const atLimit = Object.fromEntries(Array.from({ length: 31 }, (_, i) => [`k${String(i).padStart(39, "0")}`, "z".repeat(480)]))
-    row("500 keys with 16 KiB of metadata, quota $1", await measured(pid, async () => {
-      const out = []
-      for (let i = 0; i < 500; i++) out.push(await create({ quota_usd: "1", name: `limit-${i}`, metadata: atLimit }))
-      return { status: statuses(out) }
-    }))
+    row(
+      "150 keys with 900 KB of metadata, quota 0",
+      await measured(pid, async () => {
+        const out = []
+        for (let i = 0; i < 150; i++) out.push(await create({ quota_usd: "0", name: `big-${i}`, metadata: big }))
+        return { status: statuses(out) }
+      })
+    )
+    const atLimit = Object.fromEntries(
+      Array.from({ length: 31 }, (_, i) => [`k${String(i).padStart(39, "0")}`, "z".repeat(480)])
+    )
+    row(
+      "500 keys with 16 KiB of metadata, quota $1",
+      await measured(pid, async () => {
+        const out = []
+        for (let i = 0; i < 500; i++) out.push(await create({ quota_usd: "1", name: `limit-${i}`, metadata: atLimit }))
+        return { status: statuses(out) }
+      })
+    )
   } finally {
     await stop(server.child)
     await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {})
@@ -223,7 +277,11 @@ const table = [
   "",
   "| attack | answer | body the client got to send | RSS before | peak | 5 s after |",
   "|---|---|---:|---:|---:|---:|",
-  ...rows.map((r) => `| ${r.what} | ${r.status} | ${r.sentMb === undefined ? "–" : `${r.sentMb.toFixed(0)} MiB`} | ${r.before.toFixed(0)} MB | ${r.peak.toFixed(0)} MB | ${r.after.toFixed(0)} MB |`)
+  ...rows.map((r) =>
+    `| ${r.what} | ${r.status} | ${r.sentMb === undefined ? "–" : `${r.sentMb.toFixed(0)} MiB`} | ${
+      r.before.toFixed(0)
+    } MB | ${r.peak.toFixed(0)} MB | ${r.after.toFixed(0)} MB |`
+  )
 ].join("\n")
 console.log(table)
 const out = path.join(here, "results", `security-${new Date().toISOString().replace(/[:.]/g, "-")}.md`)

@@ -27,7 +27,13 @@ const prices = {
   price_percent: 100
 }
 const usage = { input_tokens: 100, output_tokens: 20, cached_input_tokens: 0, reasoning_tokens: 0, images: 0 }
-const cost = { input_nanos: 15_000n, cached_input_nanos: 0n, output_nanos: 12_000n, image_nanos: 0n, total_nanos: 27_000n }
+const cost = {
+  input_nanos: 15_000n,
+  cached_input_nanos: 0n,
+  output_nanos: 12_000n,
+  image_nanos: 0n,
+  total_nanos: 27_000n
+}
 
 const run = (label: string) =>
   Effect.gen(function*() {
@@ -94,7 +100,10 @@ const run = (label: string) =>
         })
       })
     const t0 = performance.now()
-    yield* Effect.forEach(Array.from({ length: REQUESTS }, (_, i) => i), one, { concurrency: CONCURRENCY, discard: true })
+    yield* Effect.forEach(Array.from({ length: REQUESTS }, (_, i) => i), one, {
+      concurrency: CONCURRENCY,
+      discard: true
+    })
     const seconds = (performance.now() - t0) / 1000
     const txAfter = yield* sql<{ n: string }>`SELECT count(DISTINCT transaction_id)::text AS n FROM event_log`
     const transactions = Number(txAfter[0]!.n) - Number(txBefore[0]!.n)
@@ -111,8 +120,14 @@ const run = (label: string) =>
     }
   }).pipe(Effect.orDie)
 
-const withDb = <A, E>(db: Layer.Layer<SqlClient.SqlClient | Database.Database, E>, effect: Effect.Effect<A, never, EventLog | SqlClient.SqlClient>) =>
-  effect.pipe(Effect.provide(EventLog.Default.pipe(Layer.provideMerge(Database.migrated(db)))), Effect.provide(NodeContext.layer))
+const withDb = <A, E>(
+  db: Layer.Layer<SqlClient.SqlClient | Database.Database, E>,
+  effect: Effect.Effect<A, never, EventLog | SqlClient.SqlClient>
+) =>
+  effect.pipe(
+    Effect.provide(EventLog.Default.pipe(Layer.provideMerge(Database.migrated(db)))),
+    Effect.provide(NodeContext.layer)
+  )
 
 const main = Effect.gen(function*() {
   const backends = (process.env.WRITER_BACKENDS ?? "pglite,postgres").split(",")
@@ -126,9 +141,11 @@ const main = Effect.gen(function*() {
     yield* exec(`CREATE DATABASE ${name}`)
     const u = new URL(url)
     u.pathname = `/${name}`
-    rows.push(yield* withDb(Database.postgres(Redacted.make(u.toString())), run("postgres")).pipe(
-      Effect.ensuring(exec(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
-    ))
+    rows.push(
+      yield* withDb(Database.postgres(Redacted.make(u.toString())), run("postgres")).pipe(
+        Effect.ensuring(exec(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
+      )
+    )
   }
   console.log(`Event writer, group commit: ${REQUESTS} requests x 3 events, ${CONCURRENCY} concurrent appenders`)
   console.table(rows)

@@ -15,9 +15,9 @@ import { Heartbeat } from "./gateway/Heartbeat.ts"
 import { RequestSupervisor } from "./gateway/RequestSupervisor.ts"
 import { TokenCount } from "./gateway/TokenCount.ts"
 import { EventLog } from "./ledger/EventLog.ts"
+import { Spool } from "./ledger/Spool.ts"
 import { Metrics } from "./observability/Metrics.ts"
 import { RequestLog } from "./observability/RequestLog.ts"
-import { Spool } from "./ledger/Spool.ts"
 import { Upstreams } from "./providers/Upstreams.ts"
 
 /** Accounts and ledger over a database and a config. */
@@ -37,7 +37,9 @@ export const makeGatewayLive = <E, R>(upstreams: Layer.Layer<Upstreams, E, R>) =
     Layer.provideMerge(RequestLog.Default),
     Layer.provideMerge(Billing.Default),
     // The supervisor holds the heartbeat, so the heartbeat stops only after the requests have drained.
-    Layer.provideMerge(Layer.mergeAll(upstreams, RequestSupervisor.Default.pipe(Layer.provideMerge(Heartbeat.Default)), Spool.Default)),
+    Layer.provideMerge(
+      Layer.mergeAll(upstreams, RequestSupervisor.Default.pipe(Layer.provideMerge(Heartbeat.Default)), Spool.Default)
+    ),
     Layer.provideMerge(AccountsLive)
   )
 

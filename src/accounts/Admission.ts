@@ -6,9 +6,9 @@
  * append (see ledger/projections/applySql.ts).
  */
 import { Effect } from "effect"
+import { formatUsd } from "../config/Money.ts"
 import { QuotaExceeded } from "./errors.ts"
 import type { KeyRecord } from "./KeyRecord.ts"
-import { formatUsd } from "../config/Money.ts"
 
 export interface Reservation {
   readonly amount: bigint

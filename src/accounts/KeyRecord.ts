@@ -17,7 +17,10 @@ export interface KeyRecord {
   expiresAt: string | null
   revokedAt: string | null
   /** The key's own rate limits (each absent one comes from its Server Option). */
-  readonly rateLimits?: { readonly requests_per_minute?: number | undefined; readonly tokens_per_minute?: number | undefined } | undefined
+  readonly rateLimits?: {
+    readonly requests_per_minute?: number | undefined
+    readonly tokens_per_minute?: number | undefined
+  } | undefined
 }
 
 /** A key with its metadata, as the vendor area shows it. */

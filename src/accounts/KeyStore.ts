@@ -109,7 +109,9 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
         if (page.length === 0) return
         const changed = [...new Set(page.flatMap((r) => (r.key_id === null ? [] : [r.key_id])))]
         if (changed.length > 0) {
-          const rows = yield* sql.unsafe<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE key_id = ANY($1)`, [changed])
+          const rows = yield* sql.unsafe<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE key_id = ANY($1)`, [
+            changed
+          ])
           rowsRead += rows.length
           for (const r of rows) put(fromRow(r))
         }

@@ -7,10 +7,10 @@ import { Effect } from "effect"
 import { createHash } from "node:crypto"
 import { type Appended, EventLog } from "../ledger/EventLog.ts"
 import { streamOf } from "../ledger/events.ts"
+import * as Bounds from "./bounds.ts"
 import { Catalog } from "./Catalog.ts"
 import { CreditInsufficient, IdempotencyMismatch, InvalidInput, NotFound } from "./errors.ts"
-import * as Bounds from "./bounds.ts"
-import { KEY_DETAIL_COLUMNS, type KeyDetailRow, type KeyDetails, detailsFromRow } from "./KeyRecord.ts"
+import { detailsFromRow, KEY_DETAIL_COLUMNS, type KeyDetailRow, type KeyDetails } from "./KeyRecord.ts"
 import { hashSecret, hintOf, newApiKey, newId } from "./secrets.ts"
 
 export interface IssueKey {
@@ -22,7 +22,10 @@ export interface IssueKey {
   readonly metadata?: Readonly<Record<string, string>> | undefined
   readonly vendorId?: string | undefined
   /** The key's own limits; absent ones come from its Server Option. */
-  readonly rateLimits?: { readonly requests_per_minute?: number | undefined; readonly tokens_per_minute?: number | undefined } | undefined
+  readonly rateLimits?: {
+    readonly requests_per_minute?: number | undefined
+    readonly tokens_per_minute?: number | undefined
+  } | undefined
   /** A vendor's Idempotency-Key: a retry with the same key and request returns the first key. */
   readonly idempotencyKey?: string | undefined
   /** Server Options the issuer may attach (a vendor's entitlements); absent: any. */
@@ -86,7 +89,9 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         input.models === undefined ? undefined : Bounds.listProblem("models", input.models, Bounds.LIMITS.models),
         input.metadata === undefined ? undefined : Bounds.metadataProblem("metadata", input.metadata),
         input.idempotencyKey === undefined ? undefined : Bounds.textProblem("Idempotency-Key", input.idempotencyKey),
-        ...Object.entries(input.rateLimits ?? {}).map(([field, v]) => v === undefined ? undefined : Bounds.rateProblem(field, v))
+        ...Object.entries(input.rateLimits ?? {}).map(([field, v]) =>
+          v === undefined ? undefined : Bounds.rateProblem(field, v)
+        )
       ]
       const first = problems.find((p) => p !== undefined)
       if (first) return first
@@ -97,7 +102,9 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
       return undefined
     }
 
-    const issue = (input: IssueKey): Effect.Effect<IssuedKey, InvalidInput | CreditInsufficient | IdempotencyMismatch> =>
+    const issue = (
+      input: IssueKey
+    ): Effect.Effect<IssuedKey, InvalidInput | CreditInsufficient | IdempotencyMismatch> =>
       Effect.gen(function*() {
         const problem = inputProblem(input)
         if (problem) return yield* problem
@@ -105,7 +112,9 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         if (serverOption === undefined || !catalog.serverOptions.has(serverOption)) {
           return yield* new InvalidInput({
             param: "server_option",
-            message: `Unknown Server Option "${serverOption ?? ""}". Known: ${[...catalog.serverOptions.keys()].join(", ")}.`
+            message: `Unknown Server Option "${serverOption ?? ""}". Known: ${
+              [...catalog.serverOptions.keys()].join(", ")
+            }.`
           })
         }
         if (input.permittedServerOptions && !input.permittedServerOptions.includes(serverOption)) {
@@ -119,7 +128,10 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         const offered = catalog.serverOptions.get(serverOption)!.models
         if (input.models) {
           if (input.models.length === 0) {
-            return yield* new InvalidInput({ param: "models", message: "models, when given, must name at least one model." })
+            return yield* new InvalidInput({
+              param: "models",
+              message: "models, when given, must name at least one model."
+            })
           }
           const foreign = [...new Set(input.models.filter((m) => !offered.includes(m)))]
           if (foreign.length > 0) {
@@ -134,8 +146,12 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         const rateLimits = input.rateLimits &&
             (input.rateLimits.requests_per_minute !== undefined || input.rateLimits.tokens_per_minute !== undefined)
           ? {
-            ...(input.rateLimits.requests_per_minute !== undefined ? { requests_per_minute: input.rateLimits.requests_per_minute } : {}),
-            ...(input.rateLimits.tokens_per_minute !== undefined ? { tokens_per_minute: input.rateLimits.tokens_per_minute } : {})
+            ...(input.rateLimits.requests_per_minute !== undefined
+              ? { requests_per_minute: input.rateLimits.requests_per_minute }
+              : {}),
+            ...(input.rateLimits.tokens_per_minute !== undefined
+              ? { tokens_per_minute: input.rateLimits.tokens_per_minute }
+              : {})
           }
           : undefined
         const earlier = yield* replay(input, serverOption)
@@ -173,8 +189,10 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
               ? Effect.fail(new CreditInsufficient({ message: "Your credit left cannot cover this key's quota." }))
               : input.idempotencyKey !== undefined
               // A concurrent create with the same Idempotency-Key won: answer with its key.
-              ? Effect.flatMap(replay(input, serverOption), (earlier) =>
-                earlier ? Effect.succeed({ appended: undefined, earlier }) : Effect.die(e))
+              ? Effect.flatMap(
+                replay(input, serverOption),
+                (earlier) => earlier ? Effect.succeed({ appended: undefined, earlier }) : Effect.die(e)
+              )
               : Effect.die(e)
           )
         )
@@ -234,10 +252,13 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
     /** Tops up a key's quota (an event on its stream); a vendor's top-up draws on its credit. */
     const grant = (keyId: string, amountNanos: bigint, grantedBy: string, reason = "top-up", vendorId?: string) =>
       Effect.gen(function*() {
-        const problem = Bounds.amountProblem("amount", amountNanos, { positive: true }) ?? Bounds.textProblem("reason", reason)
+        const problem = Bounds.amountProblem("amount", amountNanos, { positive: true }) ??
+          Bounds.textProblem("reason", reason)
         if (problem) return yield* problem
         const key = yield* get(keyId, vendorId)
-        if (key.revokedAt !== null) return yield* new InvalidInput({ param: "key", message: `Key ${keyId} is revoked.` })
+        if (key.revokedAt !== null) {
+          return yield* new InvalidInput({ param: "key", message: `Key ${keyId} is revoked.` })
+        }
         const past = Bounds.totalProblem("amount", key.quotaNanos, amountNanos, "the key's quota")
         if (past) return yield* past
         yield* log.append({

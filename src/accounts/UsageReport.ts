@@ -88,7 +88,9 @@ export const windowProblem = (window: { readonly from?: string | undefined; read
     const v = window[param]
     if (v !== undefined && !isDay(v)) return { param, message: `\`${param}\` must be a day, YYYY-MM-DD (UTC).` }
   }
-  if (window.from && window.to && window.from > window.to) return { param: "from" as const, message: "`from` is after `to`." }
+  if (window.from && window.to && window.from > window.to) {
+    return { param: "from" as const, message: "`from` is after `to`." }
+  }
   return undefined
 }
 
@@ -103,7 +105,9 @@ export class UsageReport extends Effect.Service<UsageReport>()("Accounts/UsageRe
     ) =>
       Effect.gen(function*() {
         const params: Array<unknown> = ["keyId" in scope ? scope.keyId : scope.vendorId]
-        let where = "keyId" in scope ? "u.key_id = $1" : "u.key_id IN (SELECT key_id FROM api_keys WHERE vendor_id = $1)"
+        let where = "keyId" in scope
+          ? "u.key_id = $1"
+          : "u.key_id IN (SELECT key_id FROM api_keys WHERE vendor_id = $1)"
         if (window.from) where += ` AND u.day >= $${params.push(window.from)}::date`
         if (window.to) where += ` AND u.day <= $${params.push(window.to)}::date`
         const rows = yield* sql.unsafe<Row & { readonly key_id: string }>(

@@ -9,8 +9,8 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { EventLog } from "../ledger/EventLog.ts"
 import { streamOf } from "../ledger/events.ts"
-import { Catalog } from "./Catalog.ts"
 import * as Bounds from "./bounds.ts"
+import { Catalog } from "./Catalog.ts"
 import { InvalidInput, NotFound } from "./errors.ts"
 import { hashSecret, newId, newVendorToken } from "./secrets.ts"
 
@@ -77,7 +77,10 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
       const unknown = [...new Set(scopes.filter((s) => !(SCOPES as ReadonlyArray<string>).includes(s)))].slice(0, 10)
       return unknown.length > 0
         ? Effect.fail(
-          new InvalidInput({ param: "scopes", message: `Unknown scopes: ${unknown.join(", ")}. Known: ${SCOPES.join(", ")}.` })
+          new InvalidInput({
+            param: "scopes",
+            message: `Unknown scopes: ${unknown.join(", ")}. Known: ${SCOPES.join(", ")}.`
+          })
         )
         : Effect.void
     }
@@ -131,14 +134,19 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
         if (nameProblem) return yield* nameProblem
         yield* checkScopes(input.scopes)
         if (input.serverOptions && input.serverOptions.length > catalog.serverOptions.size) {
-          return yield* new InvalidInput({ param: "server_options", message: "More Server Options than the gateway has." })
+          return yield* new InvalidInput({
+            param: "server_options",
+            message: "More Server Options than the gateway has."
+          })
         }
         const options = input.serverOptions ?? [...catalog.serverOptions.keys()]
         const unknown = options.filter((o) => !catalog.serverOptions.has(o))
         if (unknown.length > 0) {
           return yield* new InvalidInput({
             param: "server_options",
-            message: `Unknown Server Options: ${unknown.join(", ")}. Known: ${[...catalog.serverOptions.keys()].join(", ")}.`
+            message: `Unknown Server Options: ${unknown.join(", ")}. Known: ${
+              [...catalog.serverOptions.keys()].join(", ")
+            }.`
           })
         }
         const vendorId = newId("vnd")
@@ -158,7 +166,9 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
       const missedAt = unknownTokens.get(hash)
       if (missedAt !== undefined && Date.now() - missedAt < NEGATIVE_TTL_MS) return Effect.succeed(undefined)
       lookups++
-      return sql.unsafe<VendorRow & { token_id: string; scopes: unknown; expires_at: Date | string | null; revoked_at: unknown }>(
+      return sql.unsafe<
+        VendorRow & { token_id: string; scopes: unknown; expires_at: Date | string | null; revoked_at: unknown }
+      >(
         `SELECT ${VENDOR_COLUMNS}, t.token_id, t.scopes, t.expires_at, t.revoked_at
            FROM vendor_tokens t JOIN vendors v ON v.vendor_id = t.vendor_id
           WHERE t.token_hash = $1`,
@@ -179,10 +189,11 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
       )
     }
 
-    const list = sql.unsafe<VendorRow>(`SELECT ${VENDOR_COLUMNS} FROM vendors v ORDER BY v.created_at, v.vendor_id`).pipe(
-      Effect.orDie,
-      Effect.map((rows) => rows.map(fromRow))
-    )
+    const list = sql.unsafe<VendorRow>(`SELECT ${VENDOR_COLUMNS} FROM vendors v ORDER BY v.created_at, v.vendor_id`)
+      .pipe(
+        Effect.orDie,
+        Effect.map((rows) => rows.map(fromRow))
+      )
 
     const grantCredit = (vendorId: string, amountNanos: bigint, grantedBy: string) =>
       Effect.gen(function*() {
@@ -194,14 +205,21 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
         yield* log.append({
           streamId: streamOf.vendor(vendorId),
           expectedVersion: "any",
-          events: [{ _tag: "VendorCreditGranted", vendor_id: vendorId, amount_nanos: amountNanos, granted_by: grantedBy }]
+          events: [{
+            _tag: "VendorCreditGranted",
+            vendor_id: vendorId,
+            amount_nanos: amountNanos,
+            granted_by: grantedBy
+          }]
         }).pipe(Effect.orDie)
         return yield* get(vendorId).pipe(Effect.orDie)
       })
 
     const revokeToken = (tokenId: string, revokedBy: string) =>
       Effect.gen(function*() {
-        const rows = Bounds.textProblem("token_id", tokenId) ? [] : yield* sql<{ vendor_id: string; revoked_at: unknown }>`
+        const rows = Bounds.textProblem("token_id", tokenId) ?
+          [] :
+          yield* sql<{ vendor_id: string; revoked_at: unknown }>`
           SELECT vendor_id, revoked_at FROM vendor_tokens WHERE token_id = ${tokenId}`.pipe(Effect.orDie)
         const row = rows[0]
         if (!row) return yield* new NotFound({ message: `No vendor token ${tokenId}.` })

@@ -39,7 +39,9 @@ const refuse = (param: string, message: string) => new InvalidInput({ param, mes
 export const textProblem = (param: string, value: string, maxChars: number = LIMITS.shortTextChars) => {
   if (value.length > maxChars) return refuse(param, `\`${param}\` is longer than ${maxChars} characters.`)
   if (value.includes("\u0000")) return refuse(param, `\`${param}\` contains a NUL character.`)
-  if (LONE_SURROGATE.test(value)) return refuse(param, `\`${param}\` contains a lone UTF-16 surrogate (invalid Unicode).`)
+  if (LONE_SURROGATE.test(value)) {
+    return refuse(param, `\`${param}\` contains a lone UTF-16 surrogate (invalid Unicode).`)
+  }
   return undefined
 }
 

@@ -19,18 +19,30 @@ export const keysAdrift = (catalog: CatalogService) =>
     for (const r of rows) {
       const option = catalog.serverOptions.get(r.server_option)
       if (!option) {
-        problems.push(`key ${r.key_id}: its Server Option "${r.server_option}" is not in the configuration (every call is refused)`)
+        problems.push(
+          `key ${r.key_id}: its Server Option "${r.server_option}" is not in the configuration (every call is refused)`
+        )
         continue
       }
-      const allowed = (typeof r.allowed_models === "string" ? JSON.parse(r.allowed_models) : r.allowed_models) as Array<string> | null
+      const allowed = (typeof r.allowed_models === "string" ? JSON.parse(r.allowed_models) : r.allowed_models) as
+        | Array<string>
+        | null
       const missing = (allowed ?? []).filter((m) => !option.models.includes(m))
       if (allowed && missing.length === allowed.length && allowed.length > 0) {
-        problems.push(`key ${r.key_id}: none of its models (${missing.join(", ")}) is in Server Option "${r.server_option}" (every call is refused)`)
+        problems.push(
+          `key ${r.key_id}: none of its models (${
+            missing.join(", ")
+          }) is in Server Option "${r.server_option}" (every call is refused)`
+        )
       } else if (missing.length > 0) {
-        problems.push(`key ${r.key_id}: models ${missing.join(", ")} are no longer in Server Option "${r.server_option}"`)
+        problems.push(
+          `key ${r.key_id}: models ${missing.join(", ")} are no longer in Server Option "${r.server_option}"`
+        )
       }
     }
     for (const p of problems.slice(0, SHOWN)) yield* Effect.logWarning(p)
-    if (problems.length > SHOWN) yield* Effect.logWarning(`... and ${problems.length - SHOWN} more keys the configuration has left behind`)
+    if (problems.length > SHOWN) {
+      yield* Effect.logWarning(`... and ${problems.length - SHOWN} more keys the configuration has left behind`)
+    }
     return problems.length
   })

@@ -6,8 +6,8 @@ import { HttpApi, OpenApi } from "@effect/platform"
 import { AnthropicApi } from "./AnthropicApi.ts"
 import { DiscoveryApi } from "./DiscoveryApi.ts"
 import { HealthApi } from "./HealthApi.ts"
-import { OpenAiApi } from "./OpenAiApi.ts"
 import { MetricsApi } from "./MetricsApi.ts"
+import { OpenAiApi } from "./OpenAiApi.ts"
 import { OperatorApi } from "./OperatorApi.ts"
 import { UsageApi } from "./UsageApi.ts"
 import { VendorApi } from "./VendorApi.ts"
@@ -22,5 +22,8 @@ export class GatewayApi extends HttpApi.make("tollgate")
   .add(MetricsApi)
   .add(HealthApi)
   .annotate(OpenApi.Title, "Tollgate")
-  .annotate(OpenApi.Description, "A model gateway: OpenAI- and Anthropic-style APIs, SSE streaming, exactly-once billing into an append-only event log.")
+  .annotate(
+    OpenApi.Description,
+    "A model gateway: OpenAI- and Anthropic-style APIs, SSE streaming, exactly-once billing into an append-only event log."
+  )
 {}

@@ -7,7 +7,11 @@ import { OperatorAuth } from "./security.ts"
  * same text on a loopback listener without a token.
  */
 export class MetricsApi extends HttpApiGroup.make("metrics")
-  .add(HttpApiEndpoint.get("metrics", "/metrics").addSuccess(HttpApiSchema.Text({ contentType: "text/plain; version=0.0.4; charset=utf-8" })))
+  .add(
+    HttpApiEndpoint.get("metrics", "/metrics").addSuccess(
+      HttpApiSchema.Text({ contentType: "text/plain; version=0.0.4; charset=utf-8" })
+    )
+  )
   .middleware(OperatorAuth)
   .annotate(OpenApi.Description, "Prometheus metrics, behind the operator token.")
 {}

@@ -1,7 +1,21 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
-import { CreatedKey, CreateKeyRequest, ServerOptionList, UpdateKeyRequest, VendorKey, VendorKeyList } from "../wire/vendor.ts"
-import { InvalidRequest, NotFound, PermissionDenied, RequestTimeout, RequestTooLarge, UnsupportedMediaType } from "./errors.ts"
+import {
+  CreatedKey,
+  CreateKeyRequest,
+  ServerOptionList,
+  UpdateKeyRequest,
+  VendorKey,
+  VendorKeyList
+} from "../wire/vendor.ts"
+import {
+  InvalidRequest,
+  NotFound,
+  PermissionDenied,
+  RequestTimeout,
+  RequestTooLarge,
+  UnsupportedMediaType
+} from "./errors.ts"
 import { VendorAuth } from "./security.ts"
 import { UsageWindowParams } from "./UsageApi.ts"
 
@@ -27,7 +41,9 @@ export class VendorApi extends HttpApiGroup.make("vendor")
   )
   .add(
     HttpApiEndpoint.get("listKeys", "/api/keys")
-      .setUrlParams(Schema.Struct({ limit: Schema.optional(Schema.NumberFromString), after: Schema.optional(Schema.String) }))
+      .setUrlParams(
+        Schema.Struct({ limit: Schema.optional(Schema.NumberFromString), after: Schema.optional(Schema.String) })
+      )
       .addSuccess(VendorKeyList)
       .addError(InvalidRequest)
       .addError(PermissionDenied)
@@ -50,9 +66,10 @@ export class VendorApi extends HttpApiGroup.make("vendor")
       .addError(RequestTimeout)
   )
   .add(
-    HttpApiEndpoint.del("revokeKey", "/api/keys/:id").setPath(KeyPath).addSuccess(VendorKey).addError(NotFound).addError(
-      PermissionDenied
-    ).addError(InvalidRequest)
+    HttpApiEndpoint.del("revokeKey", "/api/keys/:id").setPath(KeyPath).addSuccess(VendorKey).addError(NotFound)
+      .addError(
+        PermissionDenied
+      ).addError(InvalidRequest)
   )
   .add(
     HttpApiEndpoint.get("getUsage", "/api/usage")

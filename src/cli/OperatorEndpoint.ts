@@ -49,7 +49,11 @@ const writeOut = (res: ServerResponse, text: string) =>
 const streamExport = (runtime: Runtime.Runtime<Services>, request: ExportRequest, res: ServerResponse) => {
   res.writeHead(200, { "content-type": "application/x-ndjson" })
   Runtime.runPromiseExit(runtime)(
-    Stream.runForEachChunk(exportPages(request), (page) => writeOut(res, ndjson(page))) as Effect.Effect<void, unknown, Services>
+    Stream.runForEachChunk(exportPages(request), (page) => writeOut(res, ndjson(page))) as Effect.Effect<
+      void,
+      unknown,
+      Services
+    >
   ).then((exit) => (Exit.isSuccess(exit) ? res.end() : res.destroy()))
 }
 
@@ -89,7 +93,9 @@ export const layer = (dataDir: string) =>
     const expected = digest(token)
     const server = createServer({ headersTimeout: 10_000, requestTimeout: 30_000 }, (req, res) => {
       if (!authorized(req, expected)) return replyAndClose(res, 401, { ok: false, error: "unauthorized" })
-      if (req.method !== "POST" || req.url !== "/op") return replyAndClose(res, 404, { ok: false, error: "POST /op only" })
+      if (req.method !== "POST" || req.url !== "/op") {
+        return replyAndClose(res, 404, { ok: false, error: "POST /op only" })
+      }
       const declared = Number(req.headers["content-length"])
       if (Number.isFinite(declared) && declared > MAX_OPERATION_BYTES) {
         return replyAndClose(res, 413, { ok: false, error: `an operation is at most ${MAX_OPERATION_BYTES} bytes` })
@@ -116,7 +122,9 @@ export const layer = (dataDir: string) =>
         } catch (e) {
           return reply(400, { ok: false, error: `bad operation: ${(e as Error).message}` })
         }
-        if (op._tag === "events.export") return streamExport(runtime, op, res)
+        if (op._tag === "events.export") {
+          return streamExport(runtime, op, res)
+        }
         Runtime.runPromiseExit(runtime)(run(op) as Effect.Effect<unknown, OperationFailed, Services>).then((exit) =>
           Exit.isSuccess(exit)
             ? reply(200, { ok: true, result: exit.value })
@@ -180,7 +188,8 @@ export const remote = (dataDir: string, pid: number, op: Operation) =>
           headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
           body: JSON.stringify(encodeOperation(op))
         }).then((r) => r.json() as Promise<{ ok: boolean; result?: unknown; error?: string }>),
-      catch: (e) => new OperationFailed({ message: `cannot reach the running server (pid ${pid}): ${(e as Error).message}` })
+      catch: (e) =>
+        new OperationFailed({ message: `cannot reach the running server (pid ${pid}): ${(e as Error).message}` })
     })
     if (!response.ok) return yield* new OperationFailed({ message: response.error ?? "failed" })
     return response.result
@@ -199,7 +208,9 @@ export const remoteExport = <E>(
   Effect.gen(function*() {
     const { port, token } = yield* endpointOf(dataDir, pid)
     const cut = (e: unknown) =>
-      new OperationFailed({ message: `the export from the running server (pid ${pid}) was cut short: ${(e as Error).message}` })
+      new OperationFailed({
+        message: `the export from the running server (pid ${pid}) was cut short: ${(e as Error).message}`
+      })
     const response = yield* Effect.tryPromise({
       try: () =>
         fetch(`http://127.0.0.1:${port}/op`, {
@@ -207,7 +218,8 @@ export const remoteExport = <E>(
           headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
           body: JSON.stringify(Schema.encodeSync(ExportRequest)(request))
         }),
-      catch: (e) => new OperationFailed({ message: `cannot reach the running server (pid ${pid}): ${(e as Error).message}` })
+      catch: (e) =>
+        new OperationFailed({ message: `cannot reach the running server (pid ${pid}): ${(e as Error).message}` })
     })
     if (response.status !== 200 || response.body === null) {
       const body = yield* Effect.promise(() => response.json().catch(() => ({}))) as Effect.Effect<{ error?: string }>

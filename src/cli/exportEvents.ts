@@ -4,8 +4,8 @@
  * the memory an export takes does not grow with the log. With the embedded folder held by `serve`,
  * the server reads the pages and streams the lines over its operator endpoint, with the same bound.
  */
-import * as fs from "node:fs"
 import { Data, Effect, Stream } from "effect"
+import * as fs from "node:fs"
 import { exportPages, ndjson } from "../ledger/Export.ts"
 import { type ExportRequest, OperationFailed } from "./operations.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
@@ -26,7 +26,7 @@ export const fileSink = (file: string) =>
   })))
 
 /** The reader of standard output went away (`tollgate events export | head`): the export stops quietly. */
-export class OutputClosed extends Data.TaggedError("OutputClosed")<{}> {}
+export class OutputClosed extends Data.TaggedError("OutputClosed") {}
 
 /** Standard output; each piece is handed over once the previous one has been taken (a pipe's pace). */
 export const stdoutSink: Sink = {
@@ -48,7 +48,7 @@ export const stdoutSink: Sink = {
 
 const newlines = (data: string | Uint8Array) => {
   let n = 0
-  if (typeof data === "string") for (let i = data.indexOf("\n"); i !== -1; i = data.indexOf("\n", i + 1)) n++
+  if (typeof data === "string") { for (let i = data.indexOf("\n"); i !== -1; i = data.indexOf("\n", i + 1)) n++ }
   else for (const byte of data) if (byte === 10) n++
   return n
 }
@@ -67,7 +67,11 @@ export const fromServer = (dataDir: string, pid: number, request: ExportRequest)
  * Writes the lines of `source` to `sink` as they come, with progress on the terminal when
  * `showProgress`. Returns the number of events written.
  */
-export const exportEvents = <E, R>(source: (write: Write) => Effect.Effect<void, E, R>, sink: Sink, showProgress: boolean) =>
+export const exportEvents = <E, R>(
+  source: (write: Write) => Effect.Effect<void, E, R>,
+  sink: Sink,
+  showProgress: boolean
+) =>
   Effect.gen(function*() {
     const bar = progress("exporting", "events", { enabled: showProgress })
     let count = 0

@@ -1,7 +1,8 @@
 /** Human-readable renderings of operation results (the `--json` flag prints the result itself). */
+import type { LooseJson } from "../wire/json.ts"
 import type { Operation } from "./operations.ts"
 
-type Json = any
+type Json = LooseJson
 
 const table = (headers: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>) => {
   if (rows.length === 0) return "(none)"
@@ -34,7 +35,9 @@ export const human = (op: Operation, r: Json): string => {
       return `Key ${r.id} now has a quota of $${r.quota_usd} ($${r.used_usd} used).`
     case "vendors.create":
       return [
-        `Registered vendor ${r.vendor_id} ("${r.name}"), entitled to: ${r.server_options.join(", ")}, credit $${r.credit_usd}.`,
+        `Registered vendor ${r.vendor_id} ("${r.name}"), entitled to: ${
+          r.server_options.join(", ")
+        }, credit $${r.credit_usd}.`,
         `Vendor token ${r.token_id} with scopes ${r.scopes.join(", ")}:`,
         "",
         `  ${r.token}`,
@@ -49,7 +52,13 @@ export const human = (op: Operation, r: Json): string => {
     case "vendors.credit":
       return `Vendor ${r.vendor_id} now has $${r.credit_usd} of credit ($${r.credit_drawn_usd} drawn by its keys).`
     case "vendors.token":
-      return [`Vendor token ${r.token_id} for ${r.vendor_id}, scopes ${r.scopes.join(", ")}:`, "", `  ${r.token}`, "", "It is shown once."].join("\n")
+      return [
+        `Vendor token ${r.token_id} for ${r.vendor_id}, scopes ${r.scopes.join(", ")}:`,
+        "",
+        `  ${r.token}`,
+        "",
+        "It is shown once."
+      ].join("\n")
     case "vendors.revokeToken":
       return `Vendor token ${r.token_id} is revoked.`
     case "usage": {
@@ -67,14 +76,28 @@ export const human = (op: Operation, r: Json): string => {
           ["MODEL", "REQUESTS", "INPUT", "OUTPUT", "IMAGES", "COST $"],
           r.by_model.map((
             m: Json
-          ) => [m.model, String(m.requests), String(m.input_tokens), String(m.output_tokens), String(m.images), m.cost_usd])
+          ) => [
+            m.model,
+            String(m.requests),
+            String(m.input_tokens),
+            String(m.output_tokens),
+            String(m.images),
+            m.cost_usd
+          ])
         ),
         "",
         table(
           ["DAY", "REQUESTS", "INPUT", "OUTPUT", "IMAGES", "COST $"],
           r.by_day.map((
             d: Json
-          ) => [d.day, String(d.requests), String(d.input_tokens), String(d.output_tokens), String(d.images), d.cost_usd])
+          ) => [
+            d.day,
+            String(d.requests),
+            String(d.input_tokens),
+            String(d.output_tokens),
+            String(d.images),
+            d.cost_usd
+          ])
         )
       ].join("\n")
     }

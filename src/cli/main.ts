@@ -6,25 +6,32 @@
  */
 import { Args, Command, Options, ValidationError } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { SqlError } from "@effect/sql/SqlError"
 import { Console, Effect, Layer, Logger, LogLevel, Option } from "effect"
+import * as fs from "node:fs"
+import { isDay } from "../accounts/UsageReport.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as Database from "../db/Database.ts"
+import { databaseName } from "../db/describe.ts"
 import { usageFromLines } from "../ledger/Export.ts"
 import * as Replay from "../ledger/Replay.ts"
-import { isDay } from "../accounts/UsageReport.ts"
-import * as fs from "node:fs"
 import { AccountsLive } from "../main.ts"
+import { configuredLoggerLayer, defaultLoggerLayer } from "../observability/Logging.ts"
 import { exportEvents, fileSink, fromLog, fromServer, stdoutSink } from "./exportEvents.ts"
 import { human } from "./format.ts"
 import { migrateCommand } from "./migrate.ts"
-import * as OperatorEndpoint from "./OperatorEndpoint.ts"
 import { type ExportRequest, type Operation, OperationFailed, run } from "./operations.ts"
+import * as OperatorEndpoint from "./OperatorEndpoint.ts"
 import { progress, progressWanted } from "./progress.ts"
 import { serve } from "./serve.ts"
-import { type CommandTree, commandPath, fullUsage, printsSecret, toleratePipeClose, withTerminalConsole } from "./terminal.ts"
-import { SqlError } from "@effect/sql/SqlError"
-import { databaseName } from "../db/describe.ts"
-import { configuredLoggerLayer, defaultLoggerLayer } from "../observability/Logging.ts"
+import {
+  commandPath,
+  type CommandTree,
+  fullUsage,
+  printsSecret,
+  toleratePipeClose,
+  withTerminalConsole
+} from "./terminal.ts"
 import { line, locate, withDatabase } from "./where.ts"
 import { isWorker, supervise } from "./workers.ts"
 
@@ -56,8 +63,13 @@ const execute = (
     return { where, result }
   })
 
-const print = (op: Operation, asJson: boolean) => ({ where, result }: Effect.Effect.Success<ReturnType<typeof execute>>) =>
-  Console.log(asJson ? JSON.stringify(withDatabase(op._tag, result, where.database), null, 2) : `${line(where)}\n${human(op, result)}`)
+const print =
+  (op: Operation, asJson: boolean) => ({ where, result }: Effect.Effect.Success<ReturnType<typeof execute>>) =>
+    Console.log(
+      asJson
+        ? JSON.stringify(withDatabase(op._tag, result, where.database), null, 2)
+        : `${line(where)}\n${human(op, result)}`
+    )
 
 const operation = (op: Operation, asJson: boolean) => execute(op).pipe(Effect.flatMap(print(op, asJson)))
 
@@ -73,7 +85,9 @@ const workers = Options.integer("workers").pipe(
 const serveCommand = Command.make("serve", { workers }, (o) =>
   Effect.gen(function*() {
     const n = Option.getOrElse(o.workers, () => Number(process.env.TOLLGATE_WORKERS ?? 1))
-    if (!Number.isInteger(n) || n < 1) return yield* exitWith(`--workers must be a whole number of at least 1 (got ${n})`)
+    if (!Number.isInteger(n) || n < 1) {
+      return yield* exitWith(`--workers must be a whole number of at least 1 (got ${n})`)
+    }
     if (isWorker || n === 1) return yield* serve
     const config = yield* GatewayConfig.pipe(Effect.provide(GatewayConfig.layer))
     return yield* supervise(n).pipe(
@@ -81,8 +95,10 @@ const serveCommand = Command.make("serve", { workers }, (o) =>
       Effect.provide(configuredLoggerLayer(config.file.log.format))
     )
   })).pipe(
-  Command.withDescription("start the gateway (Postgres at DATABASE_URL, or the embedded database in TOLLGATE_DATA_DIR)")
-)
+    Command.withDescription(
+      "start the gateway (Postgres at DATABASE_URL, or the embedded database in TOLLGATE_DATA_DIR)"
+    )
+  )
 
 const keysCreate = Command.make("create", {
   quotaUsd: Options.text("quota-usd").pipe(Options.withDescription("the key's quota in USD, e.g. 10 or 2.50")),
@@ -93,8 +109,14 @@ const keysCreate = Command.make("create", {
   ),
   models: Options.text("models").pipe(Options.withDescription("comma-separated allow-list"), Options.optional),
   expiresAt: Options.text("expires-at").pipe(Options.withDescription("ISO-8601 date-time"), Options.optional),
-  rpm: Options.integer("rpm").pipe(Options.withDescription("requests per minute (default: the Server Option's)"), Options.optional),
-  tpm: Options.integer("tpm").pipe(Options.withDescription("tokens per minute (default: the Server Option's)"), Options.optional),
+  rpm: Options.integer("rpm").pipe(
+    Options.withDescription("requests per minute (default: the Server Option's)"),
+    Options.optional
+  ),
+  tpm: Options.integer("tpm").pipe(
+    Options.withDescription("tokens per minute (default: the Server Option's)"),
+    Options.optional
+  ),
   json
 }, (o) =>
   operation({
@@ -158,18 +180,27 @@ const vendorsList = Command.make("list", { json }, ({ json }) => operation({ _ta
 const vendorId = Args.text({ name: "VENDOR_ID" }).pipe(Args.withDescription("the vendor's id, e.g. vnd_abc123"))
 const vendorsCredit = Command.make("credit", {
   vendorId,
-  usd: Options.text("usd").pipe(Options.withDescription("USD of credit to add (what the vendor may hand out as quota)")),
+  usd: Options.text("usd").pipe(
+    Options.withDescription("USD of credit to add (what the vendor may hand out as quota)")
+  ),
   json
 }, (o) => operation({ _tag: "vendors.credit", vendorId: o.vendorId, usd: o.usd }, o.json)).pipe(
   Command.withDescription("grant a vendor credit")
 )
-const vendorsToken = Command.make("token", {
-  vendorId,
-  scopes: Options.text("scopes").pipe(described("comma-separated scopes of the new token")),
-  expiresAt: Options.text("expires-at").pipe(described("ISO-8601 date-time"), Options.optional),
-  json
-}, (o) =>
-  operation({ _tag: "vendors.token", vendorId: o.vendorId, scopes: list(o.scopes), expiresAt: opt(o.expiresAt) }, o.json))
+const vendorsToken = Command.make(
+  "token",
+  {
+    vendorId,
+    scopes: Options.text("scopes").pipe(described("comma-separated scopes of the new token")),
+    expiresAt: Options.text("expires-at").pipe(described("ISO-8601 date-time"), Options.optional),
+    json
+  },
+  (o) =>
+    operation(
+      { _tag: "vendors.token", vendorId: o.vendorId, scopes: list(o.scopes), expiresAt: opt(o.expiresAt) },
+      o.json
+    )
+)
   .pipe(Command.withDescription("issue another token for a vendor; prints it once"))
 const vendorsRevokeToken = Command.make("revoke-token", {
   tokenId: Args.text({ name: "TOKEN_ID" }).pipe(Args.withDescription("the token's id, e.g. vtk_abc123")),
@@ -218,8 +249,8 @@ const eventsExport = Command.make("export", {
       : yield* exportEvents(fromLog(request), sink, shown).pipe(Effect.provide(LocalLive))
     yield* Console.error(`${line(where)}\nwrote ${count} events to ${Option.getOrElse(o.out, () => "standard output")}`)
   }).pipe(Effect.catchTag("OutputClosed", () => Effect.void))).pipe(
-  Command.withDescription("write the log (or a window of days) as JSON Lines, for auditors, as it is read")
-)
+    Command.withDescription("write the log (or a window of days) as JSON Lines, for auditors, as it is read")
+  )
 
 const events = Command.make("events", {
   from: Options.text("from").pipe(Options.withDescription("first position"), Options.optional),
@@ -258,9 +289,13 @@ const replay = Command.make("replay", {
     if (!o.verify) return yield* new OperationFailed({ message: "replay needs --verify or --from-file FILE" })
     const op: Operation = { _tag: "replay.verify" }
     const bar = progress("replaying", "events", { enabled: progressWanted(o.json) })
-    const done = yield* execute(op, Replay.verifyWith(bar.update).pipe(Effect.orDie)).pipe(Effect.ensuring(Effect.sync(bar.end)))
+    const done = yield* execute(op, Replay.verifyWith(bar.update).pipe(Effect.orDie)).pipe(
+      Effect.ensuring(Effect.sync(bar.end))
+    )
     yield* print(op, o.json)(done)
-    if (!(done.result as Replay.VerifyReport).ok) return yield* new OperationFailed({ message: "the projections differ from the log" })
+    if (!(done.result as Replay.VerifyReport).ok) {
+      return yield* new OperationFailed({ message: "the projections differ from the log" })
+    }
   })).pipe(Command.withDescription("rebuild the projections from position 0 and diff them with the live tables"))
 
 const root = Command.make("tollgate").pipe(
@@ -289,12 +324,23 @@ const cli = (argv: ReadonlyArray<string>) => {
   toleratePipeClose(printsSecret(path))
   const usage = `tollgate ${path.join(" ")}`.trimEnd()
   return Command.run(root, { name: "tollgate", version: "0.1.0" })(argv).pipe(
-    Effect.catchIf(ValidationError.isValidationError, () =>
-      Console.error(`Run \`${usage} --help\` for usage.`).pipe(Effect.zipRight(Effect.sync(() => (process.exitCode = 2))))),
+    Effect.catchIf(
+      ValidationError.isValidationError,
+      () =>
+        Console.error(`Run \`${usage} --help\` for usage.`).pipe(
+          Effect.zipRight(Effect.sync(() => (process.exitCode = 2)))
+        )
+    ),
     // A database that cannot be reached or refuses: named, so a wrong DATABASE_URL or folder shows.
-    Effect.catchIf((e): e is SqlError => e instanceof SqlError, (e) =>
-      Effect.flatMap(locate, (where) =>
-        Effect.fail(new SqlError({ cause: e.cause, message: `${databaseName(where.database)}: ${e.message}` })))),
+    Effect.catchIf(
+      (e): e is SqlError => e instanceof SqlError,
+      (e) =>
+        Effect.flatMap(
+          locate,
+          (where) =>
+            Effect.fail(new SqlError({ cause: e.cause, message: `${databaseName(where.database)}: ${e.message}` }))
+        )
+    ),
     // Help (asked for, or a group such as `tollgate keys` given no subcommand) is the only stdout text with `$ ` lines.
     withTerminalConsole((text) => fullUsage(text, "tollgate", path))
   )

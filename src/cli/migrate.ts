@@ -38,7 +38,9 @@ export const whileServing = (
   if (pending !== undefined && pending.length === 0) return undefined
   const waiting = pending === undefined
     ? ""
-    : `; ${pending.length} of this version's migrations wait (${pending.map(([id, name]) => `${id}_${name}`).join(", ")})`
+    : `; ${pending.length} of this version's migrations wait (${
+      pending.map(([id, name]) => `${id}_${name}`).join(", ")
+    })`
   return `the data folder ${folder} is held by a running \`tollgate serve\` (pid ${pid}), which applied its migrations ` +
     `when it started${waiting}. To apply the migrations of this version, stop that server and start it again ` +
     `(serve migrates at start), or stop it, run \`tollgate migrate\`, then start it.`
@@ -50,7 +52,9 @@ const report = (where: Where, ran: ReadonlyArray<readonly [number, string]>, jso
       ? JSON.stringify({ applied: ran.map(([id, name]) => ({ id, name })), database: where.database }, null, 2)
       : [
         line(where),
-        ran.length === 0 ? "The database is up to date." : `Applied: ${ran.map(([id, name]) => `${id}_${name}`).join(", ")}`
+        ran.length === 0
+          ? "The database is up to date."
+          : `Applied: ${ran.map(([id, name]) => `${id}_${name}`).join(", ")}`
       ].join("\n")
   )
 
@@ -74,11 +78,15 @@ export const migrateCommand = Command.make("migrate", {
     if (where.servedBy !== undefined) return yield* throughServer(where, where.servedBy, json)
     const bar = progress("migrating", "migrations", { enabled: progressWanted(json) })
     let started = 0
-    const ran = yield* migrate(undefined, (id, name) => bar.note(`applying migration ${id}_${name} (${++started})`)).pipe(
-      Effect.provide(Database.unmigrated),
-      Effect.provide(GatewayConfig.layer),
-      Effect.catchTag("DataDirBusy", (e) => new OperationFailed({ message: whileServing(where.database.location, e.pid, known(), undefined)! })),
-      Effect.ensuring(Effect.sync(bar.end))
-    )
+    const ran = yield* migrate(undefined, (id, name) => bar.note(`applying migration ${id}_${name} (${++started})`))
+      .pipe(
+        Effect.provide(Database.unmigrated),
+        Effect.provide(GatewayConfig.layer),
+        Effect.catchTag(
+          "DataDirBusy",
+          (e) => new OperationFailed({ message: whileServing(where.database.location, e.pid, known(), undefined)! })
+        ),
+        Effect.ensuring(Effect.sync(bar.end))
+      )
     yield* report(where, ran, json)
   })).pipe(Command.withDescription("apply pending migrations (serve applies them at start too)"))

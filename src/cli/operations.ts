@@ -8,14 +8,14 @@ import { Data, Effect, Schema } from "effect"
 import * as Bounds from "../accounts/bounds.ts"
 import { type KeyRecord, keyStatus } from "../accounts/KeyRecord.ts"
 import { Keys } from "../accounts/Keys.ts"
+import { KeyStore } from "../accounts/KeyStore.ts"
 import { UsageReport, windowProblem } from "../accounts/UsageReport.ts"
 import { type Vendor, Vendors } from "../accounts/Vendors.ts"
 import { formatUsd, parseUsd } from "../config/Money.ts"
+import { appliedMigrations } from "../db/Migrations.ts"
 import { EventLog } from "../ledger/EventLog.ts"
 import { exportLine } from "../ledger/Export.ts"
 import * as Replay from "../ledger/Replay.ts"
-import { KeyStore } from "../accounts/KeyStore.ts"
-import { appliedMigrations } from "../db/Migrations.ts"
 
 export class OperationFailed extends Data.TaggedError("OperationFailed")<{ readonly message: string }> {}
 
@@ -60,7 +60,10 @@ export const Operation = Schema.Union(
 export type Operation = typeof Operation.Type
 
 /** `events export`: not an operation with one result but a stream of JSON Lines (exportEvents.ts). */
-export const ExportRequest = Schema.TaggedStruct("events.export", { since: Opt(Schema.String), until: Opt(Schema.String) })
+export const ExportRequest = Schema.TaggedStruct("events.export", {
+  since: Opt(Schema.String),
+  until: Opt(Schema.String)
+})
 export type ExportRequest = typeof ExportRequest.Type
 
 const keyJson = (k: KeyRecord) => ({
@@ -96,7 +99,9 @@ export const run = (op: Operation) => {
     case "keys.create":
       return Effect.gen(function*() {
         const quota = parseUsd(op.quotaUsd)
-        if (quota === undefined) return yield* fail(`--quota-usd: "${op.quotaUsd}" is not a USD amount (e.g. 10 or 2.50)`)
+        if (quota === undefined) {
+          return yield* fail(`--quota-usd: "${op.quotaUsd}" is not a USD amount (e.g. 10 or 2.50)`)
+        }
         const keys = yield* Keys
         const issued = yield* keys.issue({
           quotaNanos: quota,
@@ -106,9 +111,13 @@ export const run = (op: Operation) => {
           expiresAt: op.expiresAt,
           rateLimits: { requests_per_minute: op.requestsPerMinute, tokens_per_minute: op.tokensPerMinute },
           issuedBy: "operator"
-        }).pipe(Effect.mapError((e) =>
-          new OperationFailed({ message: `${"param" in e && e.param ? `--${e.param.replace("_", "-")}: ` : ""}${e.message}` })
-        ))
+        }).pipe(
+          Effect.mapError((e) =>
+            new OperationFailed({
+              message: `${"param" in e && e.param ? `--${e.param.replace("_", "-")}: ` : ""}${e.message}`
+            })
+          )
+        )
         return { ...keyJson(issued.key), key: issued.secret }
       })
     case "keys.list":
@@ -126,7 +135,9 @@ export const run = (op: Operation) => {
         const key = yield* keys.grant(op.keyId, amount, "operator", op.reason).pipe(
           Effect.mapError((e) =>
             new OperationFailed({
-              message: `${"param" in e && e.param === "amount" ? "--usd: " : ""}${e.message.replaceAll("`amount`", "the amount")}`
+              message: `${"param" in e && e.param === "amount" ? "--usd: " : ""}${
+                e.message.replaceAll("`amount`", "the amount")
+              }`
             })
           )
         )
@@ -139,24 +150,26 @@ export const run = (op: Operation) => {
           return yield* fail(`--credit-usd: "${op.creditUsd}" is not a USD amount`)
         }
         // Checked before the vendor is registered, so a refused credit leaves no vendor behind.
-        const tooMuch = credit === undefined ? undefined : Bounds.amountProblem("credit_usd", credit, { positive: false })
+        const tooMuch = credit === undefined
+          ? undefined
+          : Bounds.amountProblem("credit_usd", credit, { positive: false })
         if (tooMuch) return yield* fail(`--credit-usd: ${tooMuch.message}`)
         const vendors = yield* Vendors
         const r = yield* vendors.register({ name: op.name, scopes: op.scopes, serverOptions: op.serverOptions })
         if (credit !== undefined && credit > 0n) yield* vendors.grantCredit(r.vendor.vendorId, credit, "operator")
         return { ...r, vendor: yield* vendors.get(r.vendor.vendorId) }
       }).pipe(
-          Effect.map((r) => ({
-            vendor_id: r.vendor.vendorId,
-            name: r.vendor.name,
-            server_options: r.vendor.serverOptions,
-            credit_usd: formatUsd(r.vendor.creditNanos),
-            token_id: r.tokenId,
-            token: r.token,
-            scopes: r.scopes
-          })),
-          Effect.mapError((e) => new OperationFailed({ message: e.message }))
-        )
+        Effect.map((r) => ({
+          vendor_id: r.vendor.vendorId,
+          name: r.vendor.name,
+          server_options: r.vendor.serverOptions,
+          credit_usd: formatUsd(r.vendor.creditNanos),
+          token_id: r.tokenId,
+          token: r.token,
+          scopes: r.scopes
+        })),
+        Effect.mapError((e) => new OperationFailed({ message: e.message }))
+      )
     case "vendors.list":
       return Effect.flatMap(Vendors, (v) => v.list).pipe(Effect.map((list) => list.map(vendorJson)))
     case "vendors.credit":
@@ -188,17 +201,20 @@ export const run = (op: Operation) => {
         const report = yield* UsageReport
         if (op.keyId !== undefined) {
           const store = yield* KeyStore
-          const key = store.byId(op.keyId) ?? (yield* keys.get(op.keyId).pipe(Effect.mapError((e) => new OperationFailed({ message: e.message }))))
+          const key = store.byId(op.keyId) ??
+            (yield* keys.get(op.keyId).pipe(Effect.mapError((e) => new OperationFailed({ message: e.message }))))
           return yield* report.forKey(key, { from: op.from, to: op.to })
         }
         return (yield* keys.list()).map(keyJson)
       })
     case "events":
-      return Effect.flatMap(EventLog, (log) =>
-        log.read({ fromPosition: op.fromPosition, streamId: op.streamId, limit: op.limit })).pipe(
-          Effect.map((events) => events.map(exportLine)),
-          Effect.orDie
-        )
+      return Effect.flatMap(
+        EventLog,
+        (log) => log.read({ fromPosition: op.fromPosition, streamId: op.streamId, limit: op.limit })
+      ).pipe(
+        Effect.map((events) => events.map(exportLine)),
+        Effect.orDie
+      )
     case "replay.verify":
       return Replay.verify.pipe(Effect.orDie)
     case "migrations.applied":

@@ -16,30 +16,44 @@ const structurallyEqual = (a: unknown, b: unknown) => text(a) === text(b)
 
 /** What a reload cannot apply: the sections read at start only, when the new file changes them. */
 const startOnly = (running: ConfigFile, next: ConfigFile) =>
-  (["server", "billing", "log", "telemetry"] as const).filter((section) => !structurallyEqual(running[section], next[section]))
+  (["server", "billing", "log", "telemetry"] as const).filter((section) =>
+    !structurallyEqual(running[section], next[section])
+  )
 
 export const ReloadLive = Layer.scopedDiscard(Effect.gen(function*() {
   const config = yield* GatewayConfig
   const catalog = yield* Catalog
-  yield* keysAdrift(catalog).pipe(Effect.catchAllCause((cause) => Effect.logWarning("could not check the keys against the configuration", cause)))
+  yield* keysAdrift(catalog).pipe(
+    Effect.catchAllCause((cause) => Effect.logWarning("could not check the keys against the configuration", cause))
+  )
 
   const reload = Effect.gen(function*() {
     if (config.source === "built-in default") {
-      return yield* Effect.logWarning("SIGHUP: no configuration file to read again (TOLLGATE_CONFIG is not set); nothing changed")
+      return yield* Effect.logWarning(
+        "SIGHUP: no configuration file to read again (TOLLGATE_CONFIG is not set); nothing changed"
+      )
     }
     const next = yield* readConfigFile(config.source).pipe(Effect.either)
     if (next._tag === "Left") {
-      return yield* Effect.logError(`SIGHUP: the configuration was not reloaded; the running one stays. ${next.left.message}`)
+      return yield* Effect.logError(
+        `SIGHUP: the configuration was not reloaded; the running one stays. ${next.left.message}`
+      )
     }
     catalog.replace(next.right)
     const ignored = startOnly(config.file, next.right)
     yield* Effect.logInfo(
       `SIGHUP: reloaded ${config.source}: ${Object.keys(next.right.providers).length} providers, ` +
-        `${Object.keys(next.right.models).length} models, ${Object.keys(next.right.server_options).length} Server Options` +
+        `${Object.keys(next.right.models).length} models, ${
+          Object.keys(next.right.server_options).length
+        } Server Options` +
         (ignored.length > 0 ? ` (changes to ${ignored.join(" and ")} take effect at the next start)` : "")
     )
     yield* keysAdrift(catalog)
-  }).pipe(Effect.catchAllCause((cause) => Effect.logError("SIGHUP: the reload failed; the running configuration stays", cause)))
+  }).pipe(
+    Effect.catchAllCause((cause) =>
+      Effect.logError("SIGHUP: the reload failed; the running configuration stays", cause)
+    )
+  )
 
   // Reloads run one at a time, in order; a listener means SIGHUP no longer ends the process.
   const runtime = yield* Effect.runtime<Effect.Effect.Context<typeof reload>>()

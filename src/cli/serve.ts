@@ -3,16 +3,16 @@
  * endpoint for the CLI and a development key on the very first start.
  */
 import { HttpServer } from "@effect/platform"
-import cluster from "node:cluster"
 import { NodeContext } from "@effect/platform-node"
 import { Console, Effect, Layer } from "effect"
+import cluster from "node:cluster"
 import { Keys } from "../accounts/Keys.ts"
 import { KeyChangeListener } from "../accounts/KeyStore.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as Database from "../db/Database.ts"
 import { Reconciler } from "../gateway/Reconciler.ts"
-import { HttpLive } from "../http/Server.ts"
 import { MetricsPortLive } from "../http/MetricsHandlers.ts"
+import { HttpLive } from "../http/Server.ts"
 import { GatewayLive } from "../main.ts"
 import { configuredLoggerLayer } from "../observability/Logging.ts"
 import { TracingLive } from "../observability/Tracing.ts"
@@ -24,9 +24,10 @@ const DevKeyLive = Layer.effectDiscard(Effect.gen(function*() {
   const db = yield* Database.Database
   const keys = yield* Keys
   if (db.backend !== "pglite" || (yield* keys.list()).length > 0) return
-  const { key, secret } = yield* keys.issue({ quotaNanos: 10_000_000_000n, name: "development key", issuedBy: "serve" }).pipe(
-    Effect.orDie
-  )
+  const { key, secret } = yield* keys.issue({ quotaNanos: 10_000_000_000n, name: "development key", issuedBy: "serve" })
+    .pipe(
+      Effect.orDie
+    )
   yield* Console.log(
     [
       "",
@@ -65,7 +66,15 @@ const OperatorLive = Layer.unwrapEffect(Effect.gen(function*() {
   return db.backend === "pglite" ? OperatorEndpoint.layer(config.dataDir) : Layer.empty
 }))
 
-export const ServeLive = Layer.mergeAll(BannerLive, DevKeyLive, OperatorLive, KeyChangeListener, Reconciler.Default, ReloadLive, MetricsPortLive).pipe(
+export const ServeLive = Layer.mergeAll(
+  BannerLive,
+  DevKeyLive,
+  OperatorLive,
+  KeyChangeListener,
+  Reconciler.Default,
+  ReloadLive,
+  MetricsPortLive
+).pipe(
   Layer.provideMerge(HttpLive),
   Layer.provideMerge(GatewayLive),
   // A `--workers` worker finds the database migrated by its primary.

@@ -4,9 +4,11 @@
  * (https://no-color.org), messages on stderr without trailing blank lines, and help whose usage lines
  * name the whole command (`$ tollgate keys create ...`, where @effect/cli writes `$ create ...`).
  */
-import { Console, Effect } from "effect"
+import type { Console } from "effect"
+import { Effect } from "effect"
 
 // CSI sequences (colours, cursor moves) and OSC sequences (titles, links).
+// eslint-disable-next-line no-control-regex -- escape sequences are control characters
 const ANSI = /\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)/g
 
 export const stripAnsi = (text: string) => text.replace(ANSI, "")
@@ -44,39 +46,41 @@ export const fullUsage = (text: string, executable: string, path: ReadonlyArray<
 
 type Writer = (...args: ReadonlyArray<unknown>) => void
 
-const cleaner = (stream: { readonly isTTY?: boolean | undefined }, trimEnd: boolean, rewrite: (s: string) => string) =>
-(arg: unknown) => {
-  if (typeof arg !== "string") return arg
-  const text = rewrite(colorAllowed(stream) ? arg : stripAnsi(arg))
-  return trimEnd ? text.trimEnd() : text
-}
+const cleaner =
+  (stream: { readonly isTTY?: boolean | undefined }, trimEnd: boolean, rewrite: (s: string) => string) =>
+  (arg: unknown) => {
+    if (typeof arg !== "string") return arg
+    const text = rewrite(colorAllowed(stream) ? arg : stripAnsi(arg))
+    return trimEnd ? text.trimEnd() : text
+  }
 
 /**
  * Runs `effect` with a Console (and, beneath it, the `unsafe` console the logger uses) that strips
  * escape codes where they are not wanted, trims trailing blank lines off stderr messages, and passes
  * stdout text through `rewriteOut` (the help's usage lines).
  */
-export const withTerminalConsole = (rewriteOut: (text: string) => string = (s) => s) =>
-<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.consoleWith((inner) => {
-    const out = cleaner(process.stdout, false, rewriteOut)
-    const err = cleaner(process.stderr, true, (s) => s)
-    const wrap = (write: Writer, clean: (a: unknown) => unknown): Writer => (...args) => write(...args.map(clean))
-    const unsafe: globalThis.Console = Object.create(inner.unsafe)
-    unsafe.log = wrap(inner.unsafe.log.bind(inner.unsafe), out)
-    unsafe.info = wrap(inner.unsafe.info.bind(inner.unsafe), out)
-    unsafe.error = wrap(inner.unsafe.error.bind(inner.unsafe), err)
-    unsafe.warn = wrap(inner.unsafe.warn.bind(inner.unsafe), err)
-    const console: Console.Console = {
-      ...inner,
-      log: (...args) => inner.log(...args.map(out)),
-      info: (...args) => inner.info(...args.map(out)),
-      error: (...args) => inner.error(...args.map(err)),
-      warn: (...args) => inner.warn(...args.map(err)),
-      unsafe
-    }
-    return Effect.withConsole(effect, console)
-  })
+export const withTerminalConsole =
+  (rewriteOut: (text: string) => string = (s) => s) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.consoleWith((inner) => {
+      const out = cleaner(process.stdout, false, rewriteOut)
+      const err = cleaner(process.stderr, true, (s) => s)
+      const wrap = (write: Writer, clean: (a: unknown) => unknown): Writer => (...args) => write(...args.map(clean))
+      const unsafe: globalThis.Console = Object.create(inner.unsafe)
+      unsafe.log = wrap(inner.unsafe.log.bind(inner.unsafe), out)
+      unsafe.info = wrap(inner.unsafe.info.bind(inner.unsafe), out)
+      unsafe.error = wrap(inner.unsafe.error.bind(inner.unsafe), err)
+      unsafe.warn = wrap(inner.unsafe.warn.bind(inner.unsafe), err)
+      const console: Console.Console = {
+        ...inner,
+        log: (...args) => inner.log(...args.map(out)),
+        info: (...args) => inner.info(...args.map(out)),
+        error: (...args) => inner.error(...args.map(err)),
+        warn: (...args) => inner.warn(...args.map(err)),
+        unsafe
+      }
+      return Effect.withConsole(effect, console)
+    })
 
 /**
  * A reader of stdout that goes away (`tollgate events --json | head`) is not an error of a command

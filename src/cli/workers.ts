@@ -7,8 +7,8 @@
  * reconciler of the others. The primary only applies migrations once, forks, restarts, and passes
  * SIGTERM/SIGINT on (each worker then drains and bills before it exits).
  */
-import cluster, { type Worker } from "node:cluster"
 import { Data, Effect, Option } from "effect"
+import cluster, { type Worker } from "node:cluster"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as Database from "../db/Database.ts"
 import { migrate as runMigrations } from "../db/Migrations.ts"
@@ -60,7 +60,9 @@ export const supervise = (workers: number) =>
       if (recentDeaths.length > workers * 2) {
         stopping = true
         process.exitCode = 1
-        console.error(`tollgate: workers keep dying (last: pid ${worker.process.pid}, ${signal ?? `code ${code}`}); stopping`)
+        console.error(
+          `tollgate: workers keep dying (last: pid ${worker.process.pid}, ${signal ?? `code ${code}`}); stopping`
+        )
         signalAll()
         return
       }

@@ -174,7 +174,9 @@ export const ServerSection = Schema.Struct({
   /** The whole request, headers and body, must arrive within this. */
   request_timeout_ms: Schema.optionalWith(PositiveInt, { default: () => serverDefaults.request_timeout_ms }),
   /** JSON bodies nested deeper than this (arrays and objects) are refused with 400. */
-  max_json_depth: Schema.optionalWith(Schema.Int.pipe(Schema.between(8, 1000)), { default: () => serverDefaults.max_json_depth }),
+  max_json_depth: Schema.optionalWith(Schema.Int.pipe(Schema.between(8, 1000)), {
+    default: () => serverDefaults.max_json_depth
+  }),
   /**
    * The credential of `GET /operator/status` (this process's load), as `Authorization: Bearer`; at least
    * 32 characters, e.g. `${TOLLGATE_OPERATOR_TOKEN}`. Unset, that endpoint does not exist.
@@ -195,7 +197,9 @@ export const BillingSection = Schema.Struct({
    */
   commit_wait_ms: Schema.optionalWith(PositiveInt, { default: () => 2_000 }),
   /** A stream checkpoints its output (an OutputCheckpointed event) this often while it runs. */
-  checkpoint_interval_ms: Schema.optionalWith(Schema.Int.pipe(Schema.greaterThanOrEqualTo(100)), { default: () => 5_000 }),
+  checkpoint_interval_ms: Schema.optionalWith(Schema.Int.pipe(Schema.greaterThanOrEqualTo(100)), {
+    default: () => 5_000
+  }),
   /** The longest pause between two attempts to land the spool while the log stays unreachable. */
   spool_retry_max_ms: Schema.optionalWith(PositiveInt, { default: () => 10_000 })
 })

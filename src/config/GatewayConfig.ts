@@ -136,10 +136,12 @@ const substituteEnv = (
     return Effect.forEach(node, (item, i) => substituteEnv(item, source, [...path, String(i)], substitutions))
   }
   if (node !== null && typeof node === "object") {
-    return Effect.forEach(Object.entries(node), ([k, v]) =>
-      substituteEnv(v, source, [...path, k], substitutions).pipe(Effect.map((value) => [k, value] as const))).pipe(
-        Effect.map((entries) => Object.fromEntries(entries))
-      )
+    return Effect.forEach(
+      Object.entries(node),
+      ([k, v]) => substituteEnv(v, source, [...path, k], substitutions).pipe(Effect.map((value) => [k, value] as const))
+    ).pipe(
+      Effect.map((entries) => Object.fromEntries(entries))
+    )
   }
   return Effect.succeed(node)
 }
@@ -229,7 +231,9 @@ export const decodeFile = (
   const decoded = decodeRaw(raw)
   if (Either.isLeft(decoded)) {
     const issues = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)
-    const lines = issues.map((i) => `  ${i.path.length ? i.path.join(".") : "(top level)"}: ${safe.line(i.path, i.message)}`)
+    const lines = issues.map((i) =>
+      `  ${i.path.length ? i.path.join(".") : "(top level)"}: ${safe.line(i.path, i.message)}`
+    )
     return Effect.fail(new ConfigFileError({ message: `${source}: invalid configuration\n${lines.join("\n")}` }))
   }
   const file = decoded.right

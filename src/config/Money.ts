@@ -25,7 +25,9 @@ const numberToPlain = (n: number): string | undefined => {
   const digits = m[1]! + (m[2] ?? "")
   const point = 1 + Number(m[3])
   if (point <= 0) return `0.${"0".repeat(-point)}${digits}`
-  return point >= digits.length ? digits + "0".repeat(point - digits.length) : `${digits.slice(0, point)}.${digits.slice(point)}`
+  return point >= digits.length
+    ? digits + "0".repeat(point - digits.length)
+    : `${digits.slice(0, point)}.${digits.slice(point)}`
 }
 
 /** Renders nanos as a USD decimal string with all 9 places trimmed of trailing zeros ("0.000150", "12"). */
@@ -57,4 +59,3 @@ export const UsdAmount = Schema.transformOrFail(
 
 /** Nanos as they travel in events and JSON: a decimal integer string. */
 export const Nanos = Schema.BigInt.annotations({ identifier: "Nanos" })
-

@@ -38,7 +38,11 @@ const migrated = <E, R>(layer: Layer.Layer<SqlClient.SqlClient | Database, E, R>
   Layer.tap(layer, (ctx) =>
     migrate().pipe(
       Effect.provideService(SqlClient.SqlClient, Context.get(ctx, SqlClient.SqlClient)),
-      Effect.tap((ran) => ran.length > 0 ? Effect.logInfo(`applied migrations: ${ran.map(([id, n]) => `${id}_${n}`).join(", ")}`) : Effect.void)
+      Effect.tap((ran) =>
+        ran.length > 0
+          ? Effect.logInfo(`applied migrations: ${ran.map(([id, n]) => `${id}_${n}`).join(", ")}`)
+          : Effect.void
+      )
     ))
 
 /** The configured database, as it is (for `tollgate migrate`). */

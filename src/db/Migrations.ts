@@ -45,7 +45,9 @@ export const migrate = (dir: string = migrationsDir, onMigration: OnMigration = 
   })
 
 /** The ids of the migrations the database has applied, in order. */
-export const appliedMigrations = Effect.flatMap(SqlClient.SqlClient, (sql) =>
-  sql<{ migration_id: number }>`SELECT migration_id FROM tollgate_migrations ORDER BY migration_id`).pipe(
-    Effect.map((rows) => rows.map((r) => Number(r.migration_id)))
-  )
+export const appliedMigrations = Effect.flatMap(
+  SqlClient.SqlClient,
+  (sql) => sql<{ migration_id: number }>`SELECT migration_id FROM tollgate_migrations ORDER BY migration_id`
+).pipe(
+  Effect.map((rows) => rows.map((r) => Number(r.migration_id)))
+)

@@ -6,9 +6,9 @@
  */
 import { Reactivity } from "@effect/experimental"
 import { SqlClient } from "@effect/sql"
+import { PgClient } from "@effect/sql-pg"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
-import { PgClient } from "@effect/sql-pg"
 import { PGlite } from "@electric-sql/pglite"
 import { Effect, Layer, Schedule, Stream } from "effect"
 import * as DataDir from "./DataDir.ts"
@@ -23,7 +23,7 @@ const make = (db: PGlite) =>
       })
     const conn: Connection = {
       execute: (sql, params, transformRows) =>
-        attempt(() => db.query<any>(sql, params as Array<unknown>)).pipe(
+        attempt(() => db.query<Record<string, unknown>>(sql, params as Array<unknown>)).pipe(
           Effect.map((r) => (transformRows ? transformRows(r.rows) : r.rows))
         ),
       executeRaw: (sql, params) => attempt(() => db.query(sql, params as Array<unknown>)),
@@ -36,8 +36,8 @@ const make = (db: PGlite) =>
           ? conn.execute(sql, params, transformRows)
           : attempt(() => db.exec(sql)).pipe(
             // As node-postgres does: a script of several statements answers with the rows of each.
-            Effect.map((results): ReadonlyArray<any> => {
-              const rowsOf = (rows: Array<any>) => (transformRows ? transformRows(rows) : rows)
+            Effect.map((results): ReadonlyArray<unknown> => {
+              const rowsOf = (rows: Array<Record<string, unknown>>) => (transformRows ? transformRows(rows) : rows)
               return results.length === 1 ? rowsOf(results[0]!.rows) : results.map((r) => rowsOf(r.rows))
             })
           ),

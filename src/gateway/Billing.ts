@@ -4,7 +4,6 @@
  * the end. A bill never fails and never makes the client wait long: when the log does not confirm it
  * within `billing.commit_wait_ms`, it goes to the spool (durable, landed once the log answers).
  */
-import { noStackTrace } from "../observability/Tracing.ts"
 import { Clock, Effect, LogLevel } from "effect"
 import { type Reservation } from "../accounts/Admission.ts"
 import { QuotaExceeded } from "../accounts/errors.ts"
@@ -16,6 +15,7 @@ import { type Endpoint, streamOf } from "../ledger/events.ts"
 import { landOnce } from "../ledger/landOnce.ts"
 import { Spool } from "../ledger/Spool.ts"
 import { note } from "../observability/RequestRecord.ts"
+import { noStackTrace } from "../observability/Tracing.ts"
 import type { UpstreamEndpoint } from "../providers/Upstream.ts"
 import type { Usage } from "../wire/usage.ts"
 import type { CallBound } from "./Bound.ts"
@@ -101,7 +101,13 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
           metadata: { request_id: t.requestId },
           occurredAt,
           events: [
-            { _tag: "UsageReported" as const, request_id: t.requestId, usage, source: settled.estimate ? "estimated" as const : "upstream" as const, ...estimate },
+            {
+              _tag: "UsageReported" as const,
+              request_id: t.requestId,
+              usage,
+              source: settled.estimate ? "estimated" as const : "upstream" as const,
+              ...estimate
+            },
             {
               _tag: "Billed" as const,
               request_id: t.requestId,
@@ -161,21 +167,26 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
           ...(r.rateLimits ? { rate_limits: r.rateLimits } : {})
         }]
       }).pipe(
-        Effect.withSpan("tollgate.ledger.append", { ...noStackTrace, attributes: { "tollgate.events": "StreamStarted" } }),
+        Effect.withSpan("tollgate.ledger.append", {
+          ...noStackTrace,
+          attributes: { "tollgate.events": "StreamStarted" }
+        }),
         Effect.as(ticket),
         Effect.catchTags({
           StreamConflict: () => Effect.succeed(ticket),
           QuotaUnavailable: () =>
             Effect.fail(
               new QuotaExceeded({
-                message: "This key's remaining quota, with what its requests in flight hold, cannot cover this request's worst case; lower max_tokens or top up the key."
+                message:
+                  "This key's remaining quota, with what its requests in flight hold, cannot cover this request's worst case; lower max_tokens or top up the key."
               })
             ),
           RateExceeded: (e) =>
             Effect.flatMap(Clock.currentTimeMillis, (now) =>
               Effect.fail(
                 new RateLimitReached({
-                  message: "This key has reached its rate limit (requests or tokens per minute); retry after the time in Retry-After.",
+                  message:
+                    "This key has reached its rate limit (requests or tokens per minute); retry after the time in Retry-After.",
                   retryAfterSeconds: Math.max(1, Math.ceil((Date.parse(e.windowEndsAt) - now) / 1000))
                 })
               )),
@@ -203,7 +214,10 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
     }
 
     /** Best effort: records a long stream's progress. A failure is not an error, only a missed checkpoint. */
-    const checkpoint = (t: Ticket, counts: { readonly input_tokens: number; readonly output_tokens: number; readonly estimator: string }) =>
+    const checkpoint = (
+      t: Ticket,
+      counts: { readonly input_tokens: number; readonly output_tokens: number; readonly estimator: string }
+    ) =>
       Effect.suspend(() => {
         if (t.billed || t.closed) return Effect.void
         const streamId = streamOf.request(t.requestId)
@@ -253,8 +267,13 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
             r.costNanos = cost.total_nanos
           })
           const wait = Math.max(1, within)
-          const appended = yield* Effect.either(log.append({ ...entry, expectedVersion: t.version }, { confirmWithinMs: wait })).pipe(
-            Effect.withSpan("tollgate.ledger.append", { ...noStackTrace, attributes: { "tollgate.events": "UsageReported, Billed" } })
+          const appended = yield* Effect.either(
+            log.append({ ...entry, expectedVersion: t.version }, { confirmWithinMs: wait })
+          ).pipe(
+            Effect.withSpan("tollgate.ledger.append", {
+              ...noStackTrace,
+              attributes: { "tollgate.events": "UsageReported, Billed" }
+            })
           )
           if (appended._tag === "Left") {
             const e = appended.left
@@ -262,24 +281,31 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
             // did): close the stream where it is, within what is left of the wait.
             const left = wait - ((yield* Clock.currentTimeMillis) - started)
             const landing = e._tag === "StreamConflict" && left > 0
-              ? yield* Effect.either(landOnce(log, entry, { confirmWithinMs: left }).pipe(
-                Effect.timeoutFail({
-                  duration: left,
-                  onTimeout: () => new LedgerUnavailable({ message: `the event log did not confirm the bill within ${wait} ms` })
-                })
-              ))
+              ? yield* Effect.either(
+                landOnce(log, entry, { confirmWithinMs: left }).pipe(
+                  Effect.timeoutFail({
+                    duration: left,
+                    onTimeout: () =>
+                      new LedgerUnavailable({ message: `the event log did not confirm the bill within ${wait} ms` })
+                  })
+                )
+              )
               : undefined
             if (landing?._tag === "Right") {
               const l = landing.right
               if (l._tag === "already-billed" && l.billed.outcome === "reconciled") {
-                yield* Effect.logWarning(`${t.requestId}: not billed: another process reconciled it first (${l.billed.basis ?? ""})`)
+                yield* Effect.logWarning(
+                  `${t.requestId}: not billed: another process reconciled it first (${l.billed.basis ?? ""})`
+                )
               } else if (l._tag === "not-started") {
                 yield* Effect.logError(`${t.requestId}: not billed: its StreamStarted is not in the log`)
               }
             } else {
               const reason = landing?._tag === "Left" ? landing.left.message : e.message
               yield* spool.put({ ...entry, kind: "bill" })
-              yield* Effect.logWarning(`${t.requestId}: billing kept in the spool until the event log answers (${reason})`)
+              yield* Effect.logWarning(
+                `${t.requestId}: billing kept in the spool until the event log answers (${reason})`
+              )
             }
           }
           yield* Effect.whenLogLevel(

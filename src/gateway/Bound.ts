@@ -116,7 +116,9 @@ export const boundOf = (
   const sized = request.bodyBytes + FRAMING_TOKENS
   const input = unsized !== undefined ? window! : window !== undefined ? Math.min(sized, window) : sized
   const perChoice = request.outputCap ?? limits.max_output_tokens
-  const output = request.images > 0 ? request.images * limits.max_output_tokens : perChoice * Math.max(1, request.choices)
+  const output = request.images > 0
+    ? request.images * limits.max_output_tokens
+    : perChoice * Math.max(1, request.choices)
   return { bound: { input_tokens: input, output_tokens: output, images: request.images } }
 }
 

@@ -5,7 +5,6 @@
  * style), then UsageReported and Billed, exactly once, on every ending, defects included.
  * The request runs in the server-owned supervisor; its billing steps are uninterruptible.
  */
-import { noStackTrace } from "../observability/Tracing.ts"
 import { Cause, Effect, Exit, FiberRef, Option } from "effect"
 import type { Readable } from "node:stream"
 import { Admission } from "../accounts/Admission.ts"
@@ -17,6 +16,7 @@ import { observeAttempts } from "../observability/attempts.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { RequestLog } from "../observability/RequestLog.ts"
 import { currentRecord } from "../observability/RequestRecord.ts"
+import { noStackTrace } from "../observability/Tracing.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
 import { attempt, type Json } from "../translate/Untranslatable.ts"
 import { textOf } from "../wire/text.ts"
@@ -146,34 +146,55 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
      */
     const billedAnyway = (g: Generation, ticket: Ticket, exit: Exit.Exit<unknown, unknown>) =>
       ticket.billed ? Effect.void : Effect.gen(function*() {
-        yield* Effect.logError(`${ticket.requestId} ended without being billed; billing it as failed`, Exit.isFailure(exit) ? exit.cause : "")
+        yield* Effect.logError(
+          `${ticket.requestId} ended without being billed; billing it as failed`,
+          Exit.isFailure(exit) ? exit.cause : ""
+        )
         const answered = ticket.answered
         const estimated = answered
-          ? yield* estimateReply(g.body, answered.endpoint, answered.body).pipe(Effect.option, Effect.catchAllDefect(() => Effect.succeedNone))
+          ? yield* estimateReply(g.body, answered.endpoint, answered.body).pipe(
+            Effect.option,
+            Effect.catchAllDefect(() => Effect.succeedNone)
+          )
           : Option.none()
         yield* billing.bill(ticket, {
           usage: Option.isSome(estimated) ? estimated.value.usage : zeroUsage,
           outcome: "failed",
           estimate: Option.isSome(estimated)
-            ? { basis: `the request failed inside the gateway after the upstream answered; ${estimated.value.estimate!.basis}`, estimator: estimated.value.estimate!.estimator }
-            : { basis: "the request failed inside the gateway before it was billed; nothing is known of its usage", estimator: "none" }
+            ? {
+              basis: `the request failed inside the gateway after the upstream answered; ${
+                estimated.value.estimate!.basis
+              }`,
+              estimator: estimated.value.estimate!.estimator
+            }
+            : {
+              basis: "the request failed inside the gateway before it was billed; nothing is known of its usage",
+              estimator: "none"
+            }
         })
       })
 
     const generate = (g: Generation): Effect.Effect<GenerationResult, Refusal> =>
       supervised(g, () => true, ({ candidates, restore, ticket }) =>
         Effect.gen(function*() {
-          const call = withFailover(candidates, policy, observeAttempts(metrics, (c) =>
-            upstreams.send({
-              providerName: c.deployment.providerName,
-              provider: c.deployment.provider,
-              endpoint: c.path.upstreamEndpoint,
-              body: c.upstreamBody,
-              headers: g.protocolHeaders,
-              requestId: g.requestId,
-              // A non-streamed answer arrives whole: its first byte is its last.
-              answerWithinMs: Math.min(c.deployment.provider.timeouts.first_byte_ms, c.deployment.provider.timeouts.total_ms)
-            })))
+          const call = withFailover(
+            candidates,
+            policy,
+            observeAttempts(metrics, (c) =>
+              upstreams.send({
+                providerName: c.deployment.providerName,
+                provider: c.deployment.provider,
+                endpoint: c.path.upstreamEndpoint,
+                body: c.upstreamBody,
+                headers: g.protocolHeaders,
+                requestId: g.requestId,
+                // A non-streamed answer arrives whole: its first byte is its last.
+                answerWithinMs: Math.min(
+                  c.deployment.provider.timeouts.first_byte_ms,
+                  c.deployment.provider.timeouts.total_ms
+                )
+              }))
+          )
           // A client that leaves interrupts this fiber: only the restored upstream call stops.
           const exit = yield* restore(call).pipe(Effect.exit)
 
@@ -182,7 +203,10 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
             const endpoint = candidate.path.upstreamEndpoint
             ticket.answered = { endpoint, body: value.body }
             const usage = usageOfReply(endpoint, value.body)
-            yield* billing.bill(ticket, usage ? { usage, outcome: "completed" } : yield* estimateReply(g.body, endpoint, value.body))
+            yield* billing.bill(
+              ticket,
+              usage ? { usage, outcome: "completed" } : yield* estimateReply(g.body, endpoint, value.body)
+            )
             if (value.body === null || typeof value.body !== "object" || Array.isArray(value.body)) {
               return yield* notAnObject(candidate.deployment.providerName)
             }
@@ -198,12 +222,13 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
           yield* billing.bill(ticket, { usage: zeroUsage, outcome: "failed" })
           const failure = Cause.failureOption(exit.cause)
           if (Option.isSome(failure)) {
-            yield* Effect.logWarning(`${g.requestId}: upstream failed after ${failure.value.attempts} attempt(s): ${failure.value.last.message}`)
+            yield* Effect.logWarning(
+              `${g.requestId}: upstream failed after ${failure.value.attempts} attempt(s): ${failure.value.last.message}`
+            )
             return yield* toFailure(failure.value.last)
           }
           return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
-        })
-      )
+        }))
 
     /**
      * A streamed generation: resolves once the first upstream event is in hand (until then failures

@@ -79,7 +79,10 @@ export class Reconciler extends Effect.Service<Reconciler>()("Gateway/Reconciler
         const bound = started.bound
         const usage = {
           ...zeroUsage,
-          input_tokens: Math.min(checkpoint?.input_tokens ?? started.input_estimate_tokens ?? 0, bound?.input_tokens ?? Infinity),
+          input_tokens: Math.min(
+            checkpoint?.input_tokens ?? started.input_estimate_tokens ?? 0,
+            bound?.input_tokens ?? Infinity
+          ),
           output_tokens: Math.min(checkpoint?.output_tokens ?? 0, bound?.output_tokens ?? Infinity)
         }
         const who = row.replica === self ? "this process stopped serving it" : `process ${row.replica} stopped`

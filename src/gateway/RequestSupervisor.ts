@@ -20,10 +20,13 @@ export class RequestSupervisor extends Effect.Service<RequestSupervisor>()("Gate
     const fibers = yield* FiberSet.make<unknown, unknown>()
     // Set once the drain is over, just before the set closes (its finalizer runs after this one).
     let closed = false
-    const drain = Effect.flatMap(FiberSet.size(fibers), (n) =>
-      n === 0 ? Effect.void : Effect.logInfo(`waiting for ${n} in-flight request(s) to finish and bill`).pipe(
-        Effect.zipRight(FiberSet.awaitEmpty(fibers).pipe(Effect.timeout(grace), Effect.ignore))
-      ))
+    const drain = Effect.flatMap(
+      FiberSet.size(fibers),
+      (n) =>
+        n === 0 ? Effect.void : Effect.logInfo(`waiting for ${n} in-flight request(s) to finish and bill`).pipe(
+          Effect.zipRight(FiberSet.awaitEmpty(fibers).pipe(Effect.timeout(grace), Effect.ignore))
+        )
+    )
     yield* Effect.addFinalizer(() => Effect.ensuring(drain, Effect.sync(() => void (closed = true))))
 
     /**

@@ -61,7 +61,10 @@ export const makeRouter = (catalog: CatalogService) => {
     const rpm = key.rateLimits?.requests_per_minute ?? option?.requests_per_minute
     const tpm = key.rateLimits?.tokens_per_minute ?? option?.tokens_per_minute
     if (rpm === undefined && tpm === undefined) return undefined
-    return { ...(rpm !== undefined ? { requests_per_minute: rpm } : {}), ...(tpm !== undefined ? { tokens_per_minute: tpm } : {}) }
+    return {
+      ...(rpm !== undefined ? { requests_per_minute: rpm } : {}),
+      ...(tpm !== undefined ? { tokens_per_minute: tpm } : {})
+    }
   }
 
   return (g: Generation): Effect.Effect<Routed, ModelNotFound | BadRequest> => {
@@ -85,7 +88,8 @@ export const makeRouter = (catalog: CatalogService) => {
         new BadRequest({
           param: "background",
           code: "unsupported_parameter",
-          message: "Background responses are not supported through this gateway: their output could not be billed. Send the request without `background`, streamed if it is long."
+          message:
+            "Background responses are not supported through this gateway: their output could not be billed. Send the request without `background`, streamed if it is long."
         })
       )
     }
@@ -120,8 +124,16 @@ export const makeRouter = (catalog: CatalogService) => {
         // The primary deployment decides what the request may contain; a fallback that cannot take it is skipped.
         return Effect.fail(
           translated && !translated.ok
-            ? new BadRequest({ param: translated.error.param, code: "untranslatable_field", message: translated.error.message })
-            : new BadRequest({ param: "model", code: "model_not_supported", message: `The model \`${g.model}\` cannot serve this endpoint.` })
+            ? new BadRequest({
+              param: translated.error.param,
+              code: "untranslatable_field",
+              message: translated.error.message
+            })
+            : new BadRequest({
+              param: "model",
+              code: "model_not_supported",
+              message: `The model \`${g.model}\` cannot serve this endpoint.`
+            })
         )
       }
     }
@@ -131,7 +143,8 @@ export const makeRouter = (catalog: CatalogService) => {
         new BadRequest({
           param: bounded.unbounded,
           code: "input_not_bounded",
-          message: `\`${bounded.unbounded}\` brings input this gateway cannot size, and the model \`${g.model}\` has no ` +
+          message:
+            `\`${bounded.unbounded}\` brings input this gateway cannot size, and the model \`${g.model}\` has no ` +
             `\`max_input_tokens\` configured to bound it, so this call's cost cannot be held against the key's quota. ` +
             `Send the content inline, or ask the operator to set models.${g.model}.max_input_tokens.`
         })

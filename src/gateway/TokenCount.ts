@@ -40,7 +40,8 @@ export const tokenizerCount = (body: Record<string, unknown>): Effect.Effect<num
   if (text.length + tools.length > MAX_COUNTED_CHARS) {
     return Effect.fail(
       new TooLarge({
-        message: `This model's tokens are counted by the gateway, which counts at most ${MAX_COUNTED_CHARS} characters of text and tools in one request.`
+        message:
+          `This model's tokens are counted by the gateway, which counts at most ${MAX_COUNTED_CHARS} characters of text and tools in one request.`
       })
     )
   }
@@ -60,7 +61,9 @@ export class TokenCount extends Effect.Service<TokenCount>()("Gateway/TokenCount
     const catalog = yield* Catalog
     const upstreams = yield* Upstreams
 
-    const count = (r: CountRequest): Effect.Effect<{ readonly input_tokens: number }, ModelNotFound | BadRequest | TooLarge | UpstreamFailure> =>
+    const count = (
+      r: CountRequest
+    ): Effect.Effect<{ readonly input_tokens: number }, ModelNotFound | BadRequest | TooLarge | UpstreamFailure> =>
       Effect.gen(function*() {
         const model = catalog.find(r.key, r.model)
         if (!model) return yield* new ModelNotFound({ model: r.model })

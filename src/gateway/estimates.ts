@@ -18,7 +18,10 @@ export const estimateReply = (request: unknown, endpoint: UpstreamEndpoint, repl
     return {
       usage: { ...zeroUsage, input_tokens: input, output_tokens: output },
       outcome: "completed",
-      estimate: { basis: "the upstream reported no usage: input counted over the request's text, output over the answer's", estimator: ESTIMATOR }
+      estimate: {
+        basis: "the upstream reported no usage: input counted over the request's text, output over the answer's",
+        estimator: ESTIMATOR
+      }
     }
   })
 
@@ -27,7 +30,10 @@ export const cancelledBeforeAnswer = (request: unknown): Effect.Effect<Settled> 
   Effect.map(countTokens(textOf(request)), (input) => ({
     usage: { ...zeroUsage, input_tokens: input },
     outcome: "cancelled",
-    estimate: { basis: "the client left before the upstream answered: input counted over the request's text, no output received", estimator: ESTIMATOR }
+    estimate: {
+      basis: "the client left before the upstream answered: input counted over the request's text, no output received",
+      estimator: ESTIMATOR
+    }
   }))
 
 /**
@@ -47,8 +53,12 @@ export const estimateStream = (o: {
     const known = o.reported?.input_tokens ?? o.announcedInput
     const input = known ?? (yield* countTokens(textOf(o.request)))
     const output = Math.max(o.reported?.output_tokens ?? 0, o.countedOutput + (yield* countTokens(o.uncountedText)))
-    const inputBasis = known !== undefined ? "input as the upstream announced it" : "input counted over the request's text"
-    const why = o.outcome === "completed" ? "the stream ended without the upstream's usage" : `the stream ended early (${o.outcome})`
+    const inputBasis = known !== undefined
+      ? "input as the upstream announced it"
+      : "input counted over the request's text"
+    const why = o.outcome === "completed"
+      ? "the stream ended without the upstream's usage"
+      : `the stream ended early (${o.outcome})`
     return {
       usage: { ...zeroUsage, ...o.reported, input_tokens: input, output_tokens: output },
       outcome: o.outcome,

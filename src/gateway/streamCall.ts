@@ -4,13 +4,13 @@
  * it runs, and bill it when it ends, however it ends.
  */
 import { Cause, Duration, Effect, Exit, Fiber, FiberId, FiberRef, Option, Scope } from "effect"
+import type { Readable } from "node:stream"
 import { observeAttempts } from "../observability/attempts.ts"
 import type { Metrics } from "../observability/Metrics.ts"
 import type { RequestLog } from "../observability/RequestLog.ts"
 import { currentRecord } from "../observability/RequestRecord.ts"
-import type { Readable } from "node:stream"
-import type { Upstreams } from "../providers/Upstreams.ts"
 import { UpstreamError } from "../providers/Upstream.ts"
+import type { Upstreams } from "../providers/Upstreams.ts"
 import { streamAlarm } from "../stream/Alarm.ts"
 import { clientSink } from "../stream/ClientSink.ts"
 import { relayFor, type StreamEndpoint, UpstreamStreamError } from "../stream/Relay.ts"
@@ -78,7 +78,10 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
           while (first.length === 0) {
             const events = yield* pull
             if (events === undefined) {
-              return yield* new UpstreamError({ kind: "protocol", message: `The upstream ${c.deployment.providerName} ended before its first event.` })
+              return yield* new UpstreamError({
+                kind: "protocol",
+                message: `The upstream ${c.deployment.providerName} ended before its first event.`
+              })
             }
             first = events
           }
@@ -87,7 +90,11 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
           Scope.extend(scope),
           Effect.timeoutFail({
             duration: Duration.millis(t.first_byte_ms),
-            onTimeout: () => new UpstreamError({ kind: "timeout", message: `The upstream ${c.deployment.providerName} sent no first event in time.` })
+            onTimeout: () =>
+              new UpstreamError({
+                kind: "timeout",
+                message: `The upstream ${c.deployment.providerName} sent no first event in time.`
+              })
           }),
           Effect.onError((cause) => Scope.close(scope, Exit.failCause(cause)))
         )
@@ -95,17 +102,24 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
       })
 
     const record = yield* FiberRef.get(currentRecord)
-    const exit = yield* restore(withFailover(candidates, deps.policy, observeAttempts(deps.metrics, open))).pipe(Effect.exit)
+    const exit = yield* restore(withFailover(candidates, deps.policy, observeAttempts(deps.metrics, open))).pipe(
+      Effect.exit
+    )
 
     if (Exit.isFailure(exit)) {
       if (Exit.isInterrupted(exit)) {
         yield* billing.bill(ticket, yield* cancelledBeforeAnswer(g.body))
         return yield* Effect.interrupt
       }
-      yield* billing.bill(ticket, { usage: { input_tokens: 0, output_tokens: 0, cached_input_tokens: 0, reasoning_tokens: 0, images: 0 }, outcome: "failed" })
+      yield* billing.bill(ticket, {
+        usage: { input_tokens: 0, output_tokens: 0, cached_input_tokens: 0, reasoning_tokens: 0, images: 0 },
+        outcome: "failed"
+      })
       const failure = Cause.failureOption(exit.cause)
       if (Option.isSome(failure) && failure.value instanceof Exhausted) {
-        yield* Effect.logWarning(`${g.requestId}: upstream failed after ${failure.value.attempts} attempt(s): ${failure.value.last.message}`)
+        yield* Effect.logWarning(
+          `${g.requestId}: upstream failed after ${failure.value.attempts} attempt(s): ${failure.value.last.message}`
+        )
         return yield* toFailure(failure.value.last)
       }
       return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
@@ -130,7 +144,8 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
     })
     // A bounded buffer: a slow client slows the upstream reads instead of growing memory.
     const out = clientSink()
-    const offerEvents = (events: ReadonlyArray<SseEvent>) => events.length === 0 ? Effect.void : out.write(bytesOf(events))
+    const offerEvents = (events: ReadonlyArray<SseEvent>) =>
+      events.length === 0 ? Effect.void : out.write(bytesOf(events))
     // One alarm ends the pump early: the client left (interrupt), or the upstream went quiet for
     // idle_ms or ran past total_ms (a timeout). One timer per stream, not a timeout per chunk.
     const alarm = streamAlarm({ idleMs: t.idle_ms, deadline: began + t.total_ms })
@@ -159,9 +174,12 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
       const now = Date.now()
       if (now - lastCheckpoint < deps.checkpointMs || checkpointing !== undefined) return Effect.void
       lastCheckpoint = now
-      return Effect.map(Effect.forkDaemon(Effect.ensuring(checkpoint, Effect.sync(() => (checkpointing = undefined)))), (f) => {
-        checkpointing = f
-      })
+      return Effect.map(
+        Effect.forkDaemon(Effect.ensuring(checkpoint, Effect.sync(() => (checkpointing = undefined)))),
+        (f) => {
+          checkpointing = f
+        }
+      )
     })
 
     const pump = Effect.gen(function*() {
@@ -176,13 +194,17 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
         yield* maybeCheckpoint
       }
       if (!relay.finished()) {
-        return yield* Effect.fail(new UpstreamError({ kind: "protocol", message: "The upstream stream ended before its final event." }))
+        return yield* Effect.fail(
+          new UpstreamError({ kind: "protocol", message: "The upstream stream ended before its final event." })
+        )
       }
       yield* offerEvents(relay.end())
     }).pipe(
       Effect.catchAllDefect((d) =>
         d instanceof UpstreamStreamError
-          ? Effect.fail(new UpstreamError({ kind: "status", status: 502, message: d.message, body: { error: { type: d.type } } }))
+          ? Effect.fail(
+            new UpstreamError({ kind: "status", status: 502, message: d.message, body: { error: { type: d.type } } })
+          )
           : Effect.die(d)
       )
     )
@@ -216,7 +238,11 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
         if (Option.isNone(done)) yield* Fiber.interrupt(pending)
       }
       const reported = relay.usage()
-      const outcome = Exit.isSuccess(result) ? "completed" as const : Exit.isInterrupted(result) ? "cancelled" as const : "failed" as const
+      const outcome = Exit.isSuccess(result)
+        ? "completed" as const
+        : Exit.isInterrupted(result)
+        ? "cancelled" as const
+        : "failed" as const
       yield* billing.bill(
         ticket,
         outcome === "completed" && reported !== undefined ? { usage: reported, outcome } : yield* estimateStream({

@@ -6,7 +6,12 @@ import { GatewayApi } from "../api/GatewayApi.ts"
 import { CurrentKey } from "../api/security.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { TokenCount } from "../gateway/TokenCount.ts"
-import { ACCEPTED_ANTHROPIC_VERSIONS, ANTHROPIC_VERSION, CountTokensRequest, MessagesRequest } from "../wire/messages.ts"
+import {
+  ACCEPTED_ANTHROPIC_VERSIONS,
+  ANTHROPIC_VERSION,
+  CountTokensRequest,
+  MessagesRequest
+} from "../wire/messages.ts"
 import { bodyLimitsOf, decodeFields, readJsonObject } from "./body.ts"
 import { mapGatewayErrors } from "./gatewayErrors.ts"
 import { makeGenerationHandler, protocolHeadersOf } from "./generation.ts"

@@ -25,11 +25,14 @@ export const DiscoveryHandlers = HttpApiBuilder.group(GatewayApi, "discovery", (
       sql`SELECT 1`.pipe(Effect.timeout("1 second"), Effect.as(true), Effect.orElseSucceed(() => false)),
       "1 second"
     )
-    return handlers.handle("root", () => Effect.succeed({ service: "tollgate", discovery: "/v1" })).handle("discover", () =>
-      Effect.map(healthy, (ok) => ({
-        service: "tollgate",
-        status: ok ? "ok" : "degraded",
-        endpoints: ENDPOINTS,
-        compatible_with: ["openai", "anthropic"]
-      })))
+    return handlers.handle("root", () => Effect.succeed({ service: "tollgate", discovery: "/v1" })).handle(
+      "discover",
+      () =>
+        Effect.map(healthy, (ok) => ({
+          service: "tollgate",
+          status: ok ? "ok" : "degraded",
+          endpoints: ENDPOINTS,
+          compatible_with: ["openai", "anthropic"]
+        }))
+    )
   }))

@@ -14,8 +14,8 @@ import { Effect, Option } from "effect"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { oneLine } from "../observability/Logging.ts"
 import { RequestLog } from "../observability/RequestLog.ts"
-import { otlpEndpoint } from "../observability/Tracing.ts"
 import { currentRecord, newRecord } from "../observability/RequestRecord.ts"
+import { otlpEndpoint } from "../observability/Tracing.ts"
 import { causeToEnvelope, envelopeResponse } from "./ErrorEnvelope.ts"
 import { currentRequestId, newRequestId } from "./RequestId.ts"
 
@@ -36,67 +36,70 @@ const pathOf = (url: string) => {
 }
 
 /** The current span's trace id, when spans are exported (a no-op span has none worth logging). */
-const traceIdOf = Effect.map(Effect.option(Effect.currentSpan), (span) =>
-  Option.isSome(span) && span.value.sampled && span.value.traceId !== "noop" ? span.value.traceId : undefined)
+const traceIdOf = Effect.map(
+  Effect.option(Effect.currentSpan),
+  (span) => Option.isSome(span) && span.value.sampled && span.value.traceId !== "noop" ? span.value.traceId : undefined
+)
 
-export const EnvelopeMiddleware = HttpApiBuilder.middleware(Effect.map(Effect.all([RequestLog, otlpEndpoint]), ([requestLog, otlp]) => (app) =>
-  Effect.gen(function*() {
-    const requestId = newRequestId()
-    const headers = { "x-request-id": requestId, "request-id": requestId }
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const record = newRecord(requestId, request.method, pathOf(request.url))
-    if (Option.isSome(otlp)) {
-      const traceId = yield* traceIdOf
-      if (traceId !== undefined) record.traceId = traceId
-    }
-    const response = yield* app.pipe(
-      Effect.locally(currentRequestId, requestId),
-      Effect.locally(currentRecord, record),
-      Effect.catchAllCause((cause) =>
-        Effect.gen(function*() {
-          const envelope = yield* causeToEnvelope(cause)
-          if (envelope.code !== null) record.code = envelope.code
-          if (envelope.status >= 500) record.error = oneLine(cause)
-          if (envelope.code === "unknown_url") {
-            const path = pathOf(request.url)
-            const allowed = methodsByPath.get(path)
-            if (allowed) {
-              record.code = "method_not_allowed"
+export const EnvelopeMiddleware = HttpApiBuilder.middleware(
+  Effect.map(Effect.all([RequestLog, otlpEndpoint]), ([requestLog, otlp]) => (app) =>
+    Effect.gen(function*() {
+      const requestId = newRequestId()
+      const headers = { "x-request-id": requestId, "request-id": requestId }
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const record = newRecord(requestId, request.method, pathOf(request.url))
+      if (Option.isSome(otlp)) {
+        const traceId = yield* traceIdOf
+        if (traceId !== undefined) record.traceId = traceId
+      }
+      const response = yield* app.pipe(
+        Effect.locally(currentRequestId, requestId),
+        Effect.locally(currentRecord, record),
+        Effect.catchAllCause((cause) =>
+          Effect.gen(function*() {
+            const envelope = yield* causeToEnvelope(cause)
+            if (envelope.code !== null) record.code = envelope.code
+            if (envelope.status >= 500) record.error = oneLine(cause)
+            if (envelope.code === "unknown_url") {
+              const path = pathOf(request.url)
+              const allowed = methodsByPath.get(path)
+              if (allowed) {
+                record.code = "method_not_allowed"
+                return envelopeResponse({
+                  status: 405,
+                  type: "invalid_request_error",
+                  code: "method_not_allowed",
+                  message: `${request.method} is not supported on ${path}; use ${allowed.join(" or ")}.`,
+                  param: null,
+                  headers: { allow: allowed.join(", ") }
+                }, requestId)
+              }
               return envelopeResponse({
-                status: 405,
-                type: "invalid_request_error",
-                code: "method_not_allowed",
-                message: `${request.method} is not supported on ${path}; use ${allowed.join(" or ")}.`,
-                param: null,
-                headers: { allow: allowed.join(", ") }
+                ...envelope,
+                message: `Unknown endpoint: ${request.method} ${path}. GET /v1 lists the endpoints.`
               }, requestId)
             }
-            return envelopeResponse({
-              ...envelope,
-              message: `Unknown endpoint: ${request.method} ${path}. GET /v1 lists the endpoints.`
-            }, requestId)
-          }
-          return envelopeResponse(envelope, requestId)
-        })
-      ),
-      // The handler's interruption (the client left) comes out of causeToEnvelope as the error: raised
-      // again as the cause it is. The middleware runs uninterruptibly (only the route's handler is
-      // interruptible), so the handler above sees that cause; only so does `onInterrupt` see it too.
-      Effect.catchAll((cause) => Effect.failCause(cause)),
-      Effect.onInterrupt(() =>
-        Effect.suspend(() => {
-          // The client left. If the request's work is still billing, its end writes the line.
-          record.status = 499
-          return record.working ? Effect.void : requestLog.finish(record)
-        })
-      ),
-      Effect.annotateLogs("request_id", requestId)
-    )
-    if (!record.deferred) {
-      record.status = response.status
-      yield* requestLog.finish(record)
-    }
-    const incoming = NodeHttpServerRequest.toIncomingMessage(request)
-    return HttpServerResponse.setHeaders(response, incoming.complete ? headers : { ...headers, connection: "close" })
-  })
-))
+            return envelopeResponse(envelope, requestId)
+          })
+        ),
+        // The handler's interruption (the client left) comes out of causeToEnvelope as the error: raised
+        // again as the cause it is. The middleware runs uninterruptibly (only the route's handler is
+        // interruptible), so the handler above sees that cause; only so does `onInterrupt` see it too.
+        Effect.catchAll((cause) => Effect.failCause(cause)),
+        Effect.onInterrupt(() =>
+          Effect.suspend(() => {
+            // The client left. If the request's work is still billing, its end writes the line.
+            record.status = 499
+            return record.working ? Effect.void : requestLog.finish(record)
+          })
+        ),
+        Effect.annotateLogs("request_id", requestId)
+      )
+      if (!record.deferred) {
+        record.status = response.status
+        yield* requestLog.finish(record)
+      }
+      const incoming = NodeHttpServerRequest.toIncomingMessage(request)
+      return HttpServerResponse.setHeaders(response, incoming.complete ? headers : { ...headers, connection: "close" })
+    }))
+)

@@ -41,7 +41,12 @@ const typeByStatus: Record<number, string> = {
   504: "api_error"
 }
 
-const make = (status: number, message: string, code: string | null = null, param: string | null = null): EnvelopeError => ({
+const make = (
+  status: number,
+  message: string,
+  code: string | null = null,
+  param: string | null = null
+): EnvelopeError => ({
   status,
   type: typeByStatus[status] ?? "api_error",
   code,
@@ -95,16 +100,29 @@ export const toEnvelope = (e: Tagged): EnvelopeError => {
     case "HttpApiDecodeError": {
       const first = e.issues?.[0]
       const param = first && first.path.length > 0 ? first.path.map(String).join(".") : null
-      return make(400, first ? `${param ? `${param}: ` : ""}${first.message}` : e.message ?? "Invalid request.", null, param)
+      return make(
+        400,
+        first ? `${param ? `${param}: ` : ""}${first.message}` : e.message ?? "Invalid request.",
+        null,
+        param
+      )
     }
     case "RequestError":
       return make(400, "The request body could not be read.", "invalid_body")
     case "RouteNotFound":
       return make(404, "Unknown endpoint.", "unknown_url")
     case "LedgerUnavailable":
-      return make(503, "The gateway's event log is unavailable; nothing was sent upstream. Retry shortly.", "ledger_unavailable")
+      return make(
+        503,
+        "The gateway's event log is unavailable; nothing was sent upstream. Retry shortly.",
+        "ledger_unavailable"
+      )
     case "LedgerRejected":
-      return make(500, "Internal server error: the event log refused a write (logged with this request id).", "ledger_rejected")
+      return make(
+        500,
+        "Internal server error: the event log refused a write (logged with this request id).",
+        "ledger_rejected"
+      )
     case "SqlError":
       return isConnectionLoss(e.cause)
         ? make(503, "The gateway's database is unavailable. Retry shortly.", "ledger_unavailable")

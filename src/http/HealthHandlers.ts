@@ -23,7 +23,12 @@ export const HealthHandlers = HttpApiBuilder.group(GatewayApi, "health", (handle
     )
     const writer = Effect.map(log.writerHealth, ({ queued, unavailableSince }) =>
       unavailableSince !== undefined
-        ? { ok: false, detail: `commits have failed for want of the database for ${Math.round((Date.now() - unavailableSince) / 1000)} s` }
+        ? {
+          ok: false,
+          detail: `commits have failed for want of the database for ${
+            Math.round((Date.now() - unavailableSince) / 1000)
+          } s`
+        }
         : queued > MAX_QUEUED
         ? { ok: false, detail: `${queued} appends waiting` }
         : { ok: true, detail: `${queued} appends waiting` })

@@ -9,10 +9,17 @@ import { GatewayApi } from "../api/GatewayApi.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { Metrics } from "../observability/Metrics.ts"
 
-export const MetricsHandlers = HttpApiBuilder.group(GatewayApi, "metrics", (handlers) =>
-  Effect.map(Metrics, (metrics) =>
-    handlers.handleRaw("metrics", () =>
-      Effect.map(metrics.render, (text) => HttpServerResponse.text(text, { contentType: metrics.contentType })))))
+export const MetricsHandlers = HttpApiBuilder.group(
+  GatewayApi,
+  "metrics",
+  (handlers) =>
+    Effect.map(
+      Metrics,
+      (metrics) =>
+        handlers.handleRaw("metrics", () =>
+          Effect.map(metrics.render, (text) => HttpServerResponse.text(text, { contentType: metrics.contentType })))
+    )
+)
 
 /** The loopback metrics listener, when `server.metrics_port` is set; its port once listening. */
 export const MetricsPortLive = Layer.scopedDiscard(Effect.gen(function*() {

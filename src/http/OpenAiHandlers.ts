@@ -58,7 +58,9 @@ export const OpenAiHandlers = HttpApiBuilder.group(GatewayApi, "openai", (handle
     })
     const currentKey = Effect.flatMap(CurrentKey, ({ keyId }) => {
       const key = keys.byId(keyId)
-      return key ? Effect.succeed(key) : Effect.die(new AuthenticationFailed({ message: "Invalid API key.", code: "invalid_api_key" }))
+      return key
+        ? Effect.succeed(key)
+        : Effect.die(new AuthenticationFailed({ message: "Invalid API key.", code: "invalid_api_key" }))
     })
 
     return handlers

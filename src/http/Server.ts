@@ -6,20 +6,29 @@ import { createServer, type Server } from "node:http"
 import type { Socket } from "node:net"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { otlpEndpoint } from "../observability/Tracing.ts"
 import { AnthropicHandlers } from "./AnthropicHandlers.ts"
 import { ApiKeyAuthLive, OperatorAuthLive, VendorAuthLive } from "./Auth.ts"
 import { DiscoveryHandlers } from "./DiscoveryHandlers.ts"
+import { EnvelopeMiddleware } from "./EnvelopeMiddleware.ts"
 import { HealthHandlers } from "./HealthHandlers.ts"
 import { MetricsHandlers } from "./MetricsHandlers.ts"
-import { otlpEndpoint } from "../observability/Tracing.ts"
-import { EnvelopeMiddleware } from "./EnvelopeMiddleware.ts"
 import { OpenAiHandlers } from "./OpenAiHandlers.ts"
 import { OperatorHandlers } from "./OperatorHandlers.ts"
 import { UsageHandlers } from "./UsageHandlers.ts"
 import { VendorHandlers } from "./VendorHandlers.ts"
 
 export const ApiLive = HttpApiBuilder.api(GatewayApi).pipe(
-  Layer.provide([DiscoveryHandlers, OpenAiHandlers, AnthropicHandlers, UsageHandlers, VendorHandlers, OperatorHandlers, HealthHandlers, MetricsHandlers]),
+  Layer.provide([
+    DiscoveryHandlers,
+    OpenAiHandlers,
+    AnthropicHandlers,
+    UsageHandlers,
+    VendorHandlers,
+    OperatorHandlers,
+    HealthHandlers,
+    MetricsHandlers
+  ]),
   Layer.provide([ApiKeyAuthLive, VendorAuthLive, OperatorAuthLive])
 )
 
@@ -32,7 +41,9 @@ export const HttpAppLive = Layer.unwrapEffect(Effect.map(otlpEndpoint, (endpoint
     Layer.provide(EnvelopeMiddleware),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide(ApiLive),
-    HttpMiddleware.withTracerDisabledWhen(Option.isNone(endpoint) ? () => true : (request) => request.url === "/livez" || request.url === "/readyz")
+    HttpMiddleware.withTracerDisabledWhen(
+      Option.isNone(endpoint) ? () => true : (request) => request.url === "/livez" || request.url === "/readyz"
+    )
   )))
 
 /**

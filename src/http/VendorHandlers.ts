@@ -1,5 +1,6 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
+import * as Bounds from "../accounts/bounds.ts"
 import { Catalog } from "../accounts/Catalog.ts"
 import type {
   CreditInsufficient,
@@ -7,7 +8,6 @@ import type {
   InvalidInput,
   NotFound as AccountNotFound
 } from "../accounts/errors.ts"
-import * as Bounds from "../accounts/bounds.ts"
 import { type KeyDetails, keyStatus } from "../accounts/KeyRecord.ts"
 import { Keys } from "../accounts/Keys.ts"
 import { UsageReport, windowProblem } from "../accounts/UsageReport.ts"
@@ -15,8 +15,8 @@ import { Vendors } from "../accounts/Vendors.ts"
 import { InvalidRequest, NotFound, PermissionDenied } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { CurrentVendor } from "../api/security.ts"
-import { formatUsd, parseUsd } from "../config/Money.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { formatUsd, parseUsd } from "../config/Money.ts"
 import { CreateKeyRequest, UpdateKeyRequest } from "../wire/vendor.ts"
 import { bodyLimitsOf, decodeFields, readJsonObject } from "./body.ts"
 
@@ -123,7 +123,11 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
           }).pipe(Effect.mapError(refused))
           // A replayed create answers the same key record; its clear value was shown once, the first time.
           return HttpServerResponse.unsafeJson(
-            { ...vendorKeyJson(issued.key), key: issued.secret, ...(issued.replayed ? { idempotent_replayed: true } : {}) },
+            {
+              ...vendorKeyJson(issued.key),
+              key: issued.secret,
+              ...(issued.replayed ? { idempotent_replayed: true } : {})
+            },
             { status: issued.replayed ? 200 : 201, headers: issued.replayed ? { "idempotent-replayed": "true" } : {} }
           )
         }))
@@ -163,7 +167,10 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
           const session = yield* requireScope("keys:read")
           const limit = urlParams.limit ?? 50
           if (!Number.isInteger(limit) || limit < 1 || limit > 500) {
-            return yield* new InvalidRequest({ message: "`limit` must be a whole number from 1 to 500.", param: "limit" })
+            return yield* new InvalidRequest({
+              message: "`limit` must be a whole number from 1 to 500.",
+              param: "limit"
+            })
           }
           // Pages in key id order; `after` is the last id of the previous page.
           const all = (yield* keys.list({ vendorId: session.vendorId }))
@@ -190,16 +197,24 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
           // Every field is checked before anything changes: a refused field must not leave a top-up behind.
           const amount = input.add_quota_usd === undefined ? undefined : parseUsd(input.add_quota_usd)
           if (input.add_quota_usd !== undefined && (amount === undefined || amount === 0n)) {
-            return yield* new InvalidRequest({ message: "`add_quota_usd` must be a positive USD amount.", param: "add_quota_usd" })
+            return yield* new InvalidRequest({
+              message: "`add_quota_usd` must be a positive USD amount.",
+              param: "add_quota_usd"
+            })
           }
-          const tooMuch = amount === undefined ? undefined : Bounds.amountProblem("add_quota_usd", amount, { positive: true })
+          const tooMuch = amount === undefined
+            ? undefined
+            : Bounds.amountProblem("add_quota_usd", amount, { positive: true })
           if (tooMuch) return yield* refused(tooMuch)
-          if (input.expires_at !== undefined && input.expires_at !== null) yield* futureInstant(input.expires_at, "expires_at")
+          if (input.expires_at !== undefined && input.expires_at !== null) {
+            yield* futureInstant(input.expires_at, "expires_at")
+          }
           let key = yield* keys.get(path.id, session.vendorId).pipe(Effect.mapError(refused))
           if (amount !== undefined) {
-            key = yield* keys.grant(path.id, amount, `vendor:${session.vendorId}`, "vendor top-up", session.vendorId).pipe(
-              Effect.mapError(refusedTopUp)
-            )
+            key = yield* keys.grant(path.id, amount, `vendor:${session.vendorId}`, "vendor top-up", session.vendorId)
+              .pipe(
+                Effect.mapError(refusedTopUp)
+              )
           }
           if (input.expires_at !== undefined) {
             key = yield* keys.setExpiry(path.id, input.expires_at, `vendor:${session.vendorId}`, session.vendorId).pipe(

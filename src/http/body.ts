@@ -34,7 +34,11 @@ export const bodyLimitsOf = (server: {
   readonly max_body_bytes: number
   readonly body_timeout_ms: number
   readonly max_json_depth: number
-}): BodyLimits => ({ maxBytes: server.max_body_bytes, bodyTimeoutMs: server.body_timeout_ms, maxJsonDepth: server.max_json_depth })
+}): BodyLimits => ({
+  maxBytes: server.max_body_bytes,
+  bodyTimeoutMs: server.body_timeout_ms,
+  maxJsonDepth: server.max_json_depth
+})
 
 type ReadError = InvalidRequest | RequestTooLarge | UnsupportedMediaType | RequestTimeout
 
@@ -52,7 +56,9 @@ const mediaTypeProblem = (contentType: string | undefined) => {
   const charset = params.find((p) => p.startsWith("charset="))?.slice(8).replace(/^"|"$/g, "")
   if (json && (charset === undefined || charset === "utf-8" || charset === "utf8")) return undefined
   return new UnsupportedMediaType({
-    message: `The request body must be JSON in UTF-8 (Content-Type: application/json), not ${contentType.slice(0, 100)}.`,
+    message: `The request body must be JSON in UTF-8 (Content-Type: application/json), not ${
+      contentType.slice(0, 100)
+    }.`,
     code: "unsupported_media_type",
     param: "Content-Type"
   })
@@ -61,7 +67,9 @@ const mediaTypeProblem = (contentType: string | undefined) => {
 type Decoding = "gzip" | "deflate" | "br" | undefined
 
 const decodingOf = (header: string | undefined): Decoding | UnsupportedMediaType => {
-  const codings = (header ?? "").split(",").map((c) => c.trim().toLowerCase()).filter((c) => c !== "" && c !== "identity")
+  const codings = (header ?? "").split(",").map((c) => c.trim().toLowerCase()).filter((c) =>
+    c !== "" && c !== "identity"
+  )
   if (codings.length === 0) return undefined
   if (codings.length === 1) {
     const c = codings[0]
@@ -76,7 +84,11 @@ const decodingOf = (header: string | undefined): Decoding | UnsupportedMediaType
 }
 
 const decoderFor = (decoding: "gzip" | "deflate" | "br") =>
-  decoding === "gzip" ? zlib.createGunzip() : decoding === "deflate" ? zlib.createInflate() : zlib.createBrotliDecompress()
+  decoding === "gzip"
+    ? zlib.createGunzip()
+    : decoding === "deflate"
+    ? zlib.createInflate()
+    : zlib.createBrotliDecompress()
 
 /**
  * The body's bytes, decoded: at most `maxBytes` of them (and at most `maxBytes` arriving), each chunk
@@ -142,7 +154,8 @@ const readRaw = (incoming: IncomingMessage, limits: BodyLimits, decoding: Decodi
     const onArrivedEnd = () => {
       if (!decoder) onEnd()
     }
-    const onError = () => finish(Effect.fail(new InvalidRequest({ message: "The request body could not be read.", code: "invalid_body" })))
+    const onError = () =>
+      finish(Effect.fail(new InvalidRequest({ message: "The request body could not be read.", code: "invalid_body" })))
     const onDecodeError = () =>
       finish(Effect.fail(
         new InvalidRequest({
@@ -215,7 +228,8 @@ const parseObject = (raw: Buffer, maxDepth: number): Effect.Effect<JsonBody, Inv
   if (nestedDeeperThan(raw, maxDepth)) {
     return Effect.fail(
       new InvalidRequest({
-        message: `The request body nests arrays and objects deeper than ${maxDepth} levels, the most this gateway reads.`,
+        message:
+          `The request body nests arrays and objects deeper than ${maxDepth} levels, the most this gateway reads.`,
         code: "json_too_deep"
       })
     )
@@ -247,7 +261,9 @@ export const decodeFields = <A, I>(schema: Schema.Schema<A, I>) => {
     if (Either.isRight(result)) return Effect.succeed(result.right)
     const issue = ParseResult.ArrayFormatter.formatErrorSync(result.left)[0]
     const param = issue && issue.path.length > 0 ? issue.path.map(String).join(".") : undefined
-    const message = issue?.message === "is missing" ? `\`${param}\` is required.` : `\`${param ?? "body"}\`: ${issue?.message}`
+    const message = issue?.message === "is missing"
+      ? `\`${param}\` is required.`
+      : `\`${param ?? "body"}\`: ${issue?.message}`
     // The schema's message quotes the value it got, which may be as large as the body.
     const short = message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE)}…` : message
     return Effect.fail(new InvalidRequest({ message: short, ...(param ? { param } : {}) }))

@@ -2,9 +2,23 @@
 import { Effect } from "effect"
 import type { QuotaExceeded } from "../accounts/errors.ts"
 import { InvalidRequest, NotFound, Overloaded, RateLimited, RequestTooLarge, UpstreamFailed } from "../api/errors.ts"
-import type { BadRequest, LedgerDown, ModelNotFound, RateLimitReached, TooLarge, UpstreamFailure } from "../gateway/errors.ts"
+import type {
+  BadRequest,
+  LedgerDown,
+  ModelNotFound,
+  RateLimitReached,
+  TooLarge,
+  UpstreamFailure
+} from "../gateway/errors.ts"
 
-export type GatewayRefusal = BadRequest | TooLarge | ModelNotFound | QuotaExceeded | RateLimitReached | UpstreamFailure | LedgerDown
+export type GatewayRefusal =
+  | BadRequest
+  | TooLarge
+  | ModelNotFound
+  | QuotaExceeded
+  | RateLimitReached
+  | UpstreamFailure
+  | LedgerDown
 
 export const toApiError = (e: GatewayRefusal) => {
   switch (e._tag) {
@@ -18,7 +32,8 @@ export const toApiError = (e: GatewayRefusal) => {
       return new RequestTooLarge({ message: e.message, code: "request_too_large" })
     case "ModelNotFound":
       return new NotFound({
-        message: `The model \`${e.model}\` does not exist or this key may not use it. GET /v1/models lists the models it may use.`,
+        message:
+          `The model \`${e.model}\` does not exist or this key may not use it. GET /v1/models lists the models it may use.`,
         code: "model_not_found",
         param: "model"
       })

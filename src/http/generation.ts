@@ -10,11 +10,11 @@ import { CurrentKey } from "../api/security.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { Gateway } from "../gateway/Gateway.ts"
 import type { Endpoint } from "../ledger/events.ts"
-import type { ProtocolHeaders } from "../providers/Upstream.ts"
+import { note } from "../observability/RequestRecord.ts"
 import { betaNames } from "../providers/protocolHeaders.ts"
+import type { ProtocolHeaders } from "../providers/Upstream.ts"
 import { ACCEPTED_ANTHROPIC_VERSIONS, ANTHROPIC_VERSION } from "../wire/messages.ts"
 import { bodyLimitsOf, decodeFields, readJsonObject } from "./body.ts"
-import { note } from "../observability/RequestRecord.ts"
 import { mapGatewayErrors } from "./gatewayErrors.ts"
 import { currentRequestId } from "./RequestId.ts"
 
@@ -37,7 +37,11 @@ export const protocolHeadersOf = (
     if (v === undefined) return undefined
     const parsed = betaNames(v)
     if ("problem" in parsed) {
-      return new InvalidRequest({ message: `The ${name} header ${parsed.problem}.`, param: name, code: "invalid_header" })
+      return new InvalidRequest({
+        message: `The ${name} header ${parsed.problem}.`,
+        param: name,
+        code: "invalid_header"
+      })
     }
     if (parsed.names.length > 0) picked[name] = parsed.names.join(",")
     return undefined
@@ -46,7 +50,9 @@ export const protocolHeadersOf = (
   if (problem) return Effect.fail(problem)
   if (endpoint === "messages") {
     const version = headers["anthropic-version"]?.trim()
-    if (version && version !== ANTHROPIC_VERSION && ACCEPTED_ANTHROPIC_VERSIONS.includes(version)) picked["anthropic-version"] = version
+    if (version && version !== ANTHROPIC_VERSION && ACCEPTED_ANTHROPIC_VERSIONS.includes(version)) {
+      picked["anthropic-version"] = version
+    }
   }
   if (Object.keys(picked).length === 0) return Effect.succeed(undefined)
   return Effect.succeed({ style: endpoint === "messages" ? "anthropic" : "openai", headers: picked })
@@ -118,7 +124,11 @@ export const makeGenerationHandler = Effect.gen(function*() {
           )
           return HttpServerResponse.raw(stream, {
             contentType: "text/event-stream",
-            headers: { "cache-control": "no-cache", "x-accel-buffering": "no", ...(yield* droppedHeader(requestId, dropped)) }
+            headers: {
+              "cache-control": "no-cache",
+              "x-accel-buffering": "no",
+              ...(yield* droppedHeader(requestId, dropped))
+            }
           })
         }
         const result = yield* mapGatewayErrors(gateway.generate(generation))

@@ -10,15 +10,16 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Cause, Effect, Exit, Option, Schema } from "effect"
-import { Metrics } from "../observability/Metrics.ts"
-import { Replica } from "./Replica.ts"
-import { currentSchemaVersion, DomainEvent, type EventType } from "./events.ts"
 import { literal, script } from "../db/SqlScript.ts"
-import type { Delta } from "./projections/Delta.ts"
-import { plan, type Statement } from "./projections/applySql.ts"
-import { project } from "./projections/project.ts"
+import { Metrics } from "../observability/Metrics.ts"
+import type { LooseJson } from "../wire/json.ts"
 import { type AppendError, appendErrorOf, LedgerRejected, LedgerUnavailable } from "./appendErrors.ts"
-import { decodeStoredEvent, type EventRow, eventIdOf } from "./storedEvents.ts"
+import { currentSchemaVersion, DomainEvent, type EventType } from "./events.ts"
+import { plan, type Statement } from "./projections/applySql.ts"
+import type { Delta } from "./projections/Delta.ts"
+import { project } from "./projections/project.ts"
+import { Replica } from "./Replica.ts"
+import { decodeStoredEvent, eventIdOf, type EventRow } from "./storedEvents.ts"
 
 export * from "./appendErrors.ts"
 export * from "./storedEvents.ts"
@@ -91,7 +92,9 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
      */
     const commit = (jobs: ReadonlyArray<Job>, occurredAt = new Date().toISOString()) =>
       Effect.gen(function*() {
-        const anyStreams = [...new Set(jobs.filter((j) => j.request.expectedVersion === "any").map((j) => j.request.streamId))]
+        const anyStreams = [
+          ...new Set(jobs.filter((j) => j.request.expectedVersion === "any").map((j) => j.request.streamId))
+        ]
         const heads = new Map<string, number>()
         if (anyStreams.length > 0) {
           // Read before the script: an append that lands on such a stream meanwhile takes the version
@@ -119,9 +122,11 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
             const id = eventIdOf(streamId, version)
             const { _tag, ...data } = encodeEvent(event) as { _tag: EventType }
             values.push(
-              `(${literal(id)}::uuid, ${literal(streamId)}, ${version}, ${literal(_tag)}, ${currentSchemaVersion[_tag]}, ${
-                literal(JSON.stringify(data))
-              }::jsonb, ${literal(JSON.stringify({ replica: replicaId, ...metadata }))}::jsonb, ${at}::timestamptz)`
+              `(${literal(id)}::uuid, ${literal(streamId)}, ${version}, ${literal(_tag)}, ${
+                currentSchemaVersion[_tag]
+              }, ${literal(JSON.stringify(data))}::jsonb, ${
+                literal(JSON.stringify({ replica: replicaId, ...metadata }))
+              }::jsonb, ${at}::timestamptz)`
             )
             for (const d of project(event, when)) deltas.push(d)
             committed.push({ event, occurredAt: when })
@@ -142,9 +147,11 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         }
         // Untraced: the script carries every event's data (names, metadata, hashes) as literals, which
         // a span of the statement would copy to the trace collector.
-        const results = yield* Effect.withTracerEnabled(sql.unsafe<any>(script(statements)).unprepared, false)
+        const results = yield* Effect.withTracerEnabled(sql.unsafe<LooseJson>(script(statements)).unprepared, false)
         // One statement answers with its rows; several with the rows of each.
-        const inserted = (statements.length > 1 ? results[0] : results) as ReadonlyArray<{ event_id: string; position: string }>
+        const inserted = (statements.length > 1 ? results[0] : results) as ReadonlyArray<
+          { event_id: string; position: string }
+        >
         const positions = new Map(inserted.map((r) => [r.event_id, r.position]))
         // The script either committed every append of the batch or none.
         const appended = plans.map(({ first, ids, job }): Appended => ({
@@ -240,7 +247,10 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       }
     }
 
-    const append = (request: AppendRequest, options?: { readonly confirmWithinMs?: number }): Effect.Effect<Appended, AppendError> =>
+    const append = (
+      request: AppendRequest,
+      options?: { readonly confirmWithinMs?: number }
+    ): Effect.Effect<Appended, AppendError> =>
       Effect.async<Appended, AppendError>((resume) => {
         if (closed) return resume(Exit.fail(closing))
         // An appender that stops waiting (interrupted) leaves its append to be committed all the same.
@@ -250,7 +260,11 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           let answered = false
           const timer = setTimeout(() => {
             answered = true
-            resume(Exit.fail(new LedgerUnavailable({ message: `the event log did not confirm the append within ${wait} ms` })))
+            resume(
+              Exit.fail(
+                new LedgerUnavailable({ message: `the event log did not confirm the append within ${wait} ms` })
+              )
+            )
           }, wait)
           pending.push({
             request,
@@ -355,9 +369,11 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       /** The writer's state, for readiness: appends waiting, and since when commits fail for want of the database. */
       writerHealth: Effect.sync(() => ({ queued: pending.length, unavailableSince })),
       onCommitted: (listener: CommittedListener) =>
-        Effect.acquireRelease(Effect.sync(() => listeners.add(listener)), () => Effect.sync(() => listeners.delete(listener)))
+        Effect.acquireRelease(
+          Effect.sync(() => listeners.add(listener)),
+          () => Effect.sync(() => listeners.delete(listener))
+        )
     } as const
   }),
   dependencies: [Replica.Default]
 }) {}
-

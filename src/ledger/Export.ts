@@ -11,8 +11,8 @@
  */
 import { Chunk, Effect, Option, Schema, Stream } from "effect"
 import { formatUsd } from "../config/Money.ts"
-import { currentSchemaVersion, DomainEvent, type EventType } from "./events.ts"
 import { decodeStoredEvent, EventLog, type EventRow, type StoredEvent } from "./EventLog.ts"
+import { currentSchemaVersion, DomainEvent, type EventType } from "./events.ts"
 import { rebuild } from "./Replay.ts"
 
 const encodeEvent = Schema.encodeSync(DomainEvent)
@@ -96,9 +96,13 @@ export const usageFromLines = (lines: ReadonlyArray<string>) => {
     return t !== 0n ? (t < 0n ? -1 : 1) : Number(BigInt(a.position) - BigInt(b.position))
   })
   const state = rebuild(events)
-  const keys = new Map<string, { requests: bigint; cost: bigint; estimated: bigint; input: bigint; output: bigint; images: bigint }>()
+  const keys = new Map<
+    string,
+    { requests: bigint; cost: bigint; estimated: bigint; input: bigint; output: bigint; images: bigint }
+  >()
   for (const row of state.usage_daily.values()) {
-    const k = keys.get(row.key_id as string) ?? { requests: 0n, cost: 0n, estimated: 0n, input: 0n, output: 0n, images: 0n }
+    const k = keys.get(row.key_id as string) ??
+      { requests: 0n, cost: 0n, estimated: 0n, input: 0n, output: 0n, images: 0n }
     k.requests += row.requests as bigint
     k.cost += row.cost_nanos as bigint
     k.estimated += row.estimated_requests as bigint

@@ -6,10 +6,10 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { emptyTables, applyMemory, type MemoryTables } from "./projections/applyMemory.ts"
+import { EventLog, type StoredEvent } from "./EventLog.ts"
+import { applyMemory, emptyTables, type MemoryTables } from "./projections/applyMemory.ts"
 import { canonical, type TableName, tables } from "./projections/Delta.ts"
 import { project } from "./projections/project.ts"
-import { EventLog, type StoredEvent } from "./EventLog.ts"
 
 export interface Difference {
   readonly table: TableName
@@ -45,7 +45,11 @@ const canonicalRows = (table: TableName, rows: Iterable<Record<string, unknown>>
   return out
 }
 
-export const diffTables = (live: Map<string, Record<string, string>>, rebuilt: Map<string, Record<string, string>>, table: TableName) => {
+export const diffTables = (
+  live: Map<string, Record<string, string>>,
+  rebuilt: Map<string, Record<string, string>>,
+  table: TableName
+) => {
   const differences: Array<Difference> = []
   for (const [key, l] of live) {
     const r = rebuilt.get(key)
@@ -70,34 +74,35 @@ export const rebuild = (events: Iterable<StoredEvent>, state: MemoryTables = emp
 }
 
 /** `verify`, telling `onProgress` how many events it has folded after every page. */
-export const verifyWith = (onProgress: (events: number) => void = () => {}) => Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const log = yield* EventLog
-  return yield* sql.withTransaction(Effect.gen(function*() {
-    yield* sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`
-    const state = emptyTables()
-    let count = 0
-    let after: { transactionId: string; position: string } | undefined
-    while (true) {
-      const page = yield* log.read({ after, limit: PAGE, settledOnly: false })
-      rebuild(page, state)
-      count += page.length
-      onProgress(count)
-      if (page.length < PAGE) break
-      const last = page[page.length - 1]!
-      after = { transactionId: last.transactionId, position: last.position }
-    }
-    const differences: Array<Difference> = []
-    const rows = {} as Record<TableName, number>
-    for (const table of Object.keys(tables) as Array<TableName>) {
-      const liveRows = yield* sql.unsafe<Record<string, unknown>>(`SELECT ${selectList(table)} FROM ${table}`)
-      const live = canonicalRows(table, liveRows)
-      const rebuilt = canonicalRows(table, state[table].values())
-      rows[table] = live.size
-      differences.push(...diffTables(live, rebuilt, table))
-    }
-    return { events: count, rows, differences, ok: differences.length === 0 } satisfies VerifyReport
-  }))
-})
+export const verifyWith = (onProgress: (events: number) => void = () => {}) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const log = yield* EventLog
+    return yield* sql.withTransaction(Effect.gen(function*() {
+      yield* sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`
+      const state = emptyTables()
+      let count = 0
+      let after: { transactionId: string; position: string } | undefined
+      while (true) {
+        const page = yield* log.read({ after, limit: PAGE, settledOnly: false })
+        rebuild(page, state)
+        count += page.length
+        onProgress(count)
+        if (page.length < PAGE) break
+        const last = page[page.length - 1]!
+        after = { transactionId: last.transactionId, position: last.position }
+      }
+      const differences: Array<Difference> = []
+      const rows = {} as Record<TableName, number>
+      for (const table of Object.keys(tables) as Array<TableName>) {
+        const liveRows = yield* sql.unsafe<Record<string, unknown>>(`SELECT ${selectList(table)} FROM ${table}`)
+        const live = canonicalRows(table, liveRows)
+        const rebuilt = canonicalRows(table, state[table].values())
+        rows[table] = live.size
+        differences.push(...diffTables(live, rebuilt, table))
+      }
+      return { events: count, rows, differences, ok: differences.length === 0 } satisfies VerifyReport
+    }))
+  })
 
 export const verify = verifyWith()

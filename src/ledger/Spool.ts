@@ -64,7 +64,10 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
     const retryMax = config.file.billing.spool_retry_max_ms
 
     /** Entries waiting, by stream id: spooled files and, when a file could not be written, memory only. */
-    const waiting = new Map<string, { readonly entry: SpoolEntry; readonly file: string | undefined; notStartedSince?: number }>()
+    const waiting = new Map<
+      string,
+      { readonly entry: SpoolEntry; readonly file: string | undefined; notStartedSince?: number }
+    >()
     let wake: (() => void) | undefined
     const signal = () => {
       const w = wake
@@ -149,7 +152,13 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
         }
         if (!waiting.has(e.stream_id)) {
           waiting.set(e.stream_id, {
-            entry: { kind: e.kind, streamId: e.stream_id, occurredAt: e.occurred_at, metadata: e.metadata, events: e.events },
+            entry: {
+              kind: e.kind,
+              streamId: e.stream_id,
+              occurredAt: e.occurred_at,
+              metadata: e.metadata,
+              events: e.events
+            },
             file
           })
           found++
@@ -159,7 +168,9 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
     }).pipe(
       Effect.tap(({ found, unreadable }) =>
         Effect.all([
-          found > 0 ? Effect.logInfo(`spool: ${found} append(s) left by an earlier process, to be landed`) : Effect.void,
+          found > 0
+            ? Effect.logInfo(`spool: ${found} append(s) left by an earlier process, to be landed`)
+            : Effect.void,
           unreadable.length > 0
             ? Effect.logError(`spool: cannot read ${unreadable.join(", ")} in ${dir}; left there for the operator`)
             : Effect.void
@@ -191,7 +202,8 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
           waiting.delete(streamId)
           yield* Effect.logError(
             `spool: the event log refused ${streamId} (${landed.left.message}); ` +
-              (parked ? `parked as ${parked}` : "dropped (it was in memory only)") + "; the reconciler will bill the request"
+              (parked ? `parked as ${parked}` : "dropped (it was in memory only)") +
+              "; the reconciler will bill the request"
           )
           continue
         }

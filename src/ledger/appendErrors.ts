@@ -43,14 +43,23 @@ export class LedgerRejected extends Data.TaggedError("LedgerRejected")<{
   readonly cause?: unknown
 }> {}
 
-export type AppendError = StreamConflict | LedgerUnavailable | LedgerRejected | QuotaUnavailable | RateExceeded | CreditShort
+export type AppendError =
+  | StreamConflict
+  | LedgerUnavailable
+  | LedgerRejected
+  | QuotaUnavailable
+  | RateExceeded
+  | CreditShort
 
 /** What a failed single append tells its caller: a conflict on its stream, a refusal, or the log being down. */
 export const appendErrorOf = (streamId: string, error: SqlError, occurredAt: string): AppendError => {
   const refusal = refusalOf(error)
   switch (refusal?.kind) {
     case "quota":
-      return new QuotaUnavailable({ keyId: refusal.id, message: `the quota of key ${refusal.id} cannot cover this reservation` })
+      return new QuotaUnavailable({
+        keyId: refusal.id,
+        message: `the quota of key ${refusal.id} cannot cover this reservation`
+      })
     case "rate":
       return new RateExceeded({
         keyId: refusal.id,

@@ -229,8 +229,9 @@ export const currentSchemaVersion: Record<EventType, number> = {
  * Upcasters: for an event type, a function per older schema version turning its data into the next
  * version's shape. None exist yet; a new version adds one here and old rows stay as written.
  */
-export const upcasters: Partial<Record<EventType, Record<number, (data: Record<string, unknown>) => Record<string, unknown>>>> =
-  {}
+export const upcasters: Partial<
+  Record<EventType, Record<number, (data: Record<string, unknown>) => Record<string, unknown>>>
+> = {}
 
 export const streamOf = {
   key: (keyId: string) => `key-${keyId}`,

@@ -32,9 +32,13 @@ export const landOnce = (
         )
       )
       if (summary === undefined) return { _tag: "not-started" } as const
-      if (summary.billed?.event._tag === "Billed") return { _tag: "already-billed", billed: summary.billed.event } as const
+      if (summary.billed?.event._tag === "Billed") {
+        return { _tag: "already-billed", billed: summary.billed.event } as const
+      }
       const appended = yield* Effect.either(log.append({ ...request, expectedVersion: summary.head }, options))
-      if (appended._tag === "Right") return { _tag: "landed" } as const
+      if (appended._tag === "Right") {
+        return { _tag: "landed" } as const
+      }
       // Someone appended meanwhile: look again.
       if (appended.left._tag !== "StreamConflict") return yield* Effect.fail(appended.left)
     }

@@ -48,7 +48,6 @@ export const decodeStoredEvent = (r: EventRow): StoredEvent => {
   }
 }
 
-
 /** A UUID derived from the stream id and version (name-based, SHA-1, RFC 4122 layout). */
 export const eventIdOf = (streamId: string, version: number): string => {
   const h = createHash("sha1").update(`${streamId}:${version}`).digest()

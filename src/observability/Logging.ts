@@ -13,10 +13,17 @@ const plain = (_: string, v: unknown) => (typeof v === "bigint" ? v.toString() :
 const describe = (e: unknown, depth: number): string => {
   if (Cause.isCause(e)) return oneLine(e)
   if (e !== null && typeof e === "object" && "message" in e) {
-    const o = e as { readonly _tag?: unknown; readonly name?: unknown; readonly message?: unknown; readonly cause?: unknown }
+    const o = e as {
+      readonly _tag?: unknown
+      readonly name?: unknown
+      readonly message?: unknown
+      readonly cause?: unknown
+    }
     const name = typeof o._tag === "string" ? o._tag : typeof o.name === "string" ? o.name : "Error"
     const first = `${name}: ${String(o.message ?? "").split("\n")[0]}`
-    return o.cause !== undefined && o.cause !== null && depth < MAX_DEPTH ? `${first} (cause: ${describe(o.cause, depth + 1)})` : first
+    return o.cause !== undefined && o.cause !== null && depth < MAX_DEPTH
+      ? `${first} (cause: ${describe(o.cause, depth + 1)})`
+      : first
   }
   if (e !== null && typeof e === "object" && "_tag" in e) return String((e as { _tag: unknown })._tag)
   return String(e).split("\n")[0]!
@@ -47,10 +54,16 @@ const textOf = (message: unknown): string =>
  * first, the rest by name), and `error`.
  */
 export const jsonLogger = Logger.make<unknown, void>(({ annotations, cause, date, logLevel, message }) => {
-  const line: Record<string, unknown> = { time: date.toISOString(), level: logLevel.label.toLowerCase(), msg: textOf(message) }
-  if (Array.isArray(message)) for (const part of message) if (isFields(part)) Object.assign(line, part)
+  const line: Record<string, unknown> = {
+    time: date.toISOString(),
+    level: logLevel.label.toLowerCase(),
+    msg: textOf(message)
+  }
+  if (Array.isArray(message)) { for (const part of message) if (isFields(part)) Object.assign(line, part) }
   // The request id first, then the other fields by name: the same order on every line.
-  const fields = HashMap.toEntries(annotations).sort(([a], [b]) => a === "request_id" ? -1 : b === "request_id" ? 1 : a < b ? -1 : 1)
+  const fields = HashMap.toEntries(annotations).sort(([a], [b]) =>
+    a === "request_id" ? -1 : b === "request_id" ? 1 : a < b ? -1 : 1
+  )
   for (const [key, value] of fields) if (!(key in line)) line[key] = value
   if (!Cause.isEmpty(cause)) line.error = oneLine(cause)
   process.stderr.write(JSON.stringify(line, plain) + "\n")

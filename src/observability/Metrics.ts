@@ -7,7 +7,7 @@
  * configuration's; never a key id.
  */
 import { Effect } from "effect"
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client"
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client"
 
 /** Seconds: from a cheap JSON answer to a long stream. */
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
@@ -87,7 +87,8 @@ export const makeMetrics = (options: { readonly processMetrics: boolean } = { pr
   const costNanos = new Map<string, bigint>()
   new Counter({
     name: "tollgate_cost_billed_usd_total",
-    help: "Cost billed to keys, in US dollars, by model (summed exactly in integer nano-dollars, converted when scraped).",
+    help:
+      "Cost billed to keys, in US dollars, by model (summed exactly in integer nano-dollars, converted when scraped).",
     labelNames: ["model"] as const,
     registers,
     collect(this: Counter<"model">) {
@@ -104,10 +105,29 @@ export const makeMetrics = (options: { readonly processMetrics: boolean } = { pr
     labelNames: ["reason"] as const,
     registers
   })
-  new Gauge({ name: "tollgate_requests_in_flight", help: "Generation requests this process is serving, streams included.", registers, collect: reading("requestsInFlight") })
-  const streamsInFlight = new Gauge({ name: "tollgate_streams_in_flight", help: "Streams this process is relaying.", registers })
-  new Gauge({ name: "tollgate_event_writer_queue_depth", help: "Appends waiting for the event writer.", registers, collect: reading("writerQueueDepth") })
-  new Gauge({ name: "tollgate_spool_depth", help: "Bills kept in the spool until the event log confirms them.", registers, collect: reading("spoolDepth") })
+  new Gauge({
+    name: "tollgate_requests_in_flight",
+    help: "Generation requests this process is serving, streams included.",
+    registers,
+    collect: reading("requestsInFlight")
+  })
+  const streamsInFlight = new Gauge({
+    name: "tollgate_streams_in_flight",
+    help: "Streams this process is relaying.",
+    registers
+  })
+  new Gauge({
+    name: "tollgate_event_writer_queue_depth",
+    help: "Appends waiting for the event writer.",
+    registers,
+    collect: reading("writerQueueDepth")
+  })
+  new Gauge({
+    name: "tollgate_spool_depth",
+    help: "Bills kept in the spool until the event log confirms them.",
+    registers,
+    collect: reading("spoolDepth")
+  })
   const writerBatchSize = new Histogram({
     name: "tollgate_event_writer_batch_size",
     help: "Appends committed together in one transaction by the event writer.",

@@ -58,8 +58,12 @@ export class RequestLog extends Effect.Service<RequestLog>()("Observability/Requ
         const style = r.stream ? "sse" : "json"
         metrics.requests.inc({ endpoint, model, status: r.status, style })
         metrics.requestDuration.observe({ endpoint, style }, (now - r.startedAt) / 1000)
-        if (r.firstChunkAt !== undefined) metrics.timeToFirstChunk.observe({ endpoint, model }, (r.firstChunkAt - r.startedAt) / 1000)
-        if (r.inputTokens) metrics.tokens.inc({ model, direction: "input" }, r.inputTokens)
+        if (r.firstChunkAt !== undefined) {
+          metrics.timeToFirstChunk.observe({ endpoint, model }, (r.firstChunkAt - r.startedAt) / 1000)
+        }
+        if (r.inputTokens) {
+          metrics.tokens.inc({ model, direction: "input" }, r.inputTokens)
+        }
         if (r.outputTokens) metrics.tokens.inc({ model, direction: "output" }, r.outputTokens)
         if (r.costNanos !== undefined) metrics.addCost(model, r.costNanos)
         if (r.code === "insufficient_quota") metrics.refusals.inc({ reason: "quota" })

@@ -3,12 +3,12 @@
  * after the first, a failover when the deployment changes, an error by kind), noted on the request's
  * record, and runs in a `tollgate.upstream.attempt` span.
  */
-import { noStackTrace } from "./Tracing.ts"
 import { Effect } from "effect"
 import type { Candidate } from "../gateway/Routing.ts"
 import type { UpstreamError } from "../providers/Upstream.ts"
 import type { Metrics } from "./Metrics.ts"
 import { note } from "./RequestRecord.ts"
+import { noStackTrace } from "./Tracing.ts"
 
 /** Wraps one request's attempt function (a fresh wrapper per request: it remembers the last deployment). */
 export const observeAttempts = <A, R>(

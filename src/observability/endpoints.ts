@@ -12,7 +12,9 @@ HttpApi.reflect(GatewayApi, {
   onGroup: () => {},
   onEndpoint: ({ endpoint }) => {
     if (endpoint.path.includes(":")) {
-      const source = endpoint.path.split("/").map((part) => part.startsWith(":") ? "[^/]+" : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("/")
+      const source = endpoint.path.split("/").map((part) =>
+        part.startsWith(":") ? "[^/]+" : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+      ).join("/")
       templated.push({ method: endpoint.method, pattern: new RegExp(`^${source}$`), path: endpoint.path })
     } else exact.set(`${endpoint.method} ${endpoint.path}`, endpoint.path)
   }

@@ -6,7 +6,12 @@ import { Data, type Effect, type Scope } from "effect"
 import type { ProviderConfig } from "../config/ConfigFile.ts"
 
 /** Which upstream API a call goes to. */
-export type UpstreamEndpoint = "chat.completions" | "responses" | "messages" | "messages.count_tokens" | "images.generations"
+export type UpstreamEndpoint =
+  | "chat.completions"
+  | "responses"
+  | "messages"
+  | "messages.count_tokens"
+  | "images.generations"
 
 /**
  * Protocol headers the client sent (`anthropic-beta`, a non-default `anthropic-version`,

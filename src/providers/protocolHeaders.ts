@@ -24,7 +24,9 @@ export const betaNames = (value: string): { readonly names: ReadonlyArray<string
   if (names.length > MAX_BETAS) return { problem: `names more than ${MAX_BETAS} betas` }
   const bad = names.find((n) => !BETA_NAME.test(n))
   if (bad !== undefined) {
-    return { problem: `has a name that is not a beta name (${JSON.stringify(bad.slice(0, 40))}${bad.length > 40 ? "…" : ""})` }
+    return {
+      problem: `has a name that is not a beta name (${JSON.stringify(bad.slice(0, 40))}${bad.length > 40 ? "…" : ""})`
+    }
   }
   return { names }
 }

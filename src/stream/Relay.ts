@@ -8,6 +8,7 @@
  *   tool-call ids are rewritten where the client's style cannot take them (translate/toolIds.ts).
  */
 import { fromMessagesId, toMessagesId } from "../translate/toolIds.ts"
+import type { LooseJson } from "../wire/json.ts"
 import { fromResponsesUsage, type Usage } from "../wire/usage.ts"
 import { chatDecoder, type Decoder, messagesDecoder } from "./decode.ts"
 import { chatEmitter, type Emitter, messagesEmitter, responsesEmitter } from "./emit.ts"
@@ -52,7 +53,7 @@ interface Options {
   readonly request: Record<string, unknown>
 }
 
-const parse = (event: SseEvent): any => {
+const parse = (event: SseEvent): LooseJson => {
   if (event.data === "[DONE]") return null
   try {
     return JSON.parse(event.data)
@@ -61,7 +62,7 @@ const parse = (event: SseEvent): any => {
   }
 }
 
-const errorOf = (event: SseEvent, json: any): UpstreamStreamError | undefined => {
+const errorOf = (event: SseEvent, json: LooseJson): UpstreamStreamError | undefined => {
   if (event.event === "error" || json?.type === "error" || (json?.error && !json?.choices && !json?.type)) {
     const e = json?.error ?? {}
     return new UpstreamStreamError(String(e.type ?? "api_error"), String(e.message ?? "the upstream failed mid-stream"))
@@ -95,7 +96,7 @@ const emitterFor = (o: Options): Emitter =>
     ? messagesEmitter(o.model)
     : responsesEmitter(o.model, o.request)
 
-const isTerminal = (upstream: StreamEndpoint, event: SseEvent, json: any) =>
+const isTerminal = (upstream: StreamEndpoint, event: SseEvent, json: LooseJson) =>
   upstream === "messages"
     ? (json?.type ?? event.event) === "message_stop"
     : upstream === "chat.completions"
@@ -105,7 +106,7 @@ const isTerminal = (upstream: StreamEndpoint, event: SseEvent, json: any) =>
 export const relayFor = (o: Options): Relay => {
   const seen = new Observer()
   /** Parses one upstream event, throws for an error event, notes the terminal one. */
-  const read = (event: SseEvent): any => {
+  const read = (event: SseEvent): LooseJson => {
     const json = parse(event)
     const error = errorOf(event, json)
     if (error) throw error

@@ -3,12 +3,13 @@
  * state machine whose state is its fields; `push` takes one parsed SSE event.
  */
 import { chatReasoningOf, sealRedacted, sealThinking } from "../translate/reasoning.ts"
+import type { LooseJson } from "../wire/json.ts"
 import { fromChatUsage, fromMessagesUsage, type Usage } from "../wire/usage.ts"
 import { fromChatFinish, fromMessagesStop, type Op } from "./ops.ts"
 import type { SseEvent } from "./sse.ts"
 
 export interface Decoder {
-  readonly push: (event: SseEvent, json: any) => Array<Op>
+  readonly push: (event: SseEvent, json: LooseJson) => Array<Op>
 }
 
 /** Chat-completions chunks. */
@@ -31,7 +32,9 @@ export const chatDecoder = (): Decoder => {
         if (Array.isArray(delta.tool_calls)) {
           for (const call of delta.tool_calls) {
             const index = Number(call.index ?? 0)
-            if (call.id) ops.push({ _tag: "ToolStart", index, id: String(call.id), name: String(call.function?.name ?? "") })
+            if (call.id) {
+              ops.push({ _tag: "ToolStart", index, id: String(call.id), name: String(call.function?.name ?? "") })
+            }
             const args = call.function?.arguments
             if (typeof args === "string" && args !== "") ops.push({ _tag: "ToolArgs", index, delta: args })
           }
@@ -64,7 +67,11 @@ export const messagesDecoder = (): Decoder => {
           start = e.message?.usage ?? {}
           output = Number(start.output_tokens ?? 0)
           const announced = usage()
-          return [{ _tag: "Start", id: String(e.message?.id ?? ""), ...(announced ? { inputTokens: announced.input_tokens } : {}) }]
+          return [{
+            _tag: "Start",
+            id: String(e.message?.id ?? ""),
+            ...(announced ? { inputTokens: announced.input_tokens } : {})
+          }]
         }
         case "content_block_start": {
           const block = e.content_block ?? {}
@@ -76,7 +83,9 @@ export const messagesDecoder = (): Decoder => {
           }
           if (block.type === "thinking") {
             thinking = { index: Number(e.index), signature: String(block.signature ?? "") }
-            return typeof block.thinking === "string" && block.thinking !== "" ? [{ _tag: "Thinking", text: block.thinking }] : []
+            return typeof block.thinking === "string" && block.thinking !== ""
+              ? [{ _tag: "Thinking", text: block.thinking }]
+              : []
           }
           if (block.type === "redacted_thinking") {
             thinking = { index: Number(e.index), signature: "", redacted: String(block.data ?? "") }
@@ -96,7 +105,9 @@ export const messagesDecoder = (): Decoder => {
         case "content_block_delta": {
           const d = e.delta ?? {}
           if (d.type === "text_delta") return [{ _tag: "Text", text: String(d.text ?? "") }]
-          if (d.type === "input_json_delta") return [{ _tag: "ToolArgs", index: Number(e.index), delta: String(d.partial_json ?? "") }]
+          if (d.type === "input_json_delta") {
+            return [{ _tag: "ToolArgs", index: Number(e.index), delta: String(d.partial_json ?? "") }]
+          }
           if (d.type === "thinking_delta") return [{ _tag: "Thinking", text: String(d.thinking ?? "") }]
           if (d.type === "signature_delta" && thinking) thinking.signature += String(d.signature ?? "")
           return []
@@ -114,7 +125,11 @@ export const messagesDecoder = (): Decoder => {
             }
           }
           if (e.delta?.stop_reason) {
-            ops.push({ _tag: "Finish", reason: fromMessagesStop(e.delta.stop_reason), stopSequence: e.delta.stop_sequence ?? null })
+            ops.push({
+              _tag: "Finish",
+              reason: fromMessagesStop(e.delta.stop_reason),
+              stopSequence: e.delta.stop_sequence ?? null
+            })
           }
           const reported = counted ? usage() : undefined
           if (reported) ops.push({ _tag: "Usage", usage: reported })

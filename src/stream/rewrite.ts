@@ -38,7 +38,9 @@ export const withModel = (data: string, json: Record<string, unknown>, model: st
   if (typeof json.model === "string") {
     const at = topLevelValue(data, "model")
     const old = JSON.stringify(json.model)
-    if (at !== -1 && data.startsWith(old, at)) return data.slice(0, at) + JSON.stringify(model) + data.slice(at + old.length)
+    if (at !== -1 && data.startsWith(old, at)) {
+      return data.slice(0, at) + JSON.stringify(model) + data.slice(at + old.length)
+    }
   }
   return JSON.stringify({ ...json, model })
 }
@@ -52,8 +54,10 @@ export const withoutUsage = (data: string, json: Record<string, unknown>): strin
   if (json.usage === null) {
     // `,"usage":null` is cut out whole (a first key, with no comma before it, is left to the fallback).
     const at = topLevelValue(data, "usage")
-    const start = at - '"usage":'.length - 1
-    if (at !== -1 && data[start] === "," && data.startsWith("null", at)) return data.slice(0, start) + data.slice(at + 4)
+    const start = at - "\"usage\":".length - 1
+    if (at !== -1 && data[start] === "," && data.startsWith("null", at)) {
+      return data.slice(0, start) + data.slice(at + 4)
+    }
   }
   const { usage: _, ...rest } = json
   return JSON.stringify(rest)

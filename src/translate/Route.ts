@@ -45,11 +45,12 @@ const passthrough = (endpoint: ClientEndpoint): Route => ({
 })
 
 /** A translator run under a fresh policy of the model's mode. */
-const translating = (mode: TranslationMode | undefined, f: (body: Json, policy: Policy) => Json) => (body: Json): Translated => {
-  const policy = makePolicy(mode)
-  const out = f(body, policy)
-  return { body: out, dropped: policy.dropped() }
-}
+const translating =
+  (mode: TranslationMode | undefined, f: (body: Json, policy: Policy) => Json) => (body: Json): Translated => {
+    const policy = makePolicy(mode)
+    const out = f(body, policy)
+    return { body: out, dropped: policy.dropped() }
+  }
 
 /** The route, or undefined when no translation exists (images from a messages-style upstream). */
 export const routeFor = (endpoint: ClientEndpoint, upstream: UpstreamTraits): Route | undefined => {

@@ -24,7 +24,9 @@ export const isObject = (v: unknown): v is Json => v !== null && typeof v === "o
 export const present = (body: Json, field: string) => body[field] !== undefined && body[field] !== null
 
 /** Runs a translator that may throw `Untranslatable`. */
-export const attempt = <A>(f: () => A): { readonly ok: true; readonly value: A } | { readonly ok: false; readonly error: Untranslatable } => {
+export const attempt = <A>(
+  f: () => A
+): { readonly ok: true; readonly value: A } | { readonly ok: false; readonly error: Untranslatable } => {
   try {
     return { ok: true, value: f() }
   } catch (e) {

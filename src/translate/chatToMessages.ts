@@ -8,8 +8,8 @@ import { dropExtras, type Policy, sortTopLevel } from "./Policy.ts"
 import { normaliseEffort, thinkingFor } from "./reasoning.ts"
 import { chatFinishReason } from "./stopReasons.ts"
 import { fromMessagesId, toMessagesId } from "./toolIds.ts"
+import { isObject, type Json, parseArguments, present, refuse } from "./Untranslatable.ts"
 import { metadataFor } from "./userId.ts"
-import { type Json, isObject, parseArguments, present, refuse } from "./Untranslatable.ts"
 
 const MAPPED = new Set([
   "model",
@@ -199,7 +199,9 @@ export const chatRequestToMessages = (body: Json, target: MessagesTarget, policy
   } else if (choice) out.tool_choice = choice
   if (present(body, "reasoning_effort")) {
     const effort = normaliseEffort(body.reasoning_effort)
-    if (effort === undefined) refuse("reasoning_effort", `the effort "${String(body.reasoning_effort)}" has no equivalent`)
+    if (effort === undefined) {
+      refuse("reasoning_effort", `the effort "${String(body.reasoning_effort)}" has no equivalent`)
+    }
     if (effort !== undefined && effort !== "none") {
       const t = thinkingFor({
         effort,
@@ -232,7 +234,9 @@ const translateToolChoice = (choice: unknown): Json | undefined => {
 export const messagesResponseToChat = (message: Json, model: string): Json => {
   const content = Array.isArray(message.content) ? message.content : []
   const text = content.filter((b) => isObject(b) && b.type === "text").map((b) => String((b as Json).text)).join("")
-  const reasoning = content.filter((b) => isObject(b) && b.type === "thinking").map((b) => String((b as Json).thinking ?? "")).join("")
+  const reasoning = content.filter((b) => isObject(b) && b.type === "thinking").map((b) =>
+    String((b as Json).thinking ?? "")
+  ).join("")
   const toolCalls = content.filter((b) => isObject(b) && b.type === "tool_use").map((b) => {
     const block = b as Json
     return {

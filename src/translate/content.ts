@@ -1,6 +1,6 @@
 /** Content pieces both styles have: text and images (by URL or base64). */
 import { dropExtras, type Policy } from "./Policy.ts"
-import { type Json, isObject, refuse } from "./Untranslatable.ts"
+import { isObject, type Json, refuse } from "./Untranslatable.ts"
 
 /** An OpenAI `image_url` part's URL to an Anthropic image source. */
 export const imageSourceFromUrl = (url: unknown, param: string): Json => {

@@ -5,11 +5,11 @@
  */
 import { textOfBlock, textOfBlocks, urlFromImageSource } from "./content.ts"
 import { dropExtras, type Policy, sortTopLevel } from "./Policy.ts"
-import { chatReasoningOf, effortOfBudget, type Effort, normaliseEffort } from "./reasoning.ts"
+import { chatReasoningOf, type Effort, effortOfBudget, normaliseEffort } from "./reasoning.ts"
 import { messagesStopReason } from "./stopReasons.ts"
 import { fromMessagesId, toMessagesId } from "./toolIds.ts"
+import { isObject, type Json, parseArguments, present, refuse } from "./Untranslatable.ts"
 import { MAX_OPENAI_USER, userIdWithin } from "./userId.ts"
-import { type Json, isObject, parseArguments, present, refuse } from "./Untranslatable.ts"
 
 const MAPPED = new Set([
   "model",
@@ -244,7 +244,9 @@ const reasoningEffort = (body: Json, policy: Policy): Effort | undefined => {
     for (const k of Object.keys(config)) {
       if (k === "effort") {
         const level = normaliseEffort(config.effort)
-        if (level === undefined) refuse("output_config.effort", `the effort "${String(config.effort)}" has no equivalent`)
+        if (level === undefined) {
+          refuse("output_config.effort", `the effort "${String(config.effort)}" has no equivalent`)
+        }
         if (!thinks) policy.drop("output_config.effort", "without thinking, an effort level has no equivalent")
         else if (level !== "none") effort = level
       } else if (k !== "format" && present(config, k)) refuse(`output_config.${k}`, "has no equivalent")
@@ -260,7 +262,9 @@ export const chatResponseToMessages = (chat: Json, model: string): Json => {
   const content: Array<Json> = []
   const reasoning = chatReasoningOf(message)
   if (reasoning !== undefined) content.push({ type: "thinking", thinking: reasoning, signature: "" })
-  if (typeof message.content === "string" && message.content !== "") content.push({ type: "text", text: message.content })
+  if (typeof message.content === "string" && message.content !== "") {
+    content.push({ type: "text", text: message.content })
+  }
   if (Array.isArray(message.tool_calls)) {
     message.tool_calls.forEach((call, i) => {
       if (!isObject(call) || !isObject(call.function)) return

@@ -5,7 +5,7 @@
  */
 import { type Policy, sortTopLevel } from "./Policy.ts"
 import { type Effort, normaliseEffort } from "./reasoning.ts"
-import { type Json, isObject, present, refuse } from "./Untranslatable.ts"
+import { isObject, type Json, present, refuse } from "./Untranslatable.ts"
 
 const MAPPED = new Set([
   "model",
@@ -46,7 +46,13 @@ export type Part =
 
 export type Item =
   | { readonly kind: "message"; readonly role: "system" | "user" | "assistant"; readonly parts: ReadonlyArray<Part> }
-  | { readonly kind: "call"; readonly callId: string; readonly name: string; readonly arguments: string; readonly param: string }
+  | {
+    readonly kind: "call"
+    readonly callId: string
+    readonly name: string
+    readonly arguments: string
+    readonly param: string
+  }
   | { readonly kind: "output"; readonly callId: string; readonly output: string }
   /** Earlier reasoning: its summary text and the opaque `encrypted_content`, if it came back. */
   | { readonly kind: "reasoning"; readonly text: string; readonly sealed: unknown; readonly param: string }
@@ -64,14 +70,22 @@ export interface ResponsesInput {
   readonly maxOutputTokens: number | undefined
   readonly tools: ReadonlyArray<FunctionTool> | undefined
   /** "auto" | "required" | "none" | a function name */
-  readonly toolChoice: { readonly kind: "auto" | "required" | "none" } | { readonly kind: "function"; readonly name: string } | undefined
+  readonly toolChoice: { readonly kind: "auto" | "required" | "none" } | {
+    readonly kind: "function"
+    readonly name: string
+  } | undefined
   readonly parallelToolCalls: boolean | undefined
   /** `reasoning.effort`, when the client asked for reasoning (messages targets). */
   readonly effort: Effort | undefined
   /** `reasoning.effort` as the client wrote it (chat targets, which share OpenAI's vocabulary). */
   readonly effortAsSent: string | undefined
   /** `text.format` of type json_schema or json_object. */
-  readonly format: { readonly type: "json_schema"; readonly name: string; readonly schema: Json; readonly strict: boolean } | {
+  readonly format: {
+    readonly type: "json_schema"
+    readonly name: string
+    readonly schema: Json
+    readonly strict: boolean
+  } | {
     readonly type: "json_object"
   } | undefined
 }
@@ -154,8 +168,9 @@ export const readResponsesInput = (body: Json, policy: Policy, target: Responses
     }
   } else if (present(body, "include")) refuse("include", "expected an array")
   const items: Array<Item> = []
-  if (typeof body.input === "string") items.push({ kind: "message", role: "user", parts: [{ kind: "text", text: body.input }] })
-  else if (Array.isArray(body.input)) {
+  if (typeof body.input === "string") {
+    items.push({ kind: "message", role: "user", parts: [{ kind: "text", text: body.input }] })
+  } else if (Array.isArray(body.input)) {
     body.input.forEach((raw, i) => {
       const p = `input.${i}`
       if (!isObject(raw)) return refuse(p, "expected an input item")
@@ -177,7 +192,9 @@ export const readResponsesInput = (body: Json, policy: Policy, target: Responses
         const output = typeof raw.output === "string"
           ? raw.output
           : Array.isArray(raw.output)
-          ? parts(raw.output, `${p}.output`).map((x) => (x.kind === "text" ? x.text : refuse(`${p}.output`, "tool output carries text only"))).join("")
+          ? parts(raw.output, `${p}.output`).map((
+            x
+          ) => (x.kind === "text" ? x.text : refuse(`${p}.output`, "tool output carries text only"))).join("")
           : refuse(`${p}.output`, "expected a string")
         items.push({ kind: "output", callId: String(raw.call_id), output })
       } else if (type === "reasoning") {
@@ -235,7 +252,12 @@ export const responseEnvelope = (options: {
   readonly request: Json
   readonly output: ReadonlyArray<Json>
   readonly incomplete: boolean
-  readonly usage: { readonly input: number; readonly cached: number; readonly output: number; readonly reasoning: number }
+  readonly usage: {
+    readonly input: number
+    readonly cached: number
+    readonly output: number
+    readonly reasoning: number
+  }
 }): Json => ({
   id: options.id.startsWith("resp_") ? options.id : `resp_${options.id}`,
   object: "response",

@@ -6,7 +6,7 @@ import type { ChatTarget } from "./messagesToChat.ts"
 import type { Policy } from "./Policy.ts"
 import { chatReasoningOf } from "./reasoning.ts"
 import { functionCallItem, readResponsesInput, reasoningItem, responseEnvelope, textItem } from "./responsesInput.ts"
-import { type Json, isObject, present, refuse } from "./Untranslatable.ts"
+import { isObject, type Json, present, refuse } from "./Untranslatable.ts"
 
 export const responsesRequestToChat = (body: Json, target: ChatTarget, policy: Policy): Json => {
   const input = readResponsesInput(body, policy, { carriesSealedReasoning: false, keepsEffortAsSent: true })
@@ -36,8 +36,9 @@ export const responsesRequestToChat = (body: Json, target: ChatTarget, policy: P
       case "call": {
         const call = { id: item.callId, type: "function", function: { name: item.name, arguments: item.arguments } }
         const last = messages[messages.length - 1]
-        if (last && last.role === "assistant" && Array.isArray(last.tool_calls)) (last.tool_calls as Array<Json>).push(call)
-        else messages.push({ role: "assistant", content: null, tool_calls: [call] })
+        if (last && last.role === "assistant" && Array.isArray(last.tool_calls)) {
+          ;(last.tool_calls as Array<Json>).push(call)
+        } else messages.push({ role: "assistant", content: null, tool_calls: [call] })
         break
       }
       case "output":

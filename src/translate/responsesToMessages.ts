@@ -7,10 +7,14 @@ import type { Policy } from "./Policy.ts"
 import { sealRedacted, sealThinking, thinkingFor, unsealThinking } from "./reasoning.ts"
 import { functionCallItem, readResponsesInput, reasoningItem, responseEnvelope, textItem } from "./responsesInput.ts"
 import { fromMessagesId, toMessagesId } from "./toolIds.ts"
+import { isObject, type Json, parseArguments, present, refuse } from "./Untranslatable.ts"
 import { metadataFor } from "./userId.ts"
-import { type Json, isObject, parseArguments, present, refuse } from "./Untranslatable.ts"
 
-export const responsesRequestToMessages = (body: Json, target: { readonly defaultMaxTokens: number }, policy: Policy): Json => {
+export const responsesRequestToMessages = (
+  body: Json,
+  target: { readonly defaultMaxTokens: number },
+  policy: Policy
+): Json => {
   const input = readResponsesInput(body, policy, { carriesSealedReasoning: true, keepsEffortAsSent: false })
   const system: Array<string> = input.instructions !== undefined ? [input.instructions] : []
   const messages: Array<{ role: "user" | "assistant"; content: Array<Json> }> = []
@@ -23,15 +27,22 @@ export const responsesRequestToMessages = (body: Json, target: { readonly defaul
     switch (item.kind) {
       case "message":
         if (item.role === "system") {
-          system.push(item.parts.map((p) => (p.kind === "text" ? p.text : refuse(p.param, "system content is text only"))).join(""))
+          system.push(
+            item.parts.map((p) => (p.kind === "text" ? p.text : refuse(p.param, "system content is text only"))).join(
+              ""
+            )
+          )
         } else {
-          push(item.role, item.parts.map((p) =>
-            p.kind === "text"
-              ? { type: "text", text: p.text }
-              : item.role === "user"
-              ? { type: "image", source: imageSourceFromUrl(p.url, p.param) }
-              : refuse(p.param, "assistant content is text only")
-          ))
+          push(
+            item.role,
+            item.parts.map((p) =>
+              p.kind === "text"
+                ? { type: "text", text: p.text }
+                : item.role === "user"
+                ? { type: "image", source: imageSourceFromUrl(p.url, p.param) }
+                : refuse(p.param, "assistant content is text only")
+            )
+          )
         }
         break
       case "reasoning": {
@@ -69,8 +80,9 @@ export const responsesRequestToMessages = (body: Json, target: { readonly defaul
   if (present(body, "top_p")) out.top_p = body.top_p
   const metadata = metadataFor(body, policy)
   if (metadata) out.metadata = metadata
-  if (input.format?.type === "json_schema") out.output_config = { format: { type: "json_schema", schema: input.format.schema } }
-  else if (input.format) refuse("text.format", "JSON mode without a schema has no equivalent in messages style")
+  if (input.format?.type === "json_schema") {
+    out.output_config = { format: { type: "json_schema", schema: input.format.schema } }
+  } else if (input.format) refuse("text.format", "JSON mode without a schema has no equivalent in messages style")
   if (input.tools) {
     out.tools = input.tools.map((t) => ({
       name: t.name,
@@ -84,8 +96,9 @@ export const responsesRequestToMessages = (body: Json, target: { readonly defaul
     : input.toolChoice.kind === "function"
     ? { type: "tool", name: input.toolChoice.name }
     : { type: input.toolChoice.kind === "required" ? "any" : input.toolChoice.kind }
-  if (input.parallelToolCalls === false) out.tool_choice = { ...(choice ?? { type: "auto" }), disable_parallel_tool_use: true }
-  else if (choice) out.tool_choice = choice
+  if (input.parallelToolCalls === false) {
+    out.tool_choice = { ...(choice ?? { type: "auto" }), disable_parallel_tool_use: true }
+  } else if (choice) out.tool_choice = choice
   if (input.effort !== undefined) {
     const t = thinkingFor({
       effort: input.effort,
@@ -121,9 +134,13 @@ export const messagesResponseToResponses = (message: Json, request: Json, model:
       return
     }
     text = undefined
-    if (b.type === "thinking") output.push(reasoningItem(`${id}_${i}`, String(b.thinking ?? ""), sealThinking(String(b.signature ?? ""))))
-    else if (b.type === "redacted_thinking") output.push(reasoningItem(`${id}_${i}`, "", sealRedacted(String(b.data ?? ""))))
-    else if (b.type === "tool_use") output.push(functionCallItem(fromMessagesId(b.id), b.name, JSON.stringify(b.input ?? {})))
+    if (b.type === "thinking") {
+      output.push(reasoningItem(`${id}_${i}`, String(b.thinking ?? ""), sealThinking(String(b.signature ?? ""))))
+    } else if (b.type === "redacted_thinking") {
+      output.push(reasoningItem(`${id}_${i}`, "", sealRedacted(String(b.data ?? ""))))
+    } else if (b.type === "tool_use") {
+      output.push(functionCallItem(fromMessagesId(b.id), b.name, JSON.stringify(b.input ?? {})))
+    }
   })
   const usage = isObject(message.usage) ? message.usage : {}
   const cached = Number(usage.cache_read_input_tokens ?? 0)

@@ -34,7 +34,11 @@ export const toMessagesId = (id: unknown): string => {
 
 export const fromMessagesId = (id: unknown): string => {
   const s = typeof id === "string" ? id : String(id ?? "")
-  const [prefix, encoding] = s.startsWith(PREFIX) ? [PREFIX, "utf8" as const] : s.startsWith(PREFIX16) ? [PREFIX16, "utf16le" as const] : []
+  const [prefix, encoding] = s.startsWith(PREFIX)
+    ? [PREFIX, "utf8" as const]
+    : s.startsWith(PREFIX16)
+    ? [PREFIX16, "utf16le" as const]
+    : []
   if (prefix === undefined) return s
   const raw = s.slice(prefix.length)
   if (raw !== "" && !VALID.test(raw)) return s

@@ -25,7 +25,9 @@ export const userIdWithin = (value: unknown, max: number): string => {
  */
 export const metadataFor = (body: Json, policy: Policy): Json | undefined => {
   const safety = present(body, "safety_identifier")
-  if (safety && present(body, "user")) policy.drop("user", "metadata.user_id carries safety_identifier, which replaces user")
+  if (safety && present(body, "user")) {
+    policy.drop("user", "metadata.user_id carries safety_identifier, which replaces user")
+  }
   const id = safety ? body.safety_identifier : present(body, "user") ? body.user : undefined
   return id === undefined ? undefined : { user_id: userIdWithin(id, MAX_ANTHROPIC_USER_ID) }
 }

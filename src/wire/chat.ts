@@ -25,7 +25,9 @@ export const ChatUsage = Schema.Struct({
   prompt_tokens: Schema.Number,
   completion_tokens: Schema.Number,
   total_tokens: Schema.optional(Schema.Number),
-  prompt_tokens_details: Schema.optional(Schema.NullOr(Schema.Struct({ cached_tokens: Schema.optional(Schema.Number) }))),
+  prompt_tokens_details: Schema.optional(
+    Schema.NullOr(Schema.Struct({ cached_tokens: Schema.optional(Schema.Number) }))
+  ),
   completion_tokens_details: Schema.optional(
     Schema.NullOr(Schema.Struct({ reasoning_tokens: Schema.optional(Schema.Number) }))
   )

@@ -13,6 +13,10 @@ export type ResponsesRequest = typeof ResponsesRequest.Type
 export const ResponsesUsage = Schema.Struct({
   input_tokens: Schema.Number,
   output_tokens: Schema.Number,
-  input_tokens_details: Schema.optional(Schema.NullOr(Schema.Struct({ cached_tokens: Schema.optional(Schema.Number) }))),
-  output_tokens_details: Schema.optional(Schema.NullOr(Schema.Struct({ reasoning_tokens: Schema.optional(Schema.Number) })))
+  input_tokens_details: Schema.optional(
+    Schema.NullOr(Schema.Struct({ cached_tokens: Schema.optional(Schema.Number) }))
+  ),
+  output_tokens_details: Schema.optional(
+    Schema.NullOr(Schema.Struct({ reasoning_tokens: Schema.optional(Schema.Number) }))
+  )
 })

@@ -12,7 +12,7 @@ export const textOf = (root: unknown): string => {
   while (stack.length > 0) {
     const node = stack.pop()
     if (typeof node === "string") parts.push(node)
-    else if (Array.isArray(node)) for (let i = node.length - 1; i >= 0; i--) stack.push(node[i])
+    else if (Array.isArray(node)) { for (let i = node.length - 1; i >= 0; i--) stack.push(node[i]) }
     else if (node !== null && typeof node === "object") {
       const o = node as Record<string, unknown>
       for (let i = TEXT_KEYS.length - 1; i >= 0; i--) if (TEXT_KEYS[i]! in o) stack.push(o[TEXT_KEYS[i]!])

@@ -38,7 +38,9 @@ const counter = () =>
     }
   )
 
-const isSpace = (code: number) => code === 0x20 || (code >= 0x09 && code <= 0x0d) || code === 0xa0 || code > 0x7f && /\s/.test(String.fromCharCode(code))
+const isSpace = (code: number) =>
+  code === 0x20 || (code >= 0x09 && code <= 0x0d) || code === 0xa0 ||
+  code > 0x7f && /\s/.test(String.fromCharCode(code))
 
 /**
  * Where the piece that starts at `from` ends: before the first single space between two other
@@ -51,8 +53,14 @@ const isSpace = (code: number) => code === 0x20 || (code >= 0x09 && code <= 0x0d
 export const pieceEnd = (text: string, from: number): number => {
   const end = from + PIECE_CHARS
   if (end >= text.length) return text.length
-  for (let space = text.indexOf(" ", end); space !== -1 && space <= end + CUT_SEARCH; space = text.indexOf(" ", space + 1)) {
-    if (space + 1 < text.length && !isSpace(text.charCodeAt(space - 1)) && !isSpace(text.charCodeAt(space + 1))) return space
+  for (
+    let space = text.indexOf(" ", end);
+    space !== -1 && space <= end + CUT_SEARCH;
+    space = text.indexOf(" ", space + 1)
+  ) {
+    if (space + 1 < text.length && !isSpace(text.charCodeAt(space - 1)) && !isSpace(text.charCodeAt(space + 1))) {
+      return space
+    }
   }
   const code = text.charCodeAt(end - 1)
   return code >= 0xd800 && code <= 0xdbff ? end + 1 : end
@@ -87,7 +95,9 @@ export const countTokens = (text: string): Effect.Effect<number> =>
       Effect.matchEffect({
         onFailure: (e) =>
           Effect.as(
-            Effect.logError(`the o200k_base tokenizer could not be loaded (${String(e.error)}); counting ${CHEAP_ESTIMATOR}`),
+            Effect.logError(
+              `the o200k_base tokenizer could not be loaded (${String(e.error)}); counting ${CHEAP_ESTIMATOR}`
+            ),
             cheapTokens(text)
           ),
         onSuccess: (count) => text.length <= PIECE_CHARS ? Effect.succeed(count(text)) : countInPieces(count, text)

@@ -57,7 +57,9 @@ describe("Admission", () => {
       const key = keyWith(1)
       yield* Effect.flatMap(Admission, (a) => a.admit(key, usd(1))).pipe(Effect.provide(Admission.Default))
       // A fresh build does not see the first one's hold.
-      const again = yield* Effect.flatMap(Admission, (a) => a.admit(key, usd(1))).pipe(Effect.provide(Admission.Default))
+      const again = yield* Effect.flatMap(Admission, (a) => a.admit(key, usd(1))).pipe(
+        Effect.provide(Admission.Default)
+      )
       expect(again.amount).toBe(usd(1))
     }))
 })

@@ -7,8 +7,8 @@
  * unpaired tool ids). Each call must be billed once, from the usage the upstream reported. Each agent
  * runs as its own process group, killed whole when it ends or overruns (test/support/Agents.ts).
  */
-import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { type Run, runAgentsSdk, runClaude, runCodex } from "../support/Agents.ts"
@@ -73,9 +73,9 @@ const billingOf = (keyId: string) =>
   })
 
 const describeRun = (r: Run) =>
-  `exit ${r.code}${r.signal ? ` (${r.signal})` : ""}${r.timedOut ? " TIMED OUT" : ""}\n--- stdout\n${r.stdout.slice(-3000)}\n--- stderr\n${
-    r.stderr.slice(-3000)
-  }`
+  `exit ${r.code}${r.signal ? ` (${r.signal})` : ""}${r.timedOut ? " TIMED OUT" : ""}\n--- stdout\n${
+    r.stdout.slice(-3000)
+  }\n--- stderr\n${r.stderr.slice(-3000)}`
 
 /**
  * Runs one agent scenario with a fresh key and checks what every scenario must show: the agent ended
@@ -90,18 +90,24 @@ const scenario = (agent: (o: { baseUrl: string; key: string }) => Promise<Run>, 
     const from = model.seen.length
     const result = yield* Effect.promise(() => agent({ baseUrl: base, key: secret }))
     const seen = model.seen.slice(from)
-    expect(seen.filter((s) => s.refused !== undefined).map((s) => `${s.path}: ${s.refused}`), describeRun(result)).toEqual([])
+    expect(seen.filter((s) => s.refused !== undefined).map((s) => `${s.path}: ${s.refused}`), describeRun(result))
+      .toEqual([])
     expect(result.timedOut, describeRun(result)).toBe(false)
     expect(result.code, describeRun(result)).toBe(0)
     expectAnswer(result)
     // Billing: one Billed per call the gateway made, each with the usage the upstream answered.
-    const answered = seen.filter((s) => s.usage !== undefined).map((s) => ({ input: s.usage!.input, output: s.usage!.output }))
+    const answered = seen.filter((s) => s.usage !== undefined).map((s) => ({
+      input: s.usage!.input,
+      output: s.usage!.output
+    }))
     expect(answered.length).toBeGreaterThan(0)
     const billing = yield* billingOf(key.keyId)
     expect(billing.started).toBe(answered.length)
     expect(billing.billed.map((b) => [b.outcome, b.estimated])).toEqual(answered.map(() => ["completed", false]))
     const byInput = (a: { input: number }, b: { input: number }) => a.input - b.input
-    expect(billing.billed.map((b) => ({ input: b.input, output: b.output })).sort(byInput)).toEqual([...answered].sort(byInput))
+    expect(billing.billed.map((b) => ({ input: b.input, output: b.output })).sort(byInput)).toEqual(
+      [...answered].sort(byInput)
+    )
     // The client's key never reaches the upstream.
     expect(JSON.stringify(seen.map((s) => s.headers))).not.toContain(secret)
     return { result, seen }
@@ -127,18 +133,22 @@ describe.skipIf(backend() === "postgres")("real agents through the gateway", () 
       expect(out.result).toContain(text)
     }
 
-    it.effect("Claude Code, same style: a plain answer, with its betas forwarded and its system turns untouched", () =>
-      Effect.gen(function*() {
-        yield* strict
-        const { seen } = yield* scenario(claude("tollgate-claude", PLAIN), claudeSaid("PONG"))
-        const call = seen.find((s) => s.path === "/v1/messages" && s.usage)!
-        expect(call.headers["anthropic-beta"]).toContain("mid-conversation-system-2026-04-07")
-        expect(call.headers["x-api-key"]).toBe("upstream-anthropic-secret")
-        expect(call.body.model).toBe("claude-upstream")
-        // Passthrough: its mid-conversation system turn and beta fields arrive as Claude Code wrote them.
-        expect(call.body.messages.map((m: any) => m.role)).toContain("system")
-        expect(call.body.context_management).toBeDefined()
-      }), TEST_MS)
+    it.effect(
+      "Claude Code, same style: a plain answer, with its betas forwarded and its system turns untouched",
+      () =>
+        Effect.gen(function*() {
+          yield* strict
+          const { seen } = yield* scenario(claude("tollgate-claude", PLAIN), claudeSaid("PONG"))
+          const call = seen.find((s) => s.path === "/v1/messages" && s.usage)!
+          expect(call.headers["anthropic-beta"]).toContain("mid-conversation-system-2026-04-07")
+          expect(call.headers["x-api-key"]).toBe("upstream-anthropic-secret")
+          expect(call.body.model).toBe("claude-upstream")
+          // Passthrough: its mid-conversation system turn and beta fields arrive as Claude Code wrote them.
+          expect(call.body.messages.map((m: any) => m.role)).toContain("system")
+          expect(call.body.context_management).toBeDefined()
+        }),
+      TEST_MS
+    )
 
     it.effect("Claude Code, same style: a Bash tool round trip", () =>
       Effect.gen(function*() {
@@ -162,14 +172,20 @@ describe.skipIf(backend() === "postgres")("real agents through the gateway", () 
         expect(call.body.reasoning_effort).toBe("high")
       }), TEST_MS)
 
-    it.effect("Claude Code, cross style: a Bash tool round trip with tool ids the messages style cannot take", () =>
-      Effect.gen(function*() {
-        yield* strict
-        const { seen } = yield* scenario(claude("tollgate-gpt", TOOL), claudeSaid(`RESULT: ${TOOL_OUTPUT}`))
-        // The chat upstream's id `functions.Bash:N` went to Claude Code rewritten and came back as it was.
-        const followUp = seen.find((s) => s.usage && s.body.messages?.some((m: any) => m.role === "tool"))!
-        expect(followUp.body.messages.find((m: any) => m.role === "tool").tool_call_id).toMatch(/^functions\.Bash:\d+$/)
-      }), TEST_MS)
+    it.effect(
+      "Claude Code, cross style: a Bash tool round trip with tool ids the messages style cannot take",
+      () =>
+        Effect.gen(function*() {
+          yield* strict
+          const { seen } = yield* scenario(claude("tollgate-gpt", TOOL), claudeSaid(`RESULT: ${TOOL_OUTPUT}`))
+          // The chat upstream's id `functions.Bash:N` went to Claude Code rewritten and came back as it was.
+          const followUp = seen.find((s) => s.usage && s.body.messages?.some((m: any) => m.role === "tool"))!
+          expect(followUp.body.messages.find((m: any) => m.role === "tool").tool_call_id).toMatch(
+            /^functions\.Bash:\d+$/
+          )
+        }),
+      TEST_MS
+    )
 
     // ---- Codex CLI ------------------------------------------------------------------------------
 
@@ -177,7 +193,8 @@ describe.skipIf(backend() === "postgres")("real agents through the gateway", () 
       runCodex({ ...o, model, prompt, timeoutMs: RUN_MS })
     // stdout is Codex's final message only; the tool's output comes back wrapped in Codex's own report.
     const codexSaid = (text: string) => (r: Run) => expect(r.stdout, describeRun(r)).toContain(text)
-    const codexReported = (r: Run) => expect(r.stdout, describeRun(r)).toMatch(new RegExp(`RESULT:[\\s\\S]*${TOOL_OUTPUT}`))
+    const codexReported = (r: Run) =>
+      expect(r.stdout, describeRun(r)).toMatch(new RegExp(`RESULT:[\\s\\S]*${TOOL_OUTPUT}`))
 
     it.effect("Codex, same style (Responses upstream): a plain answer", () =>
       Effect.gen(function*() {
@@ -205,26 +222,40 @@ describe.skipIf(backend() === "postgres")("real agents through the gateway", () 
 
     // ---- OpenAI Agents SDK ----------------------------------------------------------------------
 
-    const agents = (api: "responses" | "chat", model: string, prompt: string) => (o: { baseUrl: string; key: string }) =>
-      runAgentsSdk({ ...o, api, model, prompt, timeoutMs: RUN_MS })
+    const agents =
+      (api: "responses" | "chat", model: string, prompt: string) => (o: { baseUrl: string; key: string }) =>
+        runAgentsSdk({ ...o, api, model, prompt, timeoutMs: RUN_MS })
     const agentSaid = (text: string) => (r: Run) => expect(lastLineJson(r).finalOutput, describeRun(r)).toContain(text)
 
     for (const api of ["responses", "chat"] as const) {
-      it.effect(`Agents SDK (${api} model), same style: a plain answer and a function tool round trip`, () =>
-        Effect.gen(function*() {
-          yield* strict
-          yield* scenario(agents(api, "tollgate-gpt", PLAIN), agentSaid("PONG"))
-          yield* scenario(agents(api, "tollgate-gpt", TOOL), agentSaid(`RESULT: ${TOOL_OUTPUT}: sunny in Paris`))
-        }), TEST_MS)
+      it.effect(
+        `Agents SDK (${api} model), same style: a plain answer and a function tool round trip`,
+        () =>
+          Effect.gen(function*() {
+            yield* strict
+            yield* scenario(agents(api, "tollgate-gpt", PLAIN), agentSaid("PONG"))
+            yield* scenario(agents(api, "tollgate-gpt", TOOL), agentSaid(`RESULT: ${TOOL_OUTPUT}: sunny in Paris`))
+          }),
+        TEST_MS
+      )
 
-      it.effect(`Agents SDK (${api} model), cross style (a messages upstream): a plain answer and a function tool round trip`, () =>
-        Effect.gen(function*() {
-          yield* strict
-          yield* scenario(agents(api, "tollgate-claude", PLAIN), agentSaid("PONG"))
-          const { seen } = yield* scenario(agents(api, "tollgate-claude", TOOL), agentSaid(`RESULT: ${TOOL_OUTPUT}: sunny in Paris`))
-          // The SDK's strict tool keeps its strictness on the messages upstream.
-          expect(seen.find((s) => s.usage)!.body.tools).toEqual([expect.objectContaining({ name: "get_weather", strict: true })])
-        }), TEST_MS)
+      it.effect(
+        `Agents SDK (${api} model), cross style (a messages upstream): a plain answer and a function tool round trip`,
+        () =>
+          Effect.gen(function*() {
+            yield* strict
+            yield* scenario(agents(api, "tollgate-claude", PLAIN), agentSaid("PONG"))
+            const { seen } = yield* scenario(
+              agents(api, "tollgate-claude", TOOL),
+              agentSaid(`RESULT: ${TOOL_OUTPUT}: sunny in Paris`)
+            )
+            // The SDK's strict tool keeps its strictness on the messages upstream.
+            expect(seen.find((s) => s.usage)!.body.tools).toEqual([
+              expect.objectContaining({ name: "get_weather", strict: true })
+            ])
+          }),
+        TEST_MS
+      )
     }
   })
 })

@@ -28,7 +28,12 @@ describe("agent processes", () => {
   it("a run that overruns is killed with every process it started, and its folders are removed", async () => {
     const home = tempFolder("group-test")
     // The shell starts a grandchild and waits; the grandchild's PID is the first line.
-    const r = await run("/bin/sh", ["-c", "sleep 60 >/dev/null 2>&1 & echo $!; sleep 60"], { cwd: home, env, timeoutMs: 300, cleanup: [home] })
+    const r = await run("/bin/sh", ["-c", "sleep 60 >/dev/null 2>&1 & echo $!; sleep 60"], {
+      cwd: home,
+      env,
+      timeoutMs: 300,
+      cleanup: [home]
+    })
     expect(r.timedOut).toBe(true)
     const grandchild = Number(r.stdout.trim().split("\n")[0])
     expect(grandchild).toBeGreaterThan(0)
@@ -38,7 +43,12 @@ describe("agent processes", () => {
 
   it("a run that exits leaving a process in the background does not leave it running", async () => {
     const cwd = tempFolder("group-test")
-    const r = await run("/bin/sh", ["-c", "sleep 60 >/dev/null 2>&1 & echo $!"], { cwd, env, timeoutMs: 10_000, cleanup: [cwd] })
+    const r = await run("/bin/sh", ["-c", "sleep 60 >/dev/null 2>&1 & echo $!"], {
+      cwd,
+      env,
+      timeoutMs: 10_000,
+      cleanup: [cwd]
+    })
     expect([r.code, r.timedOut]).toEqual([0, false])
     expect(await waitUntilGone(Number(r.stdout.trim()))).toBe(true)
     expect(fs.existsSync(cwd)).toBe(false)

@@ -23,16 +23,19 @@ describe("checkpoints of a long stream", () => {
     fake = await Effect.runPromise(Scope.extend(FakeUpstream, scope))
     const dir = tempDir("checkpoint")
     const config = path.join(dir, "tollgate.yaml")
-    fs.writeFileSync(config, [
-      "server: { replica_timeout_ms: 1500 }",
-      "billing: { checkpoint_interval_ms: 300 }",
-      "providers:",
-      `  up: { style: openai, base_url: "${fake.url}/v1" }`,
-      "models:",
-      "  slow: { deployments: [{ provider: up }], pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" } }",
-      "server_options:",
-      "  default: { models: [slow] }"
-    ].join("\n"))
+    fs.writeFileSync(
+      config,
+      [
+        "server: { replica_timeout_ms: 1500 }",
+        "billing: { checkpoint_interval_ms: 300 }",
+        "providers:",
+        `  up: { style: openai, base_url: "${fake.url}/v1" }`,
+        "models:",
+        "  slow: { deployments: [{ provider: up }], pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" } }",
+        "server_options:",
+        "  default: { models: [slow] }"
+      ].join("\n")
+    )
     env = { TOLLGATE_CONFIG: config, TOLLGATE_DATA_DIR: path.join(dir, "data") }
     if (backend() === "postgres") env.DATABASE_URL = await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope))
   }, T)
@@ -52,7 +55,13 @@ describe("checkpoints of a long stream", () => {
     fake.script("/v1/chat/completions", {
       eventDelayMs: 25,
       events: pieces.map((p) => ({
-        data: { id: "c", object: "chat.completion.chunk", created: 1, model: "up", choices: [{ index: 0, delta: { content: p }, finish_reason: null }] }
+        data: {
+          id: "c",
+          object: "chat.completion.chunk",
+          created: 1,
+          model: "up",
+          choices: [{ index: 0, delta: { content: p }, finish_reason: null }]
+        }
       }))
     })
     const first = await serve()
@@ -60,7 +69,11 @@ describe("checkpoints of a long stream", () => {
     const res = await fetch(`${first.base}/v1/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: "slow", stream: true, messages: [{ role: "user", content: "a long story, please" }] })
+      body: JSON.stringify({
+        model: "slow",
+        stream: true,
+        messages: [{ role: "user", content: "a long story, please" }]
+      })
     })
     const reader = res.body!.getReader()
     let received = ""
@@ -82,7 +95,9 @@ describe("checkpoints of a long stream", () => {
     while (!events.some((e) => e.event_type === "Billed")) {
       if (Date.now() > deadline) throw new Error("the cut stream was never reconciled")
       await new Promise((r) => setTimeout(r, 300))
-      events = (await tollgateJson(["events", "--limit", "1000"], env)).events.filter((e: any) => e.stream_id.startsWith("request-"))
+      events = (await tollgateJson(["events", "--limit", "1000"], env)).events.filter((e: any) =>
+        e.stream_id.startsWith("request-")
+      )
     }
     const types = events.map((e) => e.event_type)
     expect(types[0]).toBe("StreamStarted")
@@ -100,7 +115,9 @@ describe("checkpoints of a long stream", () => {
     expect(billed.basis).toMatch(/last checkpoint/)
     expect(billed.usage.output_tokens).toBe(last.output_tokens)
     // Checkpoints rise, and the last one covers all the client saw but the last interval (~300 ms, 12 chunks, plus the kill).
-    expect(checkpoints.map((c: any) => c.output_tokens)).toEqual([...checkpoints.map((c: any) => c.output_tokens)].sort((a, b) => a - b))
+    expect(checkpoints.map((c: any) => c.output_tokens)).toEqual(
+      [...checkpoints.map((c: any) => c.output_tokens)].sort((a, b) => a - b)
+    )
     // At most what the upstream could have sent (the relay may hold some the client had not read yet).
     const everything = await Effect.runPromise(countTokens(pieces.join("")))
     const allButLast = await Effect.runPromise(countTokens(seen.slice(0, Math.max(0, seen.length - 30)).join("")))

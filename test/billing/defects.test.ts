@@ -3,36 +3,40 @@
  * reservation: in this process (the key is not refused afterwards as if its quota were held) and in
  * the database (no reserved quota left).
  */
-import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as Mock from "../../src/providers/mock/MockUpstream.ts"
-import { Upstreams } from "../../src/providers/Upstreams.ts"
 import type { UpstreamRequest } from "../../src/providers/Upstream.ts"
+import { Upstreams } from "../../src/providers/Upstreams.ts"
 import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
 
 /**
  * The built-in mock, but a prompt saying "boom" hits a bug in the upstream call, and one saying "crash"
  * gets an answer whose reading hits a bug in the gateway, after the upstream answered.
  */
-const Buggy = Layer.succeed(Upstreams, Upstreams.make({
-  send: (r: UpstreamRequest) => {
-    const text = JSON.stringify(r.body)
-    if (text.includes("boom")) return Effect.die(new RangeError("a bug"))
-    if (text.includes("crash")) {
-      return Effect.succeed({
-        status: 200,
-        body: {
-          get usage(): unknown {
-            throw new RangeError("Maximum call stack size exceeded")
+const Buggy = Layer.succeed(
+  Upstreams,
+  Upstreams.make({
+    send: (r: UpstreamRequest) => {
+      const text = JSON.stringify(r.body)
+      if (text.includes("boom")) return Effect.die(new RangeError("a bug"))
+      if (text.includes("crash")) {
+        return Effect.succeed({
+          status: 200,
+          body: {
+            get usage(): unknown {
+              throw new RangeError("Maximum call stack size exceeded")
+            }
           }
-        }
-      })
-    }
-    return Mock.send(r)
-  },
-  open: (r: UpstreamRequest) => JSON.stringify(r.body).includes("boom") ? Effect.die(new RangeError("a bug")) : Mock.open(r)
-}))
+        })
+      }
+      return Mock.send(r)
+    },
+    open: (r: UpstreamRequest) =>
+      JSON.stringify(r.body).includes("boom") ? Effect.die(new RangeError("a bug")) : Mock.open(r)
+  })
+)
 
 describe("a defect after admission", () => {
   layer(makeTestGateway(undefined, Buggy), { timeout: 60_000, excludeTestServices: true })((it) => {
@@ -46,7 +50,12 @@ describe("a defect after admission", () => {
             fetch(`${base}/v1/chat/completions`, {
               method: "POST",
               headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
-              body: JSON.stringify({ model: "mock-gpt", max_tokens: 1000, stream, messages: [{ role: "user", content }] })
+              body: JSON.stringify({
+                model: "mock-gpt",
+                max_tokens: 1000,
+                stream,
+                messages: [{ role: "user", content }]
+              })
             }).then(async (r) => ({ status: r.status, body: await r.text() }))
           )
         for (let i = 0; i < 12; i++) {
@@ -58,7 +67,9 @@ describe("a defect after admission", () => {
         expect(ok.status).toBe(200)
 
         const sql = yield* SqlClient.SqlClient
-        const [row] = yield* sql<{ reserved: string }>`SELECT reserved_nanos::text AS reserved FROM api_keys WHERE key_id = ${key.keyId}`
+        const [row] = yield* sql<
+          { reserved: string }
+        >`SELECT reserved_nanos::text AS reserved FROM api_keys WHERE key_id = ${key.keyId}`
         expect(row!.reserved).toBe("0")
         const billed = yield* sql<{ data: any }>`SELECT data FROM event_log WHERE event_type = 'Billed'`
         const data = billed.map((b) => (typeof b.data === "string" ? JSON.parse(b.data) : b.data))

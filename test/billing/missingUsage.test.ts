@@ -4,8 +4,8 @@
  * is not zero.
  */
 import Anthropic from "@anthropic-ai/sdk"
-import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import OpenAI from "openai"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
@@ -29,152 +29,259 @@ const ANSWER = "The beam turns slow across the restless water, a patient eye tha
 const words = ANSWER.split(/(?<= )/)
 
 const chatChunk = (delta: unknown, finish: string | null = null) => ({
-  data: { id: "c", object: "chat.completion.chunk", created: 1, model: "gpt", choices: [{ index: 0, delta, finish_reason: finish }] }
+  data: {
+    id: "c",
+    object: "chat.completion.chunk",
+    created: 1,
+    model: "gpt",
+    choices: [{ index: 0, delta, finish_reason: finish }]
+  }
 })
 
 describe("missing usage is estimated and marked", () => {
-  layer(withFakeUpstream((url) => makeTestGateway(configFor(url))), { timeout: 60_000, excludeTestServices: true })((it) => {
-    /** The request's UsageReported and Billed; the request is the last one the gateway answered. */
-    const closingOf = (requestId: string) =>
-      Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        const rows = yield* sql<{ event_type: string; data: any }>`
+  layer(withFakeUpstream((url) => makeTestGateway(configFor(url))), { timeout: 60_000, excludeTestServices: true })(
+    (it) => {
+      /** The request's UsageReported and Billed; the request is the last one the gateway answered. */
+      const closingOf = (requestId: string) =>
+        Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const rows = yield* sql<{ event_type: string; data: any }>`
           SELECT event_type, data FROM event_log WHERE stream_id = ${`request-${requestId}`} ORDER BY stream_version`
-        const data = (r: { data: any }) => (typeof r.data === "string" ? JSON.parse(r.data) : r.data)
-        expect(rows.map((r) => r.event_type)).toEqual(["StreamStarted", "UsageReported", "Billed"])
-        return { reported: data(rows[1]!), billed: data(rows[2]!) }
-      })
-    let lastRequestId = ""
-    const lastBilled = Effect.suspend(() => closingOf(lastRequestId)).pipe(
-      Effect.tap(({ billed, reported }) => {
-        expect(reported).toMatchObject({ source: "estimated", estimator: "o200k_base", usage: billed.usage })
-        expect(reported.basis).toBe(billed.basis)
-      }),
-      Effect.map(({ billed }) => billed)
-    )
-    const expectEstimated = (billed: any) => {
-      expect(billed.estimated).toBe(true)
-      expect(billed.estimator).toBe("o200k_base")
-      expect(billed.basis).toMatch(/usage|stream/)
-      expect(billed.usage.input_tokens).toBeGreaterThan(5)
-      expect(billed.usage.output_tokens).toBeGreaterThan(5)
-      expect(BigInt(billed.cost.total_nanos)).toBeGreaterThan(0n)
-    }
-    const clients = Effect.gen(function*() {
-      const base = yield* baseUrl
-      const { secret } = yield* issueKey({ quotaUsd: 10 })
-      // Every answer's request id, from the header both SDKs read.
-      const fetchRecording: typeof fetch = (input, init) =>
-        fetch(input, init).then((r) => {
-          lastRequestId = r.headers.get("x-request-id") ?? ""
-          return r
+          const data = (r: { data: any }) => (typeof r.data === "string" ? JSON.parse(r.data) : r.data)
+          expect(rows.map((r) => r.event_type)).toEqual(["StreamStarted", "UsageReported", "Billed"])
+          return { reported: data(rows[1]!), billed: data(rows[2]!) }
         })
-      return {
-        base,
-        secret,
-        openai: new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0, fetch: fetchRecording }),
-        anthropic: new Anthropic({ apiKey: secret, baseURL: base, maxRetries: 0, fetch: fetchRecording })
+      let lastRequestId = ""
+      const lastBilled = Effect.suspend(() => closingOf(lastRequestId)).pipe(
+        Effect.tap(({ billed, reported }) => {
+          expect(reported).toMatchObject({ source: "estimated", estimator: "o200k_base", usage: billed.usage })
+          expect(reported.basis).toBe(billed.basis)
+        }),
+        Effect.map(({ billed }) => billed)
+      )
+      const expectEstimated = (billed: any) => {
+        expect(billed.estimated).toBe(true)
+        expect(billed.estimator).toBe("o200k_base")
+        expect(billed.basis).toMatch(/usage|stream/)
+        expect(billed.usage.input_tokens).toBeGreaterThan(5)
+        expect(billed.usage.output_tokens).toBeGreaterThan(5)
+        expect(BigInt(billed.cost.total_nanos)).toBeGreaterThan(0n)
       }
-    })
-
-    it.effect("chat completions, not streamed", () =>
-      Effect.gen(function*() {
-        const { openai } = yield* clients
-        ;(yield* Fake).script("/v1/chat/completions", {
-          body: { id: "c", object: "chat.completion", created: 1, model: "gpt", choices: [{ index: 0, message: { role: "assistant", content: ANSWER }, finish_reason: "stop" }] }
-        })
-        const r = yield* Effect.promise(() => openai.chat.completions.create({ model: "gpt", messages: [{ role: "user", content: PROMPT }] }))
-        expect(r.choices[0]!.message.content).toBe(ANSWER)
-        expectEstimated(yield* lastBilled)
-      }))
-
-    it.effect("chat completions, streamed (no usage chunk although asked for)", () =>
-      Effect.gen(function*() {
-        const { openai } = yield* clients
-        ;(yield* Fake).script("/v1/chat/completions", {
-          events: [chatChunk({ role: "assistant", content: "" }), ...words.map((w) => chatChunk({ content: w })), chatChunk({}, "stop"), { data: "[DONE]" }]
-        })
-        const stream = yield* Effect.promise(() => openai.chat.completions.create({ model: "gpt", stream: true, messages: [{ role: "user", content: PROMPT }] }))
-        let text = ""
-        yield* Effect.promise(async () => {
-          for await (const c of stream) text += c.choices[0]?.delta?.content ?? ""
-        })
-        expect(text).toBe(ANSWER)
-        expectEstimated(yield* lastBilled)
-      }))
-
-    it.effect("responses, not streamed", () =>
-      Effect.gen(function*() {
-        const { openai } = yield* clients
-        ;(yield* Fake).script("/v1/responses", {
-          body: {
-            id: "r", object: "response", created_at: 1, status: "completed", model: "gpt",
-            output: [{ type: "message", id: "m", status: "completed", role: "assistant", content: [{ type: "output_text", text: ANSWER, annotations: [] }] }]
-          }
-        })
-        const r = yield* Effect.promise(() => openai.responses.create({ model: "gpt", input: PROMPT }))
-        expect(r.output_text).toBe(ANSWER)
-        expectEstimated(yield* lastBilled)
-      }))
-
-    it.effect("responses, streamed (response.completed without usage)", () =>
-      Effect.gen(function*() {
-        const { openai } = yield* clients
-        const item = { type: "message", id: "m", status: "completed", role: "assistant", content: [{ type: "output_text", text: ANSWER, annotations: [] }] }
-        ;(yield* Fake).script("/v1/responses", {
-          events: [
-            { event: "response.created", data: { type: "response.created", sequence_number: 0, response: { id: "r", object: "response", status: "in_progress", model: "gpt", output: [] } } },
-            ...words.map((w, i) => ({
-              event: "response.output_text.delta",
-              data: { type: "response.output_text.delta", sequence_number: i + 1, item_id: "m", output_index: 0, content_index: 0, delta: w }
-            })),
-            { event: "response.completed", data: { type: "response.completed", sequence_number: 99, response: { id: "r", object: "response", status: "completed", model: "gpt", output: [item] } } }
-          ]
-        })
-        const stream = yield* Effect.promise(() => openai.responses.create({ model: "gpt", input: PROMPT, stream: true }))
-        yield* Effect.promise(async () => {
-          for await (const _ of stream) void _
-        })
-        expectEstimated(yield* lastBilled)
-      }))
-
-    it.effect("messages, not streamed", () =>
-      Effect.gen(function*() {
-        const { anthropic } = yield* clients
-        ;(yield* Fake).script("/v1/messages", {
-          body: { id: "msg", type: "message", role: "assistant", model: "claude", content: [{ type: "text", text: ANSWER }], stop_reason: "end_turn", stop_sequence: null }
-        })
-        const r = yield* Effect.promise(() => anthropic.messages.create({ model: "claude", max_tokens: 200, messages: [{ role: "user", content: PROMPT }] }))
-        expect((r.content[0] as any).text).toBe(ANSWER)
-        expectEstimated(yield* lastBilled)
-      }))
-
-    it.effect("messages, streamed (message_delta without usage)", () =>
-      Effect.gen(function*() {
-        const { anthropic, base, secret } = yield* clients
-        ;(yield* Fake).script("/v1/messages", {
-          events: [
-            { event: "message_start", data: { type: "message_start", message: { id: "msg", type: "message", role: "assistant", model: "claude", content: [], stop_reason: null } } },
-            { event: "content_block_start", data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } } },
-            ...words.map((w) => ({ event: "content_block_delta", data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: w } } })),
-            { event: "content_block_stop", data: { type: "content_block_stop", index: 0 } },
-            { event: "message_delta", data: { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null } } },
-            { event: "message_stop", data: { type: "message_stop" } }
-          ]
-        })
-        // The official SDK needs the usage this upstream leaves out, so the stream is read as plain SSE.
-        void anthropic
-        const res = yield* Effect.promise(() =>
-          fetch(`${base}/v1/messages`, {
-            method: "POST",
-            headers: { "x-api-key": secret, "anthropic-version": "2023-06-01", "content-type": "application/json" },
-            body: JSON.stringify({ model: "claude", max_tokens: 200, stream: true, messages: [{ role: "user", content: PROMPT }] })
+      const clients = Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey({ quotaUsd: 10 })
+        // Every answer's request id, from the header both SDKs read.
+        const fetchRecording: typeof fetch = (input, init) =>
+          fetch(input, init).then((r) => {
+            lastRequestId = r.headers.get("x-request-id") ?? ""
+            return r
           })
-        )
-        lastRequestId = res.headers.get("x-request-id") ?? ""
-        const body = yield* Effect.promise(() => res.text())
-        expect(body).toContain("message_stop")
-        expectEstimated(yield* lastBilled)
-      }))
-  })
+        return {
+          base,
+          secret,
+          openai: new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0, fetch: fetchRecording }),
+          anthropic: new Anthropic({ apiKey: secret, baseURL: base, maxRetries: 0, fetch: fetchRecording })
+        }
+      })
+
+      it.effect("chat completions, not streamed", () =>
+        Effect.gen(function*() {
+          const { openai } = yield* clients
+          ;(yield* Fake).script("/v1/chat/completions", {
+            body: {
+              id: "c",
+              object: "chat.completion",
+              created: 1,
+              model: "gpt",
+              choices: [{ index: 0, message: { role: "assistant", content: ANSWER }, finish_reason: "stop" }]
+            }
+          })
+          const r = yield* Effect.promise(() =>
+            openai.chat.completions.create({ model: "gpt", messages: [{ role: "user", content: PROMPT }] })
+          )
+          expect(r.choices[0]!.message.content).toBe(ANSWER)
+          expectEstimated(yield* lastBilled)
+        }))
+
+      it.effect("chat completions, streamed (no usage chunk although asked for)", () =>
+        Effect.gen(function*() {
+          const { openai } = yield* clients
+          ;(yield* Fake).script("/v1/chat/completions", {
+            events: [
+              chatChunk({ role: "assistant", content: "" }),
+              ...words.map((w) => chatChunk({ content: w })),
+              chatChunk({}, "stop"),
+              { data: "[DONE]" }
+            ]
+          })
+          const stream = yield* Effect.promise(() =>
+            openai.chat.completions.create({
+              model: "gpt",
+              stream: true,
+              messages: [{ role: "user", content: PROMPT }]
+            })
+          )
+          let text = ""
+          yield* Effect.promise(async () => {
+            for await (const c of stream) text += c.choices[0]?.delta?.content ?? ""
+          })
+          expect(text).toBe(ANSWER)
+          expectEstimated(yield* lastBilled)
+        }))
+
+      it.effect("responses, not streamed", () =>
+        Effect.gen(function*() {
+          const { openai } = yield* clients
+          ;(yield* Fake).script("/v1/responses", {
+            body: {
+              id: "r",
+              object: "response",
+              created_at: 1,
+              status: "completed",
+              model: "gpt",
+              output: [{
+                type: "message",
+                id: "m",
+                status: "completed",
+                role: "assistant",
+                content: [{ type: "output_text", text: ANSWER, annotations: [] }]
+              }]
+            }
+          })
+          const r = yield* Effect.promise(() => openai.responses.create({ model: "gpt", input: PROMPT }))
+          expect(r.output_text).toBe(ANSWER)
+          expectEstimated(yield* lastBilled)
+        }))
+
+      it.effect("responses, streamed (response.completed without usage)", () =>
+        Effect.gen(function*() {
+          const { openai } = yield* clients
+          const item = {
+            type: "message",
+            id: "m",
+            status: "completed",
+            role: "assistant",
+            content: [{ type: "output_text", text: ANSWER, annotations: [] }]
+          }
+          ;(yield* Fake).script("/v1/responses", {
+            events: [
+              {
+                event: "response.created",
+                data: {
+                  type: "response.created",
+                  sequence_number: 0,
+                  response: { id: "r", object: "response", status: "in_progress", model: "gpt", output: [] }
+                }
+              },
+              ...words.map((w, i) => ({
+                event: "response.output_text.delta",
+                data: {
+                  type: "response.output_text.delta",
+                  sequence_number: i + 1,
+                  item_id: "m",
+                  output_index: 0,
+                  content_index: 0,
+                  delta: w
+                }
+              })),
+              {
+                event: "response.completed",
+                data: {
+                  type: "response.completed",
+                  sequence_number: 99,
+                  response: { id: "r", object: "response", status: "completed", model: "gpt", output: [item] }
+                }
+              }
+            ]
+          })
+          const stream = yield* Effect.promise(() =>
+            openai.responses.create({ model: "gpt", input: PROMPT, stream: true })
+          )
+          yield* Effect.promise(async () => {
+            for await (const _ of stream) void _
+          })
+          expectEstimated(yield* lastBilled)
+        }))
+
+      it.effect("messages, not streamed", () =>
+        Effect.gen(function*() {
+          const { anthropic } = yield* clients
+          ;(yield* Fake).script("/v1/messages", {
+            body: {
+              id: "msg",
+              type: "message",
+              role: "assistant",
+              model: "claude",
+              content: [{ type: "text", text: ANSWER }],
+              stop_reason: "end_turn",
+              stop_sequence: null
+            }
+          })
+          const r = yield* Effect.promise(() =>
+            anthropic.messages.create({
+              model: "claude",
+              max_tokens: 200,
+              messages: [{ role: "user", content: PROMPT }]
+            })
+          )
+          expect((r.content[0] as any).text).toBe(ANSWER)
+          expectEstimated(yield* lastBilled)
+        }))
+
+      it.effect("messages, streamed (message_delta without usage)", () =>
+        Effect.gen(function*() {
+          const { anthropic, base, secret } = yield* clients
+          ;(yield* Fake).script("/v1/messages", {
+            events: [
+              {
+                event: "message_start",
+                data: {
+                  type: "message_start",
+                  message: {
+                    id: "msg",
+                    type: "message",
+                    role: "assistant",
+                    model: "claude",
+                    content: [],
+                    stop_reason: null
+                  }
+                }
+              },
+              {
+                event: "content_block_start",
+                data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }
+              },
+              ...words.map((w) => ({
+                event: "content_block_delta",
+                data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: w } }
+              })),
+              { event: "content_block_stop", data: { type: "content_block_stop", index: 0 } },
+              {
+                event: "message_delta",
+                data: { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null } }
+              },
+              { event: "message_stop", data: { type: "message_stop" } }
+            ]
+          })
+          // The official SDK needs the usage this upstream leaves out, so the stream is read as plain SSE.
+          void anthropic
+          const res = yield* Effect.promise(() =>
+            fetch(`${base}/v1/messages`, {
+              method: "POST",
+              headers: { "x-api-key": secret, "anthropic-version": "2023-06-01", "content-type": "application/json" },
+              body: JSON.stringify({
+                model: "claude",
+                max_tokens: 200,
+                stream: true,
+                messages: [{ role: "user", content: PROMPT }]
+              })
+            })
+          )
+          lastRequestId = res.headers.get("x-request-id") ?? ""
+          const body = yield* Effect.promise(() => res.text())
+          expect(body).toContain("message_stop")
+          expectEstimated(yield* lastBilled)
+        }))
+    }
+  )
 })

@@ -21,7 +21,15 @@ import { backend } from "../support/TestDatabase.ts"
 const T = 240_000
 
 type Kind = "chat" | "chat-stream" | "responses" | "responses-stream" | "messages" | "messages-stream" | "images"
-const KINDS: ReadonlyArray<Kind> = ["chat", "chat-stream", "responses", "responses-stream", "messages", "messages-stream", "images"]
+const KINDS: ReadonlyArray<Kind> = [
+  "chat",
+  "chat-stream",
+  "responses",
+  "responses-stream",
+  "messages",
+  "messages-stream",
+  "images"
+]
 
 /** The usage the upstream reports for call i: what its Billed must show. */
 const usageOf = (i: number) => ({ input: 1000 + i, output: 100 + i })
@@ -40,41 +48,107 @@ const answer = (p: string, body: any): Reply | undefined => {
   const { input, output } = usageOf(i)
   const model = body?.model ?? "m"
   const paced = { eventDelayMs: 40 }
-  if (p.endsWith("/images/generations")) return { body: { created: 1, data: [{ url: `https://img.example/${i}.png` }] } }
+  if (p.endsWith("/images/generations")) {
+    return { body: { created: 1, data: [{ url: `https://img.example/${i}.png` }] } }
+  }
   if (p.endsWith("/messages")) {
     if (!body.stream) {
       return {
         body: {
-          id: `msg_${i}`, type: "message", role: "assistant", model, content: [{ type: "text", text: WORDS.join("") }],
-          stop_reason: "end_turn", stop_sequence: null, usage: { input_tokens: input, output_tokens: output }
+          id: `msg_${i}`,
+          type: "message",
+          role: "assistant",
+          model,
+          content: [{ type: "text", text: WORDS.join("") }],
+          stop_reason: "end_turn",
+          stop_sequence: null,
+          usage: { input_tokens: input, output_tokens: output }
         }
       }
     }
     return {
       ...paced,
       events: [
-        { event: "message_start", data: { type: "message_start", message: { id: `msg_${i}`, type: "message", role: "assistant", model, content: [], stop_reason: null, usage: { input_tokens: input, output_tokens: 1 } } } },
-        { event: "content_block_start", data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } } },
-        ...WORDS.map((w) => ({ event: "content_block_delta", data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: w } } })),
+        {
+          event: "message_start",
+          data: {
+            type: "message_start",
+            message: {
+              id: `msg_${i}`,
+              type: "message",
+              role: "assistant",
+              model,
+              content: [],
+              stop_reason: null,
+              usage: { input_tokens: input, output_tokens: 1 }
+            }
+          }
+        },
+        {
+          event: "content_block_start",
+          data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }
+        },
+        ...WORDS.map((w) => ({
+          event: "content_block_delta",
+          data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: w } }
+        })),
         { event: "content_block_stop", data: { type: "content_block_stop", index: 0 } },
-        { event: "message_delta", data: { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: output } } },
+        {
+          event: "message_delta",
+          data: {
+            type: "message_delta",
+            delta: { stop_reason: "end_turn", stop_sequence: null },
+            usage: { output_tokens: output }
+          }
+        },
         { event: "message_stop", data: { type: "message_stop" } }
       ]
     }
   }
   if (p.endsWith("/responses")) {
     const usage = { input_tokens: input, output_tokens: output, total_tokens: input + output }
-    const item = { type: "message", id: "m", status: "completed", role: "assistant", content: [{ type: "output_text", text: WORDS.join(""), annotations: [] }] }
-    if (!body.stream) return { body: { id: `resp_${i}`, object: "response", created_at: 1, status: "completed", model, output: [item], usage } }
+    const item = {
+      type: "message",
+      id: "m",
+      status: "completed",
+      role: "assistant",
+      content: [{ type: "output_text", text: WORDS.join(""), annotations: [] }]
+    }
+    if (!body.stream) {
+      return {
+        body: { id: `resp_${i}`, object: "response", created_at: 1, status: "completed", model, output: [item], usage }
+      }
+    }
     return {
       ...paced,
       events: [
-        { event: "response.created", data: { type: "response.created", sequence_number: 0, response: { id: `resp_${i}`, object: "response", status: "in_progress", model, output: [] } } },
+        {
+          event: "response.created",
+          data: {
+            type: "response.created",
+            sequence_number: 0,
+            response: { id: `resp_${i}`, object: "response", status: "in_progress", model, output: [] }
+          }
+        },
         ...WORDS.map((w, n) => ({
           event: "response.output_text.delta",
-          data: { type: "response.output_text.delta", sequence_number: n + 1, item_id: "m", output_index: 0, content_index: 0, delta: w }
+          data: {
+            type: "response.output_text.delta",
+            sequence_number: n + 1,
+            item_id: "m",
+            output_index: 0,
+            content_index: 0,
+            delta: w
+          }
         })),
-        { event: "response.completed", data: { type: "response.completed", sequence_number: 99, response: { id: `resp_${i}`, object: "response", status: "completed", model, output: [item], usage } } }
+        {
+          event: "response.completed",
+          data: {
+            type: "response.completed",
+            sequence_number: 99,
+            response: { id: `resp_${i}`, object: "response", status: "completed", model, output: [item], usage }
+          }
+        }
       ]
     }
   }
@@ -82,13 +156,23 @@ const answer = (p: string, body: any): Reply | undefined => {
   if (!body.stream) {
     return {
       body: {
-        id: `chatcmpl-${i}`, object: "chat.completion", created: 1, model,
-        choices: [{ index: 0, message: { role: "assistant", content: WORDS.join("") }, finish_reason: "stop" }], usage
+        id: `chatcmpl-${i}`,
+        object: "chat.completion",
+        created: 1,
+        model,
+        choices: [{ index: 0, message: { role: "assistant", content: WORDS.join("") }, finish_reason: "stop" }],
+        usage
       }
     }
   }
   const chunk = (delta: unknown, finish: string | null = null) => ({
-    data: { id: `c${i}`, object: "chat.completion.chunk", created: 1, model, choices: [{ index: 0, delta, finish_reason: finish }] }
+    data: {
+      id: `c${i}`,
+      object: "chat.completion.chunk",
+      created: 1,
+      model,
+      choices: [{ index: 0, delta, finish_reason: finish }]
+    }
   })
   return {
     ...paced,
@@ -119,13 +203,19 @@ const requestOf = (kind: Kind, i: number) => {
   switch (kind) {
     case "chat":
     case "chat-stream":
-      return { path: "/v1/chat/completions", body: { model: "gpt", stream, messages: [{ role: "user", content: prompt }] } }
+      return {
+        path: "/v1/chat/completions",
+        body: { model: "gpt", stream, messages: [{ role: "user", content: prompt }] }
+      }
     case "responses":
     case "responses-stream":
       return { path: "/v1/responses", body: { model: "gpt", stream, input: prompt } }
     case "messages":
     case "messages-stream":
-      return { path: "/v1/messages", body: { model: "claude", stream, max_tokens: 300, messages: [{ role: "user", content: prompt }] } }
+      return {
+        path: "/v1/messages",
+        body: { model: "claude", stream, max_tokens: 300, messages: [{ role: "user", content: prompt }] }
+      }
     case "images":
       return { path: "/v1/images/generations", body: { model: "img", prompt, n: 1 } }
   }
@@ -165,7 +255,15 @@ const call = async (base: string, key: string, kind: Kind, i: number): Promise<O
       // not the envelope
     }
   }
-  return { i, kind, ok: res?.status === 200 && text !== undefined && complete(kind, text), status: res?.status, code, requestId, ms: Date.now() - t0 }
+  return {
+    i,
+    kind,
+    ok: res?.status === 200 && text !== undefined && complete(kind, text),
+    status: res?.status,
+    code,
+    requestId,
+    ms: Date.now() - t0
+  }
 }
 
 describe.skipIf(backend() !== "postgres")("billing through database outages", () => {
@@ -200,26 +298,36 @@ describe.skipIf(backend() !== "postgres")("billing through database outages", ()
     }
   }
 
-  const scenario = async (name: string, o: { readonly outageMs: number; readonly kill: boolean; readonly replicas?: number }) => {
+  const scenario = async (
+    name: string,
+    o: { readonly outageMs: number; readonly kill: boolean; readonly replicas?: number }
+  ) => {
     const database = `outage_${name}`
     await cluster.createDatabase(database)
     const dir = tempDir(`outage-${name}`)
     const config = path.join(dir, "tollgate.yaml")
-    fs.writeFileSync(config, [
-      "server: { replica_timeout_ms: 1500 }",
-      "billing: { commit_wait_ms: 500, spool_retry_max_ms: 500, checkpoint_interval_ms: 1000 }",
-      "providers:",
-      `  oai: { style: openai, base_url: "${fake.url}/v1", api_key: k }`,
-      `  ant: { style: anthropic, base_url: "${fake.url}", api_key: k }`,
-      "models:",
-      "  gpt: { deployments: [{ provider: oai }], pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" } }",
-      "  claude: { deployments: [{ provider: ant }], pricing: { input_per_mtok: \"3\", output_per_mtok: \"15\" } }",
-      "  img: { kind: image, deployments: [{ provider: oai }], pricing: { per_image: \"0.04\" } }",
-      "server_options:",
-      "  default: { models: [gpt, claude, img] }"
-    ].join("\n"))
+    fs.writeFileSync(
+      config,
+      [
+        "server: { replica_timeout_ms: 1500 }",
+        "billing: { commit_wait_ms: 500, spool_retry_max_ms: 500, checkpoint_interval_ms: 1000 }",
+        "providers:",
+        `  oai: { style: openai, base_url: "${fake.url}/v1", api_key: k }`,
+        `  ant: { style: anthropic, base_url: "${fake.url}", api_key: k }`,
+        "models:",
+        "  gpt: { deployments: [{ provider: oai }], pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" } }",
+        "  claude: { deployments: [{ provider: ant }], pricing: { input_per_mtok: \"3\", output_per_mtok: \"15\" } }",
+        "  img: { kind: image, deployments: [{ provider: oai }], pricing: { per_image: \"0.04\" } }",
+        "server_options:",
+        "  default: { models: [gpt, claude, img] }"
+      ].join("\n")
+    )
     const spoolDir = path.join(dir, "data", "spool")
-    const env = { DATABASE_URL: cluster.url(database), TOLLGATE_CONFIG: config, TOLLGATE_DATA_DIR: path.join(dir, "data") }
+    const env = {
+      DATABASE_URL: cluster.url(database),
+      TOLLGATE_CONFIG: config,
+      TOLLGATE_DATA_DIR: path.join(dir, "data")
+    }
     // Several replicas share the database; each has its own data folder (its spool).
     const envOf = (r: number) => ({ ...env, TOLLGATE_DATA_DIR: path.join(dir, r === 0 ? "data" : `data${r}`) })
     const servers: Array<{ p: Proc; base: string }> = []
@@ -292,7 +400,10 @@ describe.skipIf(backend() !== "postgres")("billing through database outages", ()
       expect(b.outcome, `${name}: call ${r.i}`).toBe("completed")
       expect(b.estimated, `${name}: call ${r.i}`).toBe(false)
       if (r.kind === "images") expect(b.usage.images).toBe(1)
-      else expect([b.usage.input_tokens, b.usage.output_tokens], `${name}: call ${r.i} (${r.kind})`).toEqual([usageOf(r.i).input, usageOf(r.i).output])
+      else {expect([b.usage.input_tokens, b.usage.output_tokens], `${name}: call ${r.i} (${r.kind})`).toEqual([
+          usageOf(r.i).input,
+          usageOf(r.i).output
+        ])}
     }
     for (const [id, bills] of byRequest) expect(bills.length, `${name}: ${id} billed twice`).toBe(1)
     const [unbilled] = await cluster.query(
@@ -312,12 +423,20 @@ describe.skipIf(backend() !== "postgres")("billing through database outages", ()
       expect(logs, `${name}: bills kept in the spool`).toMatch(/billing kept in the spool/)
       expect(logs, `${name}: spool landed`).toMatch(/spool: landed/)
     }
-    if (o.kill && o.outageMs >= 5_000) expect(spooledAtKill, `${name}: spool files when the gateway was killed`).toBeGreaterThan(0)
-    expect(logs, `${name}: no request was reconciled while its owner lived`).not.toMatch(o.kill ? /$^/ : /reconciled request/)
+    if (o.kill && o.outageMs >= 5_000) {
+      expect(spooledAtKill, `${name}: spool files when the gateway was killed`).toBeGreaterThan(0)
+    }
+    expect(logs, `${name}: no request was reconciled while its owner lived`).not.toMatch(
+      o.kill ? /$^/ : /reconciled request/
+    )
 
     for (const s of servers) process.kill(s.p.pid, "SIGTERM")
     await Promise.all(servers.map((s) => s.p.exited))
-    console.log(`${name}: ${outcomes.length} calls, ${succeeded.length} complete, ${outcomes.filter((r) => r.status === 503).length} refused (503), outage ${upAt - downAt} ms`)
+    console.log(
+      `${name}: ${outcomes.length} calls, ${succeeded.length} complete, ${
+        outcomes.filter((r) => r.status === 503).length
+      } refused (503), outage ${upAt - downAt} ms`
+    )
     return { succeeded: succeeded.length, outageMs: upAt - downAt }
   }
 

@@ -5,8 +5,8 @@
  * must be billed by it, with the upstream's usage, not from estimates. This process's own open
  * requests that it no longer serves are billed at once.
  */
-import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { defaultConfigFile } from "../../src/config/defaults.ts"
 import { Reconciler } from "../../src/gateway/Reconciler.ts"
@@ -15,7 +15,13 @@ import { streamOf } from "../../src/ledger/events.ts"
 import { backend } from "../support/TestDatabase.ts"
 import { issueKey, makeTestGateway } from "../support/TestGateway.ts"
 
-const prices = { input_per_mtok_nanos: 1000n, cached_input_per_mtok_nanos: 1000n, output_per_mtok_nanos: 1000n, per_image_nanos: 0n, price_percent: 100 }
+const prices = {
+  input_per_mtok_nanos: 1000n,
+  cached_input_per_mtok_nanos: 1000n,
+  output_per_mtok_nanos: 1000n,
+  per_image_nanos: 0n,
+  price_percent: 100
+}
 
 describe.skipIf(backend() !== "postgres")("the reconciler on Postgres", () => {
   // A long timeout: this test runs well within it of the process's start.
@@ -42,8 +48,13 @@ describe.skipIf(backend() !== "postgres")("the reconciler on Postgres", () => {
           }]
         })).pipe(Effect.orDie)
     const billedOf = (requestId: string) =>
-      Effect.flatMap(SqlClient.SqlClient, (sql) =>
-        sql<{ data: any }>`SELECT data FROM event_log WHERE stream_id = ${streamOf.request(requestId)} AND event_type = 'Billed'`)
+      Effect.flatMap(
+        SqlClient.SqlClient,
+        (sql) =>
+          sql<{ data: any }>`SELECT data FROM event_log WHERE stream_id = ${
+            streamOf.request(requestId)
+          } AND event_type = 'Billed'`
+      )
 
     it.effect("a silent replica is not taken for dead until this process has been connected that long; its own orphans are billed at once", () =>
       Effect.gen(function*() {

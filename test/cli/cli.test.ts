@@ -9,22 +9,22 @@ import { Effect, Exit, Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
 import {
-  T,
   exitWithin,
   freePort,
-  root,
   logLines,
+  type Proc,
+  root,
   sleep,
   start,
+  T,
   tempDir,
   tollgate,
   tollgateJson,
   waitForHttp,
-  waitForOutput,
-  type Proc
+  waitForOutput
 } from "../support/Processes.ts"
+import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
 
 // ---- HTTP against a running server ----------------------------------------------------------------
 
@@ -69,11 +69,14 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
   it("migrate --json lists the migrations it applied to a fresh folder, and none the second time", async () => {
     const fresh = { TOLLGATE_DATA_DIR: path.join(tempDir("migrate"), "data") }
     // Log lines ("[12:00:00.000] INFO ...") on stdout are the previous test's concern; here only the result counts.
-    const jsonOf = (out: string) => JSON.parse(out.split("\n").filter((l) => !/^\[\d\d:\d\d:\d\d\.\d+\] [A-Z]+/.test(l)).join("\n"))
+    const jsonOf = (out: string) =>
+      JSON.parse(out.split("\n").filter((l) => !/^\[\d\d:\d\d:\d\d\.\d+\] [A-Z]+/.test(l)).join("\n"))
     const first = await tollgate(["migrate", "--json"], fresh)
     expect(first.code, first.stderr).toBe(0)
     const files = fs.readdirSync(path.join(root, "migrations")).filter((f) => f.endsWith(".sql")).sort()
-    expect(jsonOf(first.stdout).applied).toEqual(files.map((f) => ({ id: Number(f.split("_")[0]), name: f.slice(5, -4) })))
+    expect(jsonOf(first.stdout).applied).toEqual(
+      files.map((f) => ({ id: Number(f.split("_")[0]), name: f.slice(5, -4) }))
+    )
     const second = await tollgate(["migrate", "--json"], fresh)
     expect(second.code, second.stderr).toBe(0)
     expect(jsonOf(second.stdout).applied).toEqual([])
@@ -81,7 +84,18 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
 
   it("keys create prints the key once, with its record; a command right after opens the folder again", async () => {
     created = await tollgateJson(
-      ["keys", "create", "--quota-usd", "12.50", "--name", "ops key", "--server-option", "default", "--models", "mock-gpt, mock-claude"],
+      [
+        "keys",
+        "create",
+        "--quota-usd",
+        "12.50",
+        "--name",
+        "ops key",
+        "--server-option",
+        "default",
+        "--models",
+        "mock-gpt, mock-claude"
+      ],
       env
     )
     expect(created.key).toMatch(KEY)
@@ -112,17 +126,21 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
     expect(human.stdout).toMatch(new RegExp(`${created.id}\\s+ops key\\s+active\\s+default\\s+12\\.5`))
   }, T)
 
-  it("keys create refuses a bad quota and a model outside the Server Option, exiting 1 with the flag named", async () => {
-    const quota = await tollgate(["keys", "create", "--quota-usd", "ten", "--json"], env)
-    expect(quota.code).toBe(1)
-    expect(quota.stdout).toBe("")
-    expect(quota.stderr).toContain("--quota-usd")
-    const model = await tollgate(["keys", "create", "--quota-usd", "1", "--models", "gpt-17", "--json"], env)
-    expect(model.code).toBe(1)
-    expect(model.stderr).toContain("--models")
-    expect(model.stderr).toContain("gpt-17")
-    // Nothing was issued: the events test below finds exactly the events of the commands that succeeded.
-  }, T)
+  it(
+    "keys create refuses a bad quota and a model outside the Server Option, exiting 1 with the flag named",
+    async () => {
+      const quota = await tollgate(["keys", "create", "--quota-usd", "ten", "--json"], env)
+      expect(quota.code).toBe(1)
+      expect(quota.stdout).toBe("")
+      expect(quota.stderr).toContain("--quota-usd")
+      const model = await tollgate(["keys", "create", "--quota-usd", "1", "--models", "gpt-17", "--json"], env)
+      expect(model.code).toBe(1)
+      expect(model.stderr).toContain("--models")
+      expect(model.stderr).toContain("gpt-17")
+      // Nothing was issued: the events test below finds exactly the events of the commands that succeeded.
+    },
+    T
+  )
 
   it("keys revoke marks the key revoked; an unknown id exits 1", async () => {
     const revoked = await tollgateJson(["keys", "revoke", created.id], env)
@@ -136,22 +154,48 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
 
   it("vendors create registers a vendor and prints its token once; unknown scopes exit 1", async () => {
     vendor = await tollgateJson(
-      ["vendors", "create", "--name", "Acme resale", "--scopes", "keys:create,server-options:read", "--server-options", "default"],
+      [
+        "vendors",
+        "create",
+        "--name",
+        "Acme resale",
+        "--scopes",
+        "keys:create,server-options:read",
+        "--server-options",
+        "default"
+      ],
       env
     )
     expect(vendor.vendor_id).toMatch(/^vnd_/)
     expect(vendor.token_id).toMatch(/^vtk_/)
     expect(vendor.token).toMatch(/^vt_[A-Za-z0-9]{20,}$/)
     expect(vendor.token.startsWith("sk-")).toBe(false)
-    expect(vendor).toMatchObject({ name: "Acme resale", server_options: ["default"], scopes: ["keys:create", "server-options:read"] })
-    const bad = await tollgate(["vendors", "create", "--name", "x", "--scopes", "keys:create,keys:everything", "--json"], env)
+    expect(vendor).toMatchObject({
+      name: "Acme resale",
+      server_options: ["default"],
+      scopes: ["keys:create", "server-options:read"]
+    })
+    const bad = await tollgate([
+      "vendors",
+      "create",
+      "--name",
+      "x",
+      "--scopes",
+      "keys:create,keys:everything",
+      "--json"
+    ], env)
     expect(bad.code).toBe(1)
     expect(bad.stderr).toContain("keys:everything")
   }, T)
 
   it("events prints the log in order, filtered by stream, position and limit, without secrets", async () => {
     const all = (await tollgateJson(["events"], env)).events
-    expect(all.map((e: { event_type: string }) => e.event_type)).toEqual(["KeyIssued", "KeyRevoked", "VendorRegistered", "VendorTokenIssued"])
+    expect(all.map((e: { event_type: string }) => e.event_type)).toEqual([
+      "KeyIssued",
+      "KeyRevoked",
+      "VendorRegistered",
+      "VendorTokenIssued"
+    ])
     const positions = all.map((e: { position: string }) => Number(e.position))
     expect([...positions].sort((a, b) => a - b)).toEqual(positions)
     expect(all[0]).toMatchObject({
@@ -165,7 +209,9 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
     expect(text).not.toContain(vendor.token)
 
     const stream = (await tollgateJson(["events", "--stream", `key-${created.id}`], env)).events
-    expect(stream.map((e: { event_type: string; stream_version: number }) => [e.event_type, e.stream_version])).toEqual([["KeyIssued", 1], ["KeyRevoked", 2]])
+    expect(stream.map((e: { event_type: string; stream_version: number }) => [e.event_type, e.stream_version])).toEqual(
+      [["KeyIssued", 1], ["KeyRevoked", 2]]
+    )
     const page = (await tollgateJson(["events", "--from", all[1].position, "--limit", "2"], env)).events
     expect(page.map((e: { position: string }) => e.position)).toEqual([all[1].position, all[2].position])
   }, T)
@@ -235,15 +281,19 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder while 
     await waitForHttp(base, server)
   }, T)
 
-  it("prints a development key once on the first start, holds the folder and publishes its operator endpoint", async () => {
-    expect(devKey).toMatch(KEY)
-    expect(server.output().stdout.match(/export TOLLGATE_KEY=/g)).toHaveLength(1)
-    expect(fs.readFileSync(path.join(dir, "tollgate.lock"), "utf8").trim()).toBe(String(server.pid))
-    const operator = path.join(dir, "operator.json")
-    for (let i = 0; i < 100 && !fs.existsSync(operator); i++) await sleep(100)
-    expect(JSON.parse(fs.readFileSync(operator, "utf8")).pid).toBe(server.pid)
-    expect(fs.statSync(operator).mode & 0o777).toBe(0o600)
-  }, T)
+  it(
+    "prints a development key once on the first start, holds the folder and publishes its operator endpoint",
+    async () => {
+      expect(devKey).toMatch(KEY)
+      expect(server.output().stdout.match(/export TOLLGATE_KEY=/g)).toHaveLength(1)
+      expect(fs.readFileSync(path.join(dir, "tollgate.lock"), "utf8").trim()).toBe(String(server.pid))
+      const operator = path.join(dir, "operator.json")
+      for (let i = 0; i < 100 && !fs.existsSync(operator); i++) await sleep(100)
+      expect(JSON.parse(fs.readFileSync(operator, "utf8")).pid).toBe(server.pid)
+      expect(fs.statSync(operator).mode & 0o777).toBe(0o600)
+    },
+    T
+  )
 
   it("the development key works, and the CLI reports its usage through the server", async () => {
     const answer = await chat(base, devKey)
@@ -262,7 +312,16 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder while 
   }, T)
 
   it("a key created with the CLI while the server runs works on the server at once", async () => {
-    cliKey = await tollgateJson(["keys", "create", "--quota-usd", "3", "--name", "made while serving", "--models", "mock-claude"], env)
+    cliKey = await tollgateJson([
+      "keys",
+      "create",
+      "--quota-usd",
+      "3",
+      "--name",
+      "made while serving",
+      "--models",
+      "mock-claude"
+    ], env)
     expect(cliKey.key).toMatch(KEY)
     const listed = await models(base, cliKey.key)
     expect(listed.status).toBe(200)
@@ -283,7 +342,11 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder while 
     const types = events.map((e: { event_type: string }) => e.event_type)
     expect(types.filter((t: string) => t === "KeyIssued")).toHaveLength(2)
     expect(types.filter((t: string) => t === "Billed")).toHaveLength(2) // the dev key's chat and the CLI key's
-    expect(events.find((e: { event_type: string; data: { key_id?: string } }) => e.event_type === "Billed" && e.data.key_id === devKeyId))
+    expect(
+      events.find((e: { event_type: string; data: { key_id?: string } }) =>
+        e.event_type === "Billed" && e.data.key_id === devKeyId
+      )
+    )
       .toBeDefined()
     expect(stream.map((e: { event_type: string }) => e.event_type)).toEqual(["KeyIssued"])
     expect(report.ok).toBe(true)
@@ -303,7 +366,11 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder while 
 
   it("a second serve on the held folder exits non-zero naming the holder; the first keeps serving", async () => {
     const port = await freePort()
-    const second = await tollgate(["serve"], { ...env, TOLLGATE_PORT: String(port), TOLLGATE_HOST: "127.0.0.1" }, 30_000)
+    const second = await tollgate(
+      ["serve"],
+      { ...env, TOLLGATE_PORT: String(port), TOLLGATE_HOST: "127.0.0.1" },
+      30_000
+    )
     expect(second.code).not.toBe(0)
     expect(second.code).not.toBeNull()
     expect(second.stderr + second.stdout).toContain(`process ${server.pid}`)
@@ -326,7 +393,10 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder while 
     expect(messages.indexOf("stopped")).toBeGreaterThan(stopping)
 
     const { keys } = await tollgateJson(["keys", "list"], env)
-    expect(keys.map((k: { id: string; status: string }) => [k.id, k.status])).toEqual([[devKeyId, "active"], [cliKey.id, "revoked"]])
+    expect(keys.map((k: { id: string; status: string }) => [k.id, k.status])).toEqual([[devKeyId, "active"], [
+      cliKey.id,
+      "revoked"
+    ]])
     const usage = await tollgateJson(["usage", devKeyId], env)
     expect(usage.totals.requests).toBe(2)
     expect(fs.existsSync(path.join(dir, "tollgate.lock"))).toBe(false)

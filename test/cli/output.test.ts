@@ -11,8 +11,21 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import {
+  bin,
+  envWith,
+  freePort,
+  root,
+  running,
+  start,
+  T,
+  tempDir,
+  tollgate,
+  tollgateJson,
+  waitForHttp,
+  waitForOutput
+} from "../support/Processes.ts"
 import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
-import { bin, envWith, freePort, root, running, start, T, tempDir, tollgate, tollgateJson, waitForHttp, waitForOutput } from "../support/Processes.ts"
 
 const ESC = "\x1b"
 const hasScript = fs.existsSync("/usr/bin/script")
@@ -21,7 +34,11 @@ const hasScript = fs.existsSync("/usr/bin/script")
 const onTerminal = (args: ReadonlyArray<string>, env: Record<string, string>) =>
   new Promise<{ code: number | null; output: string }>((resolve) => {
     const command = [process.execPath, bin, ...args].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(" ")
-    const child = spawn("/usr/bin/script", ["-qec", command, "/dev/null"], { cwd: root, env: envWith(env), stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn("/usr/bin/script", ["-qec", command, "/dev/null"], {
+      cwd: root,
+      env: envWith(env),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
     running.set(child.pid!, child)
     let output = ""
     child.stdout.on("data", (c: Buffer) => (output += c.toString("utf8")))
@@ -33,7 +50,12 @@ const onTerminal = (args: ReadonlyArray<string>, env: Record<string, string>) =>
   })
 
 /** One usage error: exit 2, nothing on stdout, the message and a `--help` hint on stderr, nothing more. */
-const expectUsageError = async (args: ReadonlyArray<string>, env: Record<string, string>, message: RegExp, help: string) => {
+const expectUsageError = async (
+  args: ReadonlyArray<string>,
+  env: Record<string, string>,
+  message: RegExp,
+  help: string
+) => {
   const r = await tollgate(args, env)
   expect(r.code, `${args.join(" ")}: ${r.stderr}`).toBe(2)
   expect(r.stdout).toBe("")
@@ -98,7 +120,9 @@ describe.skipIf(backend() === "postgres")("CLI output on an embedded folder", ()
 
   it("a Postgres that cannot be reached is named in the one-line error, without the password", async () => {
     const port = await freePort() // nothing listens there
-    const r = await tollgate(["keys", "list"], { DATABASE_URL: `postgres://ops:pw-Hidden-42@127.0.0.1:${port}/billing` })
+    const r = await tollgate(["keys", "list"], {
+      DATABASE_URL: `postgres://ops:pw-Hidden-42@127.0.0.1:${port}/billing`
+    })
     expect(r.code).toBe(1)
     expect(r.stdout).toBe("")
     expect(r.stderr.trimEnd().split("\n")).toHaveLength(1)
@@ -117,22 +141,26 @@ describe.skipIf(backend() === "postgres")("CLI output on an embedded folder", ()
     expect(p.output().stderr).not.toMatch(/^\s+at /m)
   }, T)
 
-  it("help describes every command and names the whole command in its usage line; no escape code off a terminal", async () => {
-    const top = await tollgate(["--help"], env)
-    expect(top.code).toBe(0)
-    expect(top.stdout).not.toContain(ESC)
-    const commands = top.stdout.split("\n").filter((l) => l.startsWith("  - "))
-    expect(commands.length).toBeGreaterThanOrEqual(17)
-    for (const l of commands) expect(l, `no description: ${l}`).toMatch(/\S {2,}\S.*$/)
-    const create = await tollgate(["keys", "create", "--help"], env)
-    expect(create.stdout).toMatch(/^\$ tollgate keys create --quota-usd text/m)
-    expect(create.stdout).toContain("create an API key")
-    expect(create.stdout).not.toContain(ESC)
-    const exportHelp = await tollgate(["events", "export", "--help"], env)
-    expect(exportHelp.stdout).toMatch(/^\$ tollgate events export /m)
-    const group = await tollgate(["keys"], env) // a group without its subcommand shows its help
-    expect(group.stdout).toMatch(/^\$ tollgate keys$/m)
-  }, T)
+  it(
+    "help describes every command and names the whole command in its usage line; no escape code off a terminal",
+    async () => {
+      const top = await tollgate(["--help"], env)
+      expect(top.code).toBe(0)
+      expect(top.stdout).not.toContain(ESC)
+      const commands = top.stdout.split("\n").filter((l) => l.startsWith("  - "))
+      expect(commands.length).toBeGreaterThanOrEqual(17)
+      for (const l of commands) expect(l, `no description: ${l}`).toMatch(/\S {2,}\S.*$/)
+      const create = await tollgate(["keys", "create", "--help"], env)
+      expect(create.stdout).toMatch(/^\$ tollgate keys create --quota-usd text/m)
+      expect(create.stdout).toContain("create an API key")
+      expect(create.stdout).not.toContain(ESC)
+      const exportHelp = await tollgate(["events", "export", "--help"], env)
+      expect(exportHelp.stdout).toMatch(/^\$ tollgate events export /m)
+      const group = await tollgate(["keys"], env) // a group without its subcommand shows its help
+      expect(group.stdout).toMatch(/^\$ tollgate keys$/m)
+    },
+    T
+  )
 
   it.runIf(hasScript)("on a terminal, help is coloured unless NO_COLOR is set", async () => {
     const coloured = await onTerminal(["keys", "create", "--help"], env)
@@ -157,30 +185,41 @@ describe.skipIf(backend() === "postgres")("CLI output on an embedded folder", ()
     expect(piped.stderr + piped.stdout).not.toContain("\r")
   }, T)
 
-  it("migrate on a folder a server holds asks it what is applied; commands name the server and export through it", async () => {
-    const port = await freePort()
-    const server = start(["serve"], { ...env, TOLLGATE_PORT: String(port), TOLLGATE_HOST: "127.0.0.1" })
-    try {
-      await waitForHttp(`http://127.0.0.1:${port}`, server)
-      await waitForOutput(server, /listening/, 30_000, "log")
-      // The server migrated the folder at start: nothing waits, and migrate says so through it.
-      const r = await tollgate(["migrate"], env)
-      expect(r.code, r.stderr).toBe(0)
-      expect(r.stdout).toBe(`Database: embedded folder ${dir} (through the running server, pid ${server.pid})\nThe database is up to date.\n`)
-      expect(await tollgateJson(["migrate"], env)).toEqual({ applied: [], database: { backend: "embedded", location: dir } })
-      const listed = await tollgate(["keys", "list"], env)
-      expect(listed.stdout.split("\n")[0]).toBe(`Database: embedded folder ${dir} (through the running server, pid ${server.pid})`)
-      const out = path.join(path.dirname(dir), "served.ndjson")
-      const exported = await tollgate(["events", "export", "--out", out], env)
-      expect(exported.code, exported.stderr).toBe(0)
-      const { events } = await tollgateJson(["events"], env)
-      expect(fs.readFileSync(out, "utf8").trimEnd().split("\n").map((l) => JSON.parse(l).event_id))
-        .toEqual(events.map((e: { event_id: string }) => e.event_id))
-    } finally {
-      process.kill(server.pid, "SIGTERM")
-      await server.exited
-    }
-  }, T)
+  it(
+    "migrate on a folder a server holds asks it what is applied; commands name the server and export through it",
+    async () => {
+      const port = await freePort()
+      const server = start(["serve"], { ...env, TOLLGATE_PORT: String(port), TOLLGATE_HOST: "127.0.0.1" })
+      try {
+        await waitForHttp(`http://127.0.0.1:${port}`, server)
+        await waitForOutput(server, /listening/, 30_000, "log")
+        // The server migrated the folder at start: nothing waits, and migrate says so through it.
+        const r = await tollgate(["migrate"], env)
+        expect(r.code, r.stderr).toBe(0)
+        expect(r.stdout).toBe(
+          `Database: embedded folder ${dir} (through the running server, pid ${server.pid})\nThe database is up to date.\n`
+        )
+        expect(await tollgateJson(["migrate"], env)).toEqual({
+          applied: [],
+          database: { backend: "embedded", location: dir }
+        })
+        const listed = await tollgate(["keys", "list"], env)
+        expect(listed.stdout.split("\n")[0]).toBe(
+          `Database: embedded folder ${dir} (through the running server, pid ${server.pid})`
+        )
+        const out = path.join(path.dirname(dir), "served.ndjson")
+        const exported = await tollgate(["events", "export", "--out", out], env)
+        expect(exported.code, exported.stderr).toBe(0)
+        const { events } = await tollgateJson(["events"], env)
+        expect(fs.readFileSync(out, "utf8").trimEnd().split("\n").map((l) => JSON.parse(l).event_id))
+          .toEqual(events.map((e: { event_id: string }) => e.event_id))
+      } finally {
+        process.kill(server.pid, "SIGTERM")
+        await server.exited
+      }
+    },
+    T
+  )
 })
 
 describe.runIf(backend() === "postgres")("CLI output on Postgres", () => {
@@ -232,9 +271,11 @@ describe.runIf(backend() === "postgres")("CLI output on Postgres", () => {
     const client = new pg.Client({ connectionString: plainUrl })
     await client.connect()
     try {
-      await client.query(`INSERT INTO event_log (event_id, stream_id, stream_version, event_type, schema_version, data, metadata, occurred_at)
+      await client.query(
+        `INSERT INTO event_log (event_id, stream_id, stream_version, event_type, schema_version, data, metadata, occurred_at)
         SELECT gen_random_uuid(), 'key-copy' || i, 1, event_type, schema_version, data, metadata, occurred_at
-        FROM generate_series(1, 3000) i CROSS JOIN (SELECT * FROM event_log WHERE event_type = 'KeyIssued' LIMIT 1) e`)
+        FROM generate_series(1, 3000) i CROSS JOIN (SELECT * FROM event_log WHERE event_type = 'KeyIssued' LIMIT 1) e`
+      )
     } finally {
       await client.end()
     }

@@ -14,12 +14,17 @@ import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
 
 const T = 120_000
 
-const configText = (url: string, o: { readonly price: string; readonly extraModel?: boolean; readonly option?: string; readonly broken?: boolean }) =>
+const configText = (
+  url: string,
+  o: { readonly price: string; readonly extraModel?: boolean; readonly option?: string; readonly broken?: boolean }
+) =>
   [
     "providers:",
     `  up: { style: openai, base_url: "${url}/v1" }`,
     "models:",
-    `  m1: { deployments: [{ provider: ${o.broken ? "nowhere" : "up"} }], pricing: { input_per_mtok: "0", output_per_mtok: "${o.price}" } }`,
+    `  m1: { deployments: [{ provider: ${
+      o.broken ? "nowhere" : "up"
+    } }], pricing: { input_per_mtok: "0", output_per_mtok: "${o.price}" } }`,
     ...(o.extraModel ? [`  m2: { deployments: [{ provider: up }], pricing: { output_per_mtok: "1" } }`] : []),
     "server_options:",
     `  ${o.option ?? "default"}: { models: [m1${o.extraModel ? ", m2" : ""}] }`
@@ -42,68 +47,94 @@ describe("SIGHUP reloads the configuration", () => {
 
   afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)), T)
 
-  it("applies a good file to the next calls, refuses a bad one, and a stream in flight finishes as it began", async () => {
-    const port = await freePort()
-    const server = start(["serve"], { ...env, TOLLGATE_PORT: String(port) })
-    const base = `http://127.0.0.1:${port}`
-    await waitForHttp(base, server)
-    const key = await tollgateJson(["keys", "create", "--quota-usd", "10"], env)
-    const call = (model: string, stream = false) =>
-      fetch(`${base}/v1/chat/completions`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
-        body: JSON.stringify({ model, stream, max_tokens: 10, messages: [{ role: "user", content: "hello" }] })
+  it(
+    "applies a good file to the next calls, refuses a bad one, and a stream in flight finishes as it began",
+    async () => {
+      const port = await freePort()
+      const server = start(["serve"], { ...env, TOLLGATE_PORT: String(port) })
+      const base = `http://127.0.0.1:${port}`
+      await waitForHttp(base, server)
+      const key = await tollgateJson(["keys", "create", "--quota-usd", "10"], env)
+      const call = (model: string, stream = false) =>
+        fetch(`${base}/v1/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
+          body: JSON.stringify({ model, stream, max_tokens: 10, messages: [{ role: "user", content: "hello" }] })
+        })
+      const logCount = (pattern: RegExp) => (logOf(server).match(new RegExp(pattern, "g")) ?? []).length
+
+      // A stream of 40 chunks, 50 ms apart, with usage at the end.
+      const chunk = (delta: unknown, finish: string | null = null) => ({
+        data: {
+          id: "c",
+          object: "chat.completion.chunk",
+          created: 1,
+          model: "m1",
+          choices: [{ index: 0, delta, finish_reason: finish }]
+        }
       })
-    const logCount = (pattern: RegExp) => (logOf(server).match(new RegExp(pattern, "g")) ?? []).length
+      fake.script("/v1/chat/completions", {
+        eventDelayMs: 50,
+        events: [
+          ...Array.from({ length: 40 }, (_, i) => chunk({ content: `w${i} ` })),
+          chunk({}, "stop"),
+          {
+            data: {
+              id: "c",
+              object: "chat.completion.chunk",
+              created: 1,
+              model: "m1",
+              choices: [],
+              usage: { prompt_tokens: 3, completion_tokens: 10, total_tokens: 13 }
+            }
+          },
+          { data: "[DONE]" }
+        ]
+      })
+      const running = await call("m1", true)
+      expect(running.status).toBe(200)
+      const streamed = running.text()
 
-    // A stream of 40 chunks, 50 ms apart, with usage at the end.
-    const chunk = (delta: unknown, finish: string | null = null) => ({
-      data: { id: "c", object: "chat.completion.chunk", created: 1, model: "m1", choices: [{ index: 0, delta, finish_reason: finish }] }
-    })
-    fake.script("/v1/chat/completions", {
-      eventDelayMs: 50,
-      events: [
-        ...Array.from({ length: 40 }, (_, i) => chunk({ content: `w${i} ` })),
-        chunk({}, "stop"),
-        { data: { id: "c", object: "chat.completion.chunk", created: 1, model: "m1", choices: [], usage: { prompt_tokens: 3, completion_tokens: 10, total_tokens: 13 } } },
-        { data: "[DONE]" }
-      ]
-    })
-    const running = await call("m1", true)
-    expect(running.status).toBe(200)
-    const streamed = running.text()
+      // A good file: m1 at another price, and a new model.
+      fs.writeFileSync(config, configText(fake.url, { price: "5", extraModel: true }))
+      process.kill(server.pid, "SIGHUP")
+      await waitForOutput(server, /SIGHUP: reloaded/, 60_000, "log")
+      expect(await streamed).toMatch(/w39 [\s\S]*data: \[DONE\]/)
+      expect((await call("m2")).status).toBe(200)
+      expect((await call("m1")).status).toBe(200)
 
-    // A good file: m1 at another price, and a new model.
-    fs.writeFileSync(config, configText(fake.url, { price: "5", extraModel: true }))
-    process.kill(server.pid, "SIGHUP")
-    await waitForOutput(server, /SIGHUP: reloaded/, 60_000, "log")
-    expect(await streamed).toMatch(/w39 [\s\S]*data: \[DONE\]/)
-    expect((await call("m2")).status).toBe(200)
-    expect((await call("m1")).status).toBe(200)
+      // A bad file: refused with the field named; the running configuration stays.
+      fs.writeFileSync(config, configText(fake.url, { price: "9", extraModel: true, broken: true }))
+      process.kill(server.pid, "SIGHUP")
+      await waitForOutput(server, /SIGHUP: the configuration was not reloaded/, 60_000, "log")
+      expect(logOf(server)).toMatch(/models\.m1\.deployments\.0\.provider: unknown provider "nowhere"/)
+      expect((await call("m2")).status).toBe(200)
 
-    // A bad file: refused with the field named; the running configuration stays.
-    fs.writeFileSync(config, configText(fake.url, { price: "9", extraModel: true, broken: true }))
-    process.kill(server.pid, "SIGHUP")
-    await waitForOutput(server, /SIGHUP: the configuration was not reloaded/, 60_000, "log")
-    expect(logOf(server)).toMatch(/models\.m1\.deployments\.0\.provider: unknown provider "nowhere"/)
-    expect((await call("m2")).status).toBe(200)
+      // A file that leaves the key behind: its Server Option is gone; the log says so, and its calls are refused.
+      const before = logCount(/Server Option "default" is not in the configuration/)
+      fs.writeFileSync(config, configText(fake.url, { price: "5", extraModel: true, option: "standard" }))
+      process.kill(server.pid, "SIGHUP")
+      await waitForOutput(
+        server,
+        new RegExp(`key ${key.id}: its Server Option "default" is not in the configuration`),
+        60_000,
+        "log"
+      )
+      expect(logCount(/Server Option "default" is not in the configuration/)).toBeGreaterThan(before)
+      expect((await call("m1")).status).toBe(404)
+      expect(server.child.exitCode).toBe(null)
 
-    // A file that leaves the key behind: its Server Option is gone; the log says so, and its calls are refused.
-    const before = logCount(/Server Option "default" is not in the configuration/)
-    fs.writeFileSync(config, configText(fake.url, { price: "5", extraModel: true, option: "standard" }))
-    process.kill(server.pid, "SIGHUP")
-    await waitForOutput(server, new RegExp(`key ${key.id}: its Server Option "default" is not in the configuration`), 60_000, "log")
-    expect(logCount(/Server Option "default" is not in the configuration/)).toBeGreaterThan(before)
-    expect((await call("m1")).status).toBe(404)
-    expect(server.child.exitCode).toBe(null)
+      // The stream was billed at the prices it started with ($2/M), the later m1 call at the new ones ($5/M).
+      const { events } = await tollgateJson(["events", "--limit", "1000"], env)
+      const billed = events.filter((e: any) => e.event_type === "Billed" && e.data.model === "m1").map((e: any) =>
+        e.data
+      )
+      expect(billed.map((b: any) => b.prices.output_per_mtok_nanos)).toEqual(["2000000000", "5000000000"])
+      expect(billed[0].cost.output_nanos).toBe("20000") // 10 tokens at $2/M
 
-    // The stream was billed at the prices it started with ($2/M), the later m1 call at the new ones ($5/M).
-    const { events } = await tollgateJson(["events", "--limit", "1000"], env)
-    const billed = events.filter((e: any) => e.event_type === "Billed" && e.data.model === "m1").map((e: any) => e.data)
-    expect(billed.map((b: any) => b.prices.output_per_mtok_nanos)).toEqual(["2000000000", "5000000000"])
-    expect(billed[0].cost.output_nanos).toBe("20000") // 10 tokens at $2/M
-
-    process.kill(server.pid, "SIGTERM")
-    expect((await server.exited).code).toBe(0)
-  }, T)
+      process.kill(server.pid, "SIGTERM")
+      expect((await server.exited).code).toBe(0)
+    },
+    T
+  )
 })

@@ -3,8 +3,8 @@
  * (`GatewayConfig.layer`, with `${ENV}` substitution and secrets kept Redacted), exact USD amounts
  * (`Money`), and the cost of a call (`Pricing.costOf`, rounded up per line).
  */
-import { afterAll, describe, expect, it } from "@effect/vitest"
 import { NodeContext } from "@effect/platform-node"
+import { afterAll, describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as fc from "fast-check"
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
@@ -12,7 +12,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { inspect } from "node:util"
 import * as Yaml from "yaml"
-import { costOf, priceSheet, type PriceSheet } from "../../src/accounts/Pricing.ts"
+import { costOf, type PriceSheet, priceSheet } from "../../src/accounts/Pricing.ts"
 import { defaultConfigFile } from "../../src/config/defaults.ts"
 import { decodeFile, GatewayConfig } from "../../src/config/GatewayConfig.ts"
 import { formatUsd, parseUsd, UsdAmount } from "../../src/config/Money.ts"
@@ -172,7 +172,11 @@ describe("a config file (TOLLGATE_CONFIG)", () => {
       expect(openai.headers).toEqual({ "OpenAI-Organization": "org-acme" })
       expect(s.file.providers.local!.api_key).toBeUndefined()
       // Prices, exactly: "0.15" and 2.5 and 3 USD per million tokens.
-      expect(s.file.models.gpt!.pricing).toEqual({ input_per_mtok: 150_000_000n, output_per_mtok: 2_500_000_000n, per_image: 0n })
+      expect(s.file.models.gpt!.pricing).toEqual({
+        input_per_mtok: 150_000_000n,
+        output_per_mtok: 2_500_000_000n,
+        per_image: 0n
+      })
       expect(s.file.models.claude!.pricing.input_per_mtok).toBe(3_000_000_000n)
       expect(s.file.models.claude!.pricing.cached_input_per_mtok).toBe(300_000_000n)
       expect(s.file.models.gpt!.deployments[0]).toEqual({ provider: "openai", model: "gpt-4o-mini" })
@@ -247,10 +251,15 @@ describe("a config file (TOLLGATE_CONFIG)", () => {
       // A mock provider needs none.
       expect(baseUrl).not.toContain("providers.local")
 
-      const option = yield* refusal({ TOLLGATE_CONFIG: withFile((f) => (f.default_server_option = "platinum")), ...ENV })
+      const option = yield* refusal({
+        TOLLGATE_CONFIG: withFile((f) => (f.default_server_option = "platinum")),
+        ...ENV
+      })
       expect(option).toContain("default_server_option: unknown Server Option \"platinum\"")
 
-      for (const message of [provider, model, baseUrl, option]) expect(message).toMatch(/^\S+tollgate\.yaml: invalid configuration/)
+      for (const message of [provider, model, baseUrl, option]) {
+        expect(message).toMatch(/^\S+tollgate\.yaml: invalid configuration/)
+      }
     }))
 
   it.effect("prices: \"0.15\" and 2.5 are exact; ten decimals are refused, as a string or as a YAML number", () =>
@@ -261,7 +270,9 @@ describe("a config file (TOLLGATE_CONFIG)", () => {
             `    pricing: { input_per_mtok: ${price} }\nserver_options:\n  o: { models: [m] }\n`
         )
       const input = (price: string) =>
-        settingsFrom({ TOLLGATE_CONFIG: priced(price) }).pipe(Effect.map((s) => s.file.models.m!.pricing.input_per_mtok))
+        settingsFrom({ TOLLGATE_CONFIG: priced(price) }).pipe(
+          Effect.map((s) => s.file.models.m!.pricing.input_per_mtok)
+        )
       expect(yield* input(`"0.15"`)).toBe(150_000_000n)
       expect(yield* input(`2.5`)).toBe(2_500_000_000n)
       expect(yield* input(`0.000000001`)).toBe(1n)
@@ -290,7 +301,9 @@ describe("a config file (TOLLGATE_CONFIG)", () => {
   it.effect("a file that is not YAML, or not there, is refused naming it", () =>
     Effect.gen(function*() {
       const broken = writeConfig("providers: [unclosed\n  models: {")
-      expect(yield* refusal({ TOLLGATE_CONFIG: broken })).toMatch(new RegExp(`^${broken.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}: not valid YAML`))
+      expect(yield* refusal({ TOLLGATE_CONFIG: broken })).toMatch(
+        new RegExp(`^${broken.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}: not valid YAML`)
+      )
       const missing = join(dir, "nope", "tollgate.yaml")
       expect(yield* refusal({ TOLLGATE_CONFIG: missing })).toContain(`${missing}: cannot read the config file`)
     }))
@@ -319,7 +332,12 @@ describe("decodeFile", () => {
         },
         "minimal"
       )
-      expect(file.server).toMatchObject({ host: "127.0.0.1", port: 8787, max_body_bytes: 10 * 1024 * 1024, shutdown_grace_ms: 10_000 })
+      expect(file.server).toMatchObject({
+        host: "127.0.0.1",
+        port: 8787,
+        max_body_bytes: 10 * 1024 * 1024,
+        shutdown_grace_ms: 10_000
+      })
       expect(file.models.m!.pricing).toEqual({ input_per_mtok: 0n, output_per_mtok: 0n, per_image: 0n })
       expect(file.models.m!.kind).toBe("chat")
       expect(file.providers.p!.timeouts).toMatchObject({ connect_ms: 10_000, total_ms: 600_000 })
@@ -416,7 +434,13 @@ describe("Pricing.costOf", () => {
       usage({ input_tokens: 1, output_tokens: 1_000 }),
       sheet({ input_per_mtok_nanos: 150_000_000n, output_per_mtok_nanos: 600_000_000n })
     )
-    expect(cost).toEqual({ input_nanos: 150n, cached_input_nanos: 0n, output_nanos: 600_000n, image_nanos: 0n, total_nanos: 600_150n })
+    expect(cost).toEqual({
+      input_nanos: 150n,
+      cached_input_nanos: 0n,
+      output_nanos: 600_000n,
+      image_nanos: 0n,
+      total_nanos: 600_150n
+    })
   })
 
   it("rounds each line up to the next nano, then sums (not the sum rounded)", () => {
@@ -425,15 +449,27 @@ describe("Pricing.costOf", () => {
       sheet({ input_per_mtok_nanos: 1n, output_per_mtok_nanos: 1n, per_image_nanos: 1n, price_percent: 33 })
     )
     // 3e-6, 1e-6 and 0.33 nanos: each line is 1 nano, total 3 (the exact sum would round to 1).
-    expect(cost).toEqual({ input_nanos: 1n, cached_input_nanos: 0n, output_nanos: 1n, image_nanos: 1n, total_nanos: 3n })
+    expect(cost).toEqual({
+      input_nanos: 1n,
+      cached_input_nanos: 0n,
+      output_nanos: 1n,
+      image_nanos: 1n,
+      total_nanos: 3n
+    })
     // Exactly one nano is not rounded up; one token more is.
     expect(costOf(usage({ input_tokens: 1_000_000 }), sheet({ input_per_mtok_nanos: 1n })).input_nanos).toBe(1n)
     expect(costOf(usage({ input_tokens: 1_000_001 }), sheet({ input_per_mtok_nanos: 1n })).input_nanos).toBe(2n)
   })
 
   it("applies price_percent before rounding", () => {
-    const prices = { input_per_mtok_nanos: 3_000_000_000n, output_per_mtok_nanos: 15_000_000_000n, per_image_nanos: 40_000_000n }
-    expect(costOf(usage({ input_tokens: 1_000, output_tokens: 10, images: 3 }), sheet({ ...prices, price_percent: 150 }))).toEqual({
+    const prices = {
+      input_per_mtok_nanos: 3_000_000_000n,
+      output_per_mtok_nanos: 15_000_000_000n,
+      per_image_nanos: 40_000_000n
+    }
+    expect(
+      costOf(usage({ input_tokens: 1_000, output_tokens: 10, images: 3 }), sheet({ ...prices, price_percent: 150 }))
+    ).toEqual({
       input_nanos: 4_500_000n,
       cached_input_nanos: 0n,
       output_nanos: 225_000n,
@@ -441,7 +477,9 @@ describe("Pricing.costOf", () => {
       total_nanos: 184_725_000n
     })
     // 1 token at $0.15 and 33%: 49.5 nanos, rounded up to 50.
-    expect(costOf(usage({ input_tokens: 1 }), sheet({ input_per_mtok_nanos: 150_000_000n, price_percent: 33 })).input_nanos).toBe(50n)
+    expect(
+      costOf(usage({ input_tokens: 1 }), sheet({ input_per_mtok_nanos: 150_000_000n, price_percent: 33 })).input_nanos
+    ).toBe(50n)
   })
 
   it("charges cached input at the cached price, never more cached tokens than input tokens", () => {
@@ -460,9 +498,12 @@ describe("Pricing.costOf", () => {
 
   it("zero prices and zero units cost nothing; reasoning tokens are not charged twice", () => {
     expect(costOf(usage({ input_tokens: 5_000, images: 4 }), sheet({})).total_nanos).toBe(0n)
-    expect(costOf(usage({}), sheet({ input_per_mtok_nanos: 10n ** 12n, per_image_nanos: 10n ** 9n })).total_nanos).toBe(0n)
+    expect(costOf(usage({}), sheet({ input_per_mtok_nanos: 10n ** 12n, per_image_nanos: 10n ** 9n })).total_nanos).toBe(
+      0n
+    )
     expect(
-      costOf(usage({ output_tokens: 10, reasoning_tokens: 10 }), sheet({ output_per_mtok_nanos: 1_000_000_000n })).total_nanos
+      costOf(usage({ output_tokens: 10, reasoning_tokens: 10 }), sheet({ output_per_mtok_nanos: 1_000_000_000n }))
+        .total_nanos
     ).toBe(10_000n)
   })
 
@@ -475,7 +516,9 @@ describe("Pricing.costOf", () => {
       per_image_nanos: 0n,
       price_percent: 120
     })
-    expect(priceSheet({ ...pricing, cached_input_per_mtok: 75_000_000n }, 100).cached_input_per_mtok_nanos).toBe(75_000_000n)
+    expect(priceSheet({ ...pricing, cached_input_per_mtok: 75_000_000n }, 100).cached_input_per_mtok_nanos).toBe(
+      75_000_000n
+    )
   })
 
   it("each line is the ceiling of its exact value, and the total is their sum", () => {
@@ -483,7 +526,13 @@ describe("Pricing.costOf", () => {
     const price = fc.bigInt({ min: 0n, max: 10n ** 11n })
     fc.assert(
       fc.property(
-        fc.record({ input_tokens: units, cached_input_tokens: units, output_tokens: units, reasoning_tokens: units, images: fc.nat({ max: 20 }) }),
+        fc.record({
+          input_tokens: units,
+          cached_input_tokens: units,
+          output_tokens: units,
+          reasoning_tokens: units,
+          images: fc.nat({ max: 20 })
+        }),
         fc.record({
           input_per_mtok_nanos: price,
           cached_input_per_mtok_nanos: price,
@@ -503,7 +552,9 @@ describe("Pricing.costOf", () => {
           ceilingOf(cost.cached_input_nanos, cached * p.cached_input_per_mtok_nanos * pct, 100_000_000n)
           ceilingOf(cost.output_nanos, BigInt(u.output_tokens) * p.output_per_mtok_nanos * pct, 100_000_000n)
           ceilingOf(cost.image_nanos, BigInt(u.images) * p.per_image_nanos * pct, 100n)
-          expect(cost.total_nanos).toBe(cost.input_nanos + cost.cached_input_nanos + cost.output_nanos + cost.image_nanos)
+          expect(cost.total_nanos).toBe(
+            cost.input_nanos + cost.cached_input_nanos + cost.output_nanos + cost.image_nanos
+          )
         }
       ),
       { numRuns: 300 }

@@ -1,5 +1,5 @@
-import { describe, expect, it, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import fc from "fast-check"
 import { inline, literal, script } from "../../src/db/SqlScript.ts"
@@ -8,7 +8,18 @@ import { TestDatabase } from "../support/TestDatabase.ts"
 // Text the writer inlines: ids, model names, JSON with quotes and backslashes, placeholder look-alikes.
 const nasty = fc.oneof(
   fc.string({ unit: "binary" }),
-  fc.constantFrom("'", "''", "\\", "\\'", "'; DROP TABLE event_log; --", "$1", "$$", "E'x'", "{\"a\":\"b\\\\\"}", "€ ✓ 🙂")
+  fc.constantFrom(
+    "'",
+    "''",
+    "\\",
+    "\\'",
+    "'; DROP TABLE event_log; --",
+    "$1",
+    "$$",
+    "E'x'",
+    "{\"a\":\"b\\\\\"}",
+    "€ ✓ 🙂"
+  )
 ).map((s) => s.replaceAll("\u0000", ""))
 
 describe("SqlScript", () => {

@@ -23,7 +23,9 @@ const Healthcheck = Schema.Struct({
 
 const Service = Schema.Struct({
   image: Schema.optional(Schema.String),
-  build: Schema.optional(Schema.Union(Schema.String, Schema.Struct({ context: Schema.String, dockerfile: Schema.optional(Schema.String) }))),
+  build: Schema.optional(
+    Schema.Union(Schema.String, Schema.Struct({ context: Schema.String, dockerfile: Schema.optional(Schema.String) }))
+  ),
   restart: Schema.Literal("no", "always", "on-failure", "unless-stopped"),
   environment: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
   volumes: Schema.optional(Schema.Array(Schema.String)),
@@ -31,7 +33,9 @@ const Service = Schema.Struct({
   healthcheck: Healthcheck,
   depends_on: Schema.optional(Schema.Record({
     key: Schema.String,
-    value: Schema.Struct({ condition: Schema.Literal("service_started", "service_healthy", "service_completed_successfully") })
+    value: Schema.Struct({
+      condition: Schema.Literal("service_started", "service_healthy", "service_completed_successfully")
+    })
   }))
 })
 
@@ -74,7 +78,9 @@ describe("container files", () => {
     const spools = gateways.map(([, s]) => s.volumes?.find((v) => v.endsWith(":/var/lib/tollgate")))
     expect(new Set(spools).size).toBe(2)
     for (const [name, s] of Object.entries(compose.services)) {
-      for (const dep of Object.keys(s.depends_on ?? {})) expect(compose.services[dep], `${name} depends on ${dep}`).toBeDefined()
+      for (const dep of Object.keys(s.depends_on ?? {})) {
+        expect(compose.services[dep], `${name} depends on ${dep}`).toBeDefined()
+      }
     }
   })
 

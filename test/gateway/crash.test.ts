@@ -9,7 +9,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FakeUpstream, type FakeUpstream as Fake } from "../support/FakeUpstream.ts"
-import { freePort, start, tempDir, tollgateJson, waitForHttp, type Proc } from "../support/Processes.ts"
+import { freePort, type Proc, start, tempDir, tollgateJson, waitForHttp } from "../support/Processes.ts"
 import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
 
 const T = 120_000
@@ -23,20 +23,23 @@ describe("a gateway killed with streams in flight", () => {
     fake = await Effect.runPromise(Scope.extend(FakeUpstream, scope))
     const dir = tempDir("crash")
     const config = path.join(dir, "tollgate.yaml")
-    fs.writeFileSync(config, [
-      "server:",
-      "  replica_timeout_ms: 1500",
-      "providers:",
-      "  up:",
-      "    style: openai",
-      `    base_url: ${fake.url}/v1`,
-      "models:",
-      "  slow:",
-      "    deployments: [{ provider: up }]",
-      "    pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" }",
-      "server_options:",
-      "  default: { models: [slow] }"
-    ].join("\n"))
+    fs.writeFileSync(
+      config,
+      [
+        "server:",
+        "  replica_timeout_ms: 1500",
+        "providers:",
+        "  up:",
+        "    style: openai",
+        `    base_url: ${fake.url}/v1`,
+        "models:",
+        "  slow:",
+        "    deployments: [{ provider: up }]",
+        "    pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" }",
+        "server_options:",
+        "  default: { models: [slow] }"
+      ].join("\n")
+    )
     env = { TOLLGATE_CONFIG: config }
     if (backend() === "postgres") {
       env.DATABASE_URL = await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope))
@@ -59,7 +62,11 @@ describe("a gateway killed with streams in flight", () => {
     const res = await fetch(`${base}/v1/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: "slow", stream: true, messages: [{ role: "user", content: "tell me a long story" }] })
+      body: JSON.stringify({
+        model: "slow",
+        stream: true,
+        messages: [{ role: "user", content: "tell me a long story" }]
+      })
     })
     expect(res.status).toBe(200)
     const reader = res.body!.getReader()
@@ -69,7 +76,13 @@ describe("a gateway killed with streams in flight", () => {
 
   it("bills every started request exactly once after a restart, and replay verifies", async () => {
     const many = Array.from({ length: 300 }, (_, i) => ({
-      data: { id: "c", object: "chat.completion.chunk", created: 1, model: "up", choices: [{ index: 0, delta: { content: `w${i} ` }, finish_reason: null }] }
+      data: {
+        id: "c",
+        object: "chat.completion.chunk",
+        created: 1,
+        model: "up",
+        choices: [{ index: 0, delta: { content: `w${i} ` }, finish_reason: null }]
+      }
     }))
 
     let first: { p: Proc; base: string } | undefined = await serve()
@@ -129,10 +142,33 @@ describe("a gateway killed with streams in flight", () => {
 
   it("on SIGTERM a stream in flight is finished and billed before the process exits", async () => {
     const events = Array.from({ length: 40 }, (_, i) => ({
-      data: { id: "c", object: "chat.completion.chunk", created: 1, model: "up", choices: [{ index: 0, delta: { content: `t${i} ` }, finish_reason: null }] }
+      data: {
+        id: "c",
+        object: "chat.completion.chunk",
+        created: 1,
+        model: "up",
+        choices: [{ index: 0, delta: { content: `t${i} ` }, finish_reason: null }]
+      }
     }))
-    const last = { data: { id: "c", object: "chat.completion.chunk", created: 1, model: "up", choices: [{ index: 0, delta: {}, finish_reason: "stop" }] } }
-    const usage = { data: { id: "c", object: "chat.completion.chunk", created: 1, model: "up", choices: [], usage: { prompt_tokens: 3, completion_tokens: 40, total_tokens: 43 } } }
+    const last = {
+      data: {
+        id: "c",
+        object: "chat.completion.chunk",
+        created: 1,
+        model: "up",
+        choices: [{ index: 0, delta: {}, finish_reason: "stop" }]
+      }
+    }
+    const usage = {
+      data: {
+        id: "c",
+        object: "chat.completion.chunk",
+        created: 1,
+        model: "up",
+        choices: [],
+        usage: { prompt_tokens: 3, completion_tokens: 40, total_tokens: 43 }
+      }
+    }
     fake.script("/v1/chat/completions", { events: [...events, last, usage, { data: "[DONE]" }], eventDelayMs: 50 })
     const server = await serve()
     const key = await tollgateJson(["keys", "create", "--quota-usd", "1"], env)

@@ -11,7 +11,12 @@ import { UpstreamError } from "../../src/providers/Upstream.ts"
 const policy: RetryPolicy = { attempts_per_deployment: 2, max_attempts: 3, base_delay_ms: 100, max_delay_ms: 2_000 }
 
 const status = (code: number, retryAfterMs?: number) =>
-  new UpstreamError({ kind: "status", status: code, message: `status ${code}`, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) })
+  new UpstreamError({
+    kind: "status",
+    status: code,
+    message: `status ${code}`,
+    ...(retryAfterMs === undefined ? {} : { retryAfterMs })
+  })
 
 /** An attempt that answers from a script, one reply per attempt, and records where each went. */
 const scripted = (replies: Array<UpstreamError | string>) => {

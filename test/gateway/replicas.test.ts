@@ -6,7 +6,16 @@
  */
 import { Effect, Exit, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { freePort, meteredCall, meteredConfig, start, tempDir, tollgateJson, waitForHttp, type Proc } from "../support/Processes.ts"
+import {
+  freePort,
+  meteredCall,
+  meteredConfig,
+  type Proc,
+  start,
+  tempDir,
+  tollgateJson,
+  waitForHttp
+} from "../support/Processes.ts"
 import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
 
 const T = 120_000

@@ -8,7 +8,16 @@ import { Effect, Exit, Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { freePort, meteredCall, meteredConfig, start, tempDir, tollgateJson, waitForHttp, type Proc } from "../support/Processes.ts"
+import {
+  freePort,
+  meteredCall,
+  meteredConfig,
+  type Proc,
+  start,
+  tempDir,
+  tollgateJson,
+  waitForHttp
+} from "../support/Processes.ts"
 import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
 
 const T = 120_000
@@ -44,7 +53,10 @@ describe.skipIf(backend() !== "postgres")("serve --workers 2 on Postgres", () =>
 
   beforeAll(async () => {
     const dir = tempDir("workers")
-    env = { TOLLGATE_CONFIG: meteredConfig(dir), DATABASE_URL: await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope)) }
+    env = {
+      TOLLGATE_CONFIG: meteredConfig(dir),
+      DATABASE_URL: await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope))
+    }
     const port = await freePort()
     server = start(["serve", "--workers", "2"], { ...env, TOLLGATE_PORT: String(port) })
     base = `http://127.0.0.1:${port}`
@@ -57,21 +69,25 @@ describe.skipIf(backend() !== "postgres")("serve --workers 2 on Postgres", () =>
 
   const call = (key: string, i: number) => meteredCall(base, key, i)
 
-  it(`serves exactly ${N} of ${5 * N} concurrent calls on a quota for ${N}, each billed once, across workers`, async () => {
-    expect(childrenOf(server.pid)).toHaveLength(2)
-    const key = await tollgateJson(["keys", "create", "--quota-usd", String((N * 5000) / 1e9)], env)
-    const results = await Promise.all(Array.from({ length: 5 * N }, (_, i) => call(key.key, i)))
-    expect(results.filter((r) => r.status === 200)).toHaveLength(N)
-    expect(results.filter((r) => r.status === 429)).toHaveLength(4 * N)
+  it(
+    `serves exactly ${N} of ${5 * N} concurrent calls on a quota for ${N}, each billed once, across workers`,
+    async () => {
+      expect(childrenOf(server.pid)).toHaveLength(2)
+      const key = await tollgateJson(["keys", "create", "--quota-usd", String((N * 5000) / 1e9)], env)
+      const results = await Promise.all(Array.from({ length: 5 * N }, (_, i) => call(key.key, i)))
+      expect(results.filter((r) => r.status === 200)).toHaveLength(N)
+      expect(results.filter((r) => r.status === 429)).toHaveLength(4 * N)
 
-    const { events } = await tollgateJson(["events", "--limit", "10000"], env)
-    const billed = events.filter((e: any) => e.event_type === "Billed")
-    expect(billed).toHaveLength(N)
-    expect(new Set(billed.map((e: any) => e.stream_id)).size).toBe(N)
-    const usage = await tollgateJson(["usage", key.id], env)
-    expect(usage.quota.remaining_nanos).toBe("0")
-    expect(usage.quota.reserved_nanos).toBe("0")
-  }, T)
+      const { events } = await tollgateJson(["events", "--limit", "10000"], env)
+      const billed = events.filter((e: any) => e.event_type === "Billed")
+      expect(billed).toHaveLength(N)
+      expect(new Set(billed.map((e: any) => e.stream_id)).size).toBe(N)
+      const usage = await tollgateJson(["usage", key.id], env)
+      expect(usage.quota.remaining_nanos).toBe("0")
+      expect(usage.quota.reserved_nanos).toBe("0")
+    },
+    T
+  )
 
   it("replaces a worker that dies, and stops every process on SIGTERM", async () => {
     const childrenBefore = childrenOf(server.pid)
@@ -93,11 +109,17 @@ describe.skipIf(backend() !== "postgres")("serve --workers 2 on Postgres", () =>
     const replacement = kids.find((pid) => !childrenBefore.includes(pid))!
     const servedBy = async () => {
       const { events } = await tollgateJson(["events", "--limit", "100000"], env)
-      return new Set(events.filter((e: any) => e.event_type === "StreamStarted").map((e: any) => Number(String(e.data.replica).split("-").at(-2))))
+      return new Set(
+        events.filter((e: any) => e.event_type === "StreamStarted").map((e: any) =>
+          Number(String(e.data.replica).split("-").at(-2))
+        )
+      )
     }
     let statuses: Array<number> = []
     while (Date.now() < deadline && !(await servedBy()).has(replacement)) {
-      statuses = statuses.concat((await Promise.all(Array.from({ length: 10 }, (_, i) => call(key.key, i)))).map((r) => r.status))
+      statuses = statuses.concat(
+        (await Promise.all(Array.from({ length: 10 }, (_, i) => call(key.key, i)))).map((r) => r.status)
+      )
     }
     expect((await servedBy()).has(replacement)).toBe(true)
     expect(statuses.every((s) => s === 200)).toBe(true)

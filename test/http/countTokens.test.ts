@@ -42,7 +42,8 @@ describe("the tokenizer in pieces", () => {
   it.live("counts code with indentation and newlines to the same total as one pass", () =>
     Effect.gen(function*() {
       // A run of spaces before a word is one token with its last space kept for the word: no cut inside it.
-      const code = "ab".repeat(2047) + "\n" + " ".repeat(8) + "return x" + "\n    if (a) {\n        b = c d\n    }".repeat(400)
+      const code = "ab".repeat(2047) + "\n" + " ".repeat(8) + "return x" +
+        "\n    if (a) {\n        b = c d\n    }".repeat(400)
       expect(yield* countTokens(code)).toBe(onePass(code, { disallowedSpecial: new Set() }))
     }))
 
@@ -62,53 +63,67 @@ const configFor = (url: string): ConfigFileEncoded => ({
     "fake-openai": { style: "openai", base_url: `${url}/v1`, api_key: "upstream-openai-secret" },
     "fake-anthropic": { style: "anthropic", base_url: url, api_key: "upstream-anthropic-secret" }
   },
-  models: { "gpt-up": { deployments: [{ provider: "fake-openai" }] }, "claude-up": { deployments: [{ provider: "fake-anthropic" }] } },
+  models: {
+    "gpt-up": { deployments: [{ provider: "fake-openai" }] },
+    "claude-up": { deployments: [{ provider: "fake-anthropic" }] }
+  },
   server_options: { all: { models: ["gpt-up", "claude-up"] } }
 })
 
 describe("count_tokens bounds", () => {
-  layer(withFakeUpstream((url) => makeTestGateway(configFor(url))), { timeout: 60_000, excludeTestServices: true })((it) => {
-    it.effect("more than 2 MiB of text to count is 413 in the envelope; an upstream that counts keeps the body limit", () =>
-      Effect.gen(function*() {
-        const base = yield* baseUrl
-        const { secret } = yield* issueKey()
-        const fake = yield* Fake
-        fake.reset()
-        fake.script("/v1/messages/count_tokens", { body: { input_tokens: 777 } })
-        const post = (model: string, text: string, auth: Record<string, string> = { "x-api-key": secret }) =>
-          Effect.promise(() =>
-            fetch(`${base}/v1/messages/count_tokens`, {
-              method: "POST",
-              headers: { "content-type": "application/json", ...auth, "anthropic-version": "2023-06-01" },
-              body: JSON.stringify({ model, messages: [{ role: "user", content: text }] })
-            }).then(async (r) => ({ status: r.status, body: await r.json() as any }))
+  layer(withFakeUpstream((url) => makeTestGateway(configFor(url))), { timeout: 60_000, excludeTestServices: true })(
+    (it) => {
+      it.effect("more than 2 MiB of text to count is 413 in the envelope; an upstream that counts keeps the body limit", () =>
+        Effect.gen(function*() {
+          const base = yield* baseUrl
+          const { secret } = yield* issueKey()
+          const fake = yield* Fake
+          fake.reset()
+          fake.script("/v1/messages/count_tokens", { body: { input_tokens: 777 } })
+          const post = (model: string, text: string, auth: Record<string, string> = { "x-api-key": secret }) =>
+            Effect.promise(() =>
+              fetch(`${base}/v1/messages/count_tokens`, {
+                method: "POST",
+                headers: { "content-type": "application/json", ...auth, "anthropic-version": "2023-06-01" },
+                body: JSON.stringify({ model, messages: [{ role: "user", content: text }] })
+              }).then(async (r) => ({ status: r.status, body: await r.json() as any }))
+            )
+          const big = "a ".repeat(MAX_COUNTED_CHARS / 2 + 1)
+          const refused = yield* post("gpt-up", big)
+          expect([refused.status, refused.body.type, refused.body.error.type, refused.body.error.code])
+            .toEqual([413, "error", "request_too_large", "request_too_large"])
+          expect(fake.received).toEqual([])
+          expect(yield* post("claude-up", big)).toEqual({ status: 200, body: { input_tokens: 777 } })
+          // The SDK's beta surface (`?beta=true`, its betas in anthropic-beta) counts the same way.
+          fake.script("/v1/messages/count_tokens", { body: { input_tokens: 777 } })
+          const anthropic = new Anthropic({ apiKey: secret, baseURL: base, maxRetries: 0 })
+          const beta = yield* Effect.promise(() =>
+            anthropic.beta.messages.countTokens({
+              model: "claude-up",
+              messages: [{ role: "user", content: "hi" }],
+              betas: ["context-management-2025-06-27"]
+            })
           )
-        const big = "a ".repeat(MAX_COUNTED_CHARS / 2 + 1)
-        const refused = yield* post("gpt-up", big)
-        expect([refused.status, refused.body.type, refused.body.error.type, refused.body.error.code])
-          .toEqual([413, "error", "request_too_large", "request_too_large"])
-        expect(fake.received).toEqual([])
-        expect(yield* post("claude-up", big)).toEqual({ status: 200, body: { input_tokens: 777 } })
-        // The SDK's beta surface (`?beta=true`, its betas in anthropic-beta) counts the same way.
-        fake.script("/v1/messages/count_tokens", { body: { input_tokens: 777 } })
-        const anthropic = new Anthropic({ apiKey: secret, baseURL: base, maxRetries: 0 })
-        const beta = yield* Effect.promise(() =>
-          anthropic.beta.messages.countTokens({ model: "claude-up", messages: [{ role: "user", content: "hi" }], betas: ["context-management-2025-06-27"] })
-        )
-        expect(beta.input_tokens).toBe(777)
-        expect(String(fake.received.at(-1)!.headers["anthropic-beta"]).split(",")).toContain("context-management-2025-06-27")
-        expect(fake.received.at(-1)!.path).toBe("/v1/messages/count_tokens")
-        const counted = yield* post("gpt-up", "a ".repeat(1000))
-        expect(counted).toEqual({ status: 200, body: { input_tokens: onePass("a ".repeat(1000)) + 6 } })
-        // The key may come as a bearer token too, as on /v1/messages.
-        expect(yield* post("gpt-up", "a ".repeat(1000), { authorization: `Bearer ${secret}` })).toEqual(counted)
+          expect(beta.input_tokens).toBe(777)
+          expect(String(fake.received.at(-1)!.headers["anthropic-beta"]).split(",")).toContain(
+            "context-management-2025-06-27"
+          )
+          expect(fake.received.at(-1)!.path).toBe("/v1/messages/count_tokens")
+          const counted = yield* post("gpt-up", "a ".repeat(1000))
+          expect(counted).toEqual({ status: 200, body: { input_tokens: onePass("a ".repeat(1000)) + 6 } })
+          // The key may come as a bearer token too, as on /v1/messages.
+          expect(yield* post("gpt-up", "a ".repeat(1000), { authorization: `Bearer ${secret}` })).toEqual(counted)
 
-        // An Anthropic-compatible upstream without count_tokens: counted here. A 404 about the model is passed on.
-        fake.script("/v1/messages/count_tokens", { status: 404, body: { detail: "Not Found" } })
-        expect(yield* post("claude-up", "a ".repeat(1000))).toEqual(counted)
-        fake.script("/v1/messages/count_tokens", { status: 404, body: { type: "error", error: { type: "not_found_error", message: "model: claude-nope" } } })
-        const missing = yield* post("claude-up", "a ".repeat(1000))
-        expect([missing.status, missing.body.error.type]).toEqual([404, "not_found_error"])
-      }))
-  })
+          // An Anthropic-compatible upstream without count_tokens: counted here. A 404 about the model is passed on.
+          fake.script("/v1/messages/count_tokens", { status: 404, body: { detail: "Not Found" } })
+          expect(yield* post("claude-up", "a ".repeat(1000))).toEqual(counted)
+          fake.script("/v1/messages/count_tokens", {
+            status: 404,
+            body: { type: "error", error: { type: "not_found_error", message: "model: claude-nope" } }
+          })
+          const missing = yield* post("claude-up", "a ".repeat(1000))
+          expect([missing.status, missing.body.error.type]).toEqual([404, "not_found_error"])
+        }))
+    }
+  )
 })

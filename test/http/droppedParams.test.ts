@@ -18,10 +18,14 @@ const configFor = (url: string): ConfigFileEncoded => ({
 const logs: Array<{ level: string; text: string }> = []
 const capture = Logger.replace(
   Logger.defaultLogger,
-  Logger.make(({ logLevel, message }) => logs.push({ level: logLevel.label, text: Array.isArray(message) ? message.join(" ") : String(message) }))
+  Logger.make(({ logLevel, message }) =>
+    logs.push({ level: logLevel.label, text: Array.isArray(message) ? message.join(" ") : String(message) })
+  )
 )
 const gateway = (level: LogLevel.LogLevel) =>
-  withFakeUpstream((url) => makeTestGateway(configFor(url))).pipe(Layer.provide(Layer.merge(capture, Logger.minimumLogLevel(level))))
+  withFakeUpstream((url) => makeTestGateway(configFor(url))).pipe(
+    Layer.provide(Layer.merge(capture, Logger.minimumLogLevel(level)))
+  )
 
 const call = Effect.gen(function*() {
   const base = yield* baseUrl
@@ -30,7 +34,9 @@ const call = Effect.gen(function*() {
   const openai = new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 })
   logs.length = 0
   const answer = yield* Effect.promise(() =>
-    openai.responses.create({ model: "claude-up", input: "PROMPT-TEXT-7", prompt_cache_key: "session-1", store: false, include: [] } as any)
+    openai.responses.create(
+      { model: "claude-up", input: "PROMPT-TEXT-7", prompt_cache_key: "session-1", store: false, include: [] } as any
+    )
       .withResponse()
   )
   return answer.response.headers.get("tollgate-dropped-params")

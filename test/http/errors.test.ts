@@ -6,8 +6,8 @@
  * that their error classes read the envelope.
  */
 import Anthropic from "@anthropic-ai/sdk"
-import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { request as httpRequest } from "node:http"
 import OpenAI from "openai"
@@ -119,7 +119,12 @@ const xApiKey = (secret: string) => ({ "x-api-key": secret })
 
 interface Envelope {
   readonly type: string
-  readonly error: { readonly type: string; readonly code: string | null; readonly message: string; readonly param: string | null }
+  readonly error: {
+    readonly type: string
+    readonly code: string | null
+    readonly message: string
+    readonly param: string | null
+  }
   readonly request_id: string
 }
 
@@ -286,7 +291,11 @@ describe("error envelope over HTTP (default config)", () => {
         ] as const
         for (const [method, path, allow] of cases) {
           const reply = yield* send(base, method, path)
-          expectEnvelope(reply, { status: 405, code: "method_not_allowed", message: new RegExp(allow) }, `${method} ${path}`)
+          expectEnvelope(
+            reply,
+            { status: 405, code: "method_not_allowed", message: new RegExp(allow) },
+            `${method} ${path}`
+          )
           expect(reply.header("allow"), `${method} ${path}`).toBe(allow)
         }
       }))
@@ -325,13 +334,21 @@ describe("error envelope over HTTP (default config)", () => {
           { raw: "", code: "invalid_body", message: /needs a JSON body/ }
         ]
         const targets = [
-          ...GENERATION_ENDPOINTS.map((e) => ({ name: label(e), path: e.path, headers: { ...e.headers, ...bearer(secret) } })),
+          ...GENERATION_ENDPOINTS.map((e) => ({
+            name: label(e),
+            path: e.path,
+            headers: { ...e.headers, ...bearer(secret) }
+          })),
           { name: "POST /api/keys", path: "/api/keys", headers: bearer(vendor.token) }
         ]
         for (const target of targets) {
           for (const b of bodies) {
             const reply = yield* send(base, "POST", target.path, { headers: target.headers, raw: b.raw })
-            expectEnvelope(reply, { status: 400, code: b.code, message: b.message }, `${target.name} body ${JSON.stringify(b.raw)}`)
+            expectEnvelope(
+              reply,
+              { status: 400, code: b.code, message: b.message },
+              `${target.name} body ${JSON.stringify(b.raw)}`
+            )
           }
         }
         yield* expectNothingBilled(base, secret)
@@ -425,10 +442,26 @@ describe("error envelope over HTTP (default config)", () => {
           { what: "wrong key as x-api-key", headers: xApiKey(wrong), code: "invalid_api_key" },
           { what: "not a key at all", headers: bearer("hello"), code: "invalid_api_key" },
           { what: "empty x-api-key", headers: { "x-api-key": "" }, code: /api_key/ },
-          { what: "Authorization: Basic", headers: { authorization: `Basic ${Buffer.from(`u:${secret}`).toString("base64")}` }, code: /api_key|authorization/ },
-          { what: "Authorization: Bearer with no token", headers: { authorization: "Bearer" }, code: /api_key|authorization/ },
-          { what: "Authorization: the key without Bearer", headers: { authorization: secret }, code: /api_key|authorization/ },
-          { what: "Authorization: Bearer with two tokens", headers: { authorization: `Bearer ${secret} extra` }, code: /api_key|authorization/ }
+          {
+            what: "Authorization: Basic",
+            headers: { authorization: `Basic ${Buffer.from(`u:${secret}`).toString("base64")}` },
+            code: /api_key|authorization/
+          },
+          {
+            what: "Authorization: Bearer with no token",
+            headers: { authorization: "Bearer" },
+            code: /api_key|authorization/
+          },
+          {
+            what: "Authorization: the key without Bearer",
+            headers: { authorization: secret },
+            code: /api_key|authorization/
+          },
+          {
+            what: "Authorization: Bearer with two tokens",
+            headers: { authorization: `Bearer ${secret} extra` },
+            code: /api_key|authorization/
+          }
         ]
         for (const endpoint of V1_ENDPOINTS) {
           for (const c of cases) {
@@ -447,7 +480,11 @@ describe("error envelope over HTTP (default config)", () => {
         for (const endpoint of V1_ENDPOINTS) {
           for (const headers of [bearer(vendor.token), xApiKey(vendor.token)]) {
             const reply = yield* call(base, endpoint, headers)
-            expectEnvelope(reply, { status: 401, code: "invalid_api_key", message: /vendor token/i }, label(endpoint, "vendor token"))
+            expectEnvelope(
+              reply,
+              { status: 401, code: "invalid_api_key", message: /vendor token/i },
+              label(endpoint, "vendor token")
+            )
           }
         }
       }))
@@ -456,7 +493,9 @@ describe("error envelope over HTTP (default config)", () => {
       Effect.gen(function*() {
         const base = yield* baseUrl
         const expired = yield* Effect.flatMap(Keys, (keys) =>
-          keys.issue({ quotaNanos: 1_000_000_000n, expiresAt: "2001-01-01T00:00:00Z", issuedBy: "test" })).pipe(Effect.orDie)
+          keys.issue({ quotaNanos: 1_000_000_000n, expiresAt: "2001-01-01T00:00:00Z", issuedBy: "test" })).pipe(
+            Effect.orDie
+          )
         for (const endpoint of V1_ENDPOINTS) {
           const reply = yield* call(base, endpoint, xApiKey(expired.secret!))
           expectEnvelope(reply, { status: 401, code: "key_expired", message: /expired/ }, label(endpoint, "expired"))
@@ -488,7 +527,12 @@ describe("error envelope over HTTP (default config)", () => {
         const post = (headers: Record<string, string>, body: unknown = messagesBody) =>
           send(base, "POST", "/v1/messages", { headers: { ...xApiKey(secret), ...headers }, body })
 
-        expectEnvelope(yield* post({}), { status: 400, code: "missing_version_header", param: "anthropic-version", message: /2023-06-01/ }, "no version")
+        expectEnvelope(yield* post({}), {
+          status: 400,
+          code: "missing_version_header",
+          param: "anthropic-version",
+          message: /2023-06-01/
+        }, "no version")
         for (const version of ["2020-01-01", "2023-06-02", "latest"]) {
           expectEnvelope(yield* post({ "anthropic-version": version }), {
             status: 400,
@@ -498,17 +542,31 @@ describe("error envelope over HTTP (default config)", () => {
           }, `version ${version}`)
         }
         // A blank value is refused too (as missing or as invalid).
-        expectEnvelope(yield* post({ "anthropic-version": " " }), { status: 400, code: /version_header/, param: "anthropic-version" }, "blank version")
+        expectEnvelope(yield* post({ "anthropic-version": " " }), {
+          status: 400,
+          code: /version_header/,
+          param: "anthropic-version"
+        }, "blank version")
         // The header is checked before the body: a bad body without the header still names the header.
-        expectEnvelope(yield* post({}, { nonsense: true }), { status: 400, code: "missing_version_header", param: "anthropic-version" }, "no version, bad body")
+        expectEnvelope(yield* post({}, { nonsense: true }), {
+          status: 400,
+          code: "missing_version_header",
+          param: "anthropic-version"
+        }, "no version, bad body")
         // Authentication comes first.
-        expectEnvelope(yield* send(base, "POST", "/v1/messages", { body: messagesBody }), { status: 401, code: "missing_api_key" }, "no key, no version")
+        expectEnvelope(yield* send(base, "POST", "/v1/messages", { body: messagesBody }), {
+          status: 401,
+          code: "missing_api_key"
+        }, "no key, no version")
 
         const ok = yield* post(ANTHROPIC_VERSION)
         expectSuccess(ok, 200, "version 2023-06-01")
         expect((ok.json as { type: string }).type).toBe("message")
         // The other endpoints do not care about the header.
-        expectSuccess(yield* send(base, "POST", "/v1/chat/completions", { headers: bearer(secret), body: chatBody }), 200)
+        expectSuccess(
+          yield* send(base, "POST", "/v1/chat/completions", { headers: bearer(secret), body: chatBody }),
+          200
+        )
       }))
 
     // ---- the vendor area ----------------------------------------------------------------------
@@ -530,9 +588,21 @@ describe("error envelope over HTTP (default config)", () => {
         for (const c of vendorCalls) {
           const name = `${c.method} ${c.path}`
           expectEnvelope(yield* to(c, {}), { status: 401, code: "missing_vendor_token" }, `${name} no token`)
-          expectEnvelope(yield* to(c, bearer("vt_" + "x".repeat(40))), { status: 401, code: "invalid_vendor_token" }, `${name} unknown token`)
-          expectEnvelope(yield* to(c, bearer("sk-tg-" + "B".repeat(40))), { status: 401, code: "invalid_vendor_token" }, `${name} unknown sk- key`)
-          expectEnvelope(yield* to(c, { authorization: "Token abc" }), { status: 401, code: /vendor_token/ }, `${name} malformed`)
+          expectEnvelope(
+            yield* to(c, bearer("vt_" + "x".repeat(40))),
+            { status: 401, code: "invalid_vendor_token" },
+            `${name} unknown token`
+          )
+          expectEnvelope(
+            yield* to(c, bearer("sk-tg-" + "B".repeat(40))),
+            { status: 401, code: "invalid_vendor_token" },
+            `${name} unknown sk- key`
+          )
+          expectEnvelope(
+            yield* to(c, { authorization: "Token abc" }),
+            { status: 401, code: /vendor_token/ },
+            `${name} malformed`
+          )
           expectEnvelope(yield* to(c, bearer(secret)), {
             status: 403,
             code: "vendor_token_required",
@@ -562,11 +632,31 @@ describe("error envelope over HTTP (default config)", () => {
 
         // Decode failures in the vendor area use the same envelope.
         const bad = (body: unknown) => send(base, "POST", "/api/keys", { headers: bearer(createOnly.token), body })
-        expectEnvelope(yield* bad({ name: "x" }), { status: 400, code: null, param: "quota_usd", message: /quota_usd/ }, "no quota_usd")
-        expectEnvelope(yield* bad({ quota_usd: "-1" }), { status: 400, code: null, param: "quota_usd" }, "negative quota_usd")
-        expectEnvelope(yield* bad({ quota_usd: "1", name: "" }), { status: 400, code: null, param: "name" }, "empty name")
-        expectEnvelope(yield* bad({ quota_usd: "1", server_option: "gold" }), { status: 400, code: null, param: "server_option" }, "unknown server_option")
-        expectEnvelope(yield* bad({ quota_usd: "1", expires_at: "2001-01-01T00:00:00Z" }), { status: 400, code: null, param: "expires_at" }, "past expires_at")
+        expectEnvelope(
+          yield* bad({ name: "x" }),
+          { status: 400, code: null, param: "quota_usd", message: /quota_usd/ },
+          "no quota_usd"
+        )
+        expectEnvelope(
+          yield* bad({ quota_usd: "-1" }),
+          { status: 400, code: null, param: "quota_usd" },
+          "negative quota_usd"
+        )
+        expectEnvelope(
+          yield* bad({ quota_usd: "1", name: "" }),
+          { status: 400, code: null, param: "name" },
+          "empty name"
+        )
+        expectEnvelope(yield* bad({ quota_usd: "1", server_option: "gold" }), {
+          status: 400,
+          code: null,
+          param: "server_option"
+        }, "unknown server_option")
+        expectEnvelope(yield* bad({ quota_usd: "1", expires_at: "2001-01-01T00:00:00Z" }), {
+          status: 400,
+          code: null,
+          param: "expires_at"
+        }, "past expires_at")
       }))
 
     // ---- models -------------------------------------------------------------------------------
@@ -586,8 +676,15 @@ describe("error envelope over HTTP (default config)", () => {
         }
         // A model that exists but the key may not use is reported exactly like a missing one.
         const restricted = yield* issueKey({ models: ["mock-gpt"] })
-        const reply = yield* send(base, "POST", "/v1/messages", { headers: { ...bearer(restricted.secret), ...ANTHROPIC_VERSION }, body: messagesBody })
-        expectEnvelope(reply, { status: 404, code: "model_not_found", param: "model", message: /mock-claude/ }, "model not allowed")
+        const reply = yield* send(base, "POST", "/v1/messages", {
+          headers: { ...bearer(restricted.secret), ...ANTHROPIC_VERSION },
+          body: messagesBody
+        })
+        expectEnvelope(
+          reply,
+          { status: 404, code: "model_not_found", param: "model", message: /mock-claude/ },
+          "model not allowed"
+        )
         yield* expectNothingBilled(base, secret)
         yield* expectNothingBilled(base, restricted.secret)
       }))
@@ -598,15 +695,29 @@ describe("error envelope over HTTP (default config)", () => {
         const { secret } = yield* issueKey()
         const [chat, responses, messages, images] = GENERATION_ENDPOINTS as [Endpoint, Endpoint, Endpoint, Endpoint]
         const cases = [
-          { endpoint: images, model: "mock-gpt", code: "model_not_supported", message: /mock-gpt.*does not generate images/ },
+          {
+            endpoint: images,
+            model: "mock-gpt",
+            code: "model_not_supported",
+            message: /mock-gpt.*does not generate images/
+          },
           { endpoint: images, model: "mock-claude", code: "model_not_supported", message: /does not generate images/ },
-          { endpoint: chat, model: "mock-image", code: "model_not_supported", message: /mock-image.*image model.*\/v1\/images\/generations/ },
+          {
+            endpoint: chat,
+            model: "mock-image",
+            code: "model_not_supported",
+            message: /mock-image.*image model.*\/v1\/images\/generations/
+          },
           { endpoint: responses, model: "mock-image", code: "model_not_supported", message: /image model/ },
           { endpoint: messages, model: "mock-image", code: "model_not_supported", message: /image model/ }
         ]
         for (const c of cases) {
           const reply = yield* call(base, c.endpoint, bearer(secret), { ...c.endpoint.body, model: c.model })
-          expectEnvelope(reply, { status: 400, code: c.code, param: "model", message: c.message }, label(c.endpoint, c.model))
+          expectEnvelope(
+            reply,
+            { status: 400, code: c.code, param: "model", message: c.message },
+            label(c.endpoint, c.model)
+          )
         }
         yield* expectNothingBilled(base, secret)
       }))
@@ -628,7 +739,11 @@ describe("error envelope over HTTP (default config)", () => {
           expect(reply.json, name).toMatchObject({ ...c.shape, model: c.model })
         }
         const reply = yield* call(base, chat, bearer(secret), { ...chatBody, model: "mock-claude", n: 2 })
-        expectEnvelope(reply, { status: 400, code: "untranslatable_field", param: "n", message: /`n`/ }, "chat n=2 to mock-claude")
+        expectEnvelope(
+          reply,
+          { status: 400, code: "untranslatable_field", param: "n", message: /`n`/ },
+          "chat n=2 to mock-claude"
+        )
         // The refused call wrote nothing: three billed requests, not four.
         expect((yield* usageOf(base, secret)).totals.requests).toBe(3)
       }))
@@ -658,7 +773,10 @@ describe("error envelope over HTTP (default config)", () => {
 
         // A key with no quota at all says so.
         const empty = yield* issueKey({ quotaUsd: 0 })
-        const none = yield* send(base, "POST", "/v1/chat/completions", { headers: bearer(empty.secret), body: chatBody })
+        const none = yield* send(base, "POST", "/v1/chat/completions", {
+          headers: bearer(empty.secret),
+          body: chatBody
+        })
         expectEnvelope(none, { status: 429, code: "insufficient_quota", message: /used up/ }, "zero quota")
         yield* expectNothingBilled(base, empty.secret)
       }))
@@ -693,7 +811,12 @@ describe("error envelope over HTTP (default config)", () => {
       Effect.gen(function*() {
         const base = yield* baseUrl
         const { secret } = yield* issueKey()
-        for (const [query, param] of [["?from=2024-02-30", "from"], ["?to=2023-02-29", "to"], ["?to=2024-04-31", "to"]] as const) {
+        for (
+          const [query, param] of [["?from=2024-02-30", "from"], ["?to=2023-02-29", "to"], [
+            "?to=2024-04-31",
+            "to"
+          ]] as const
+        ) {
           const reply = yield* send(base, "GET", `/v1/usage${query}`, { headers: bearer(secret) })
           expectEnvelope(reply, { status: 400, code: null, param, message: new RegExp(param) }, query)
         }
@@ -707,7 +830,11 @@ describe("error envelope over HTTP (default config)", () => {
         const { secret } = yield* issueKey()
         const [chat, responses, messages] = GENERATION_ENDPOINTS as [Endpoint, Endpoint, Endpoint]
         for (const endpoint of [chat, responses, messages]) {
-          const bad = yield* call(base, endpoint, bearer(secret), { ...endpoint.body, stream: true, model: "no-such-model" })
+          const bad = yield* call(base, endpoint, bearer(secret), {
+            ...endpoint.body,
+            stream: true,
+            model: "no-such-model"
+          })
           expectEnvelope(bad, { status: 404, code: "model_not_found", param: "model" }, label(endpoint, "stream 404"))
           expect(bad.header("content-type"), label(endpoint, "stream 404")).toContain("application/json")
           const good = yield* send(base, "POST", endpoint.path, {
@@ -736,10 +863,17 @@ describe("error envelope over HTTP (default config)", () => {
         )
         // Not an outage (the database answered, and refused): a 500, not a 503 that SDKs would retry.
         // An unreachable database is a 503 ledger_unavailable: test/billing/outage.test.ts.
-        expectEnvelope(reply, { status: 500, code: "ledger_rejected", message: /event log refused/ }, "event log missing")
+        expectEnvelope(
+          reply,
+          { status: 500, code: "ledger_rejected", message: /event log refused/ },
+          "event log missing"
+        )
         yield* expectNothingBilled(base, secret)
         // Back to normal once the log is back.
-        expectSuccess(yield* send(base, "POST", "/v1/chat/completions", { headers: bearer(secret), body: chatBody }), 200)
+        expectSuccess(
+          yield* send(base, "POST", "/v1/chat/completions", { headers: bearer(secret), body: chatBody }),
+          200
+        )
         expect((yield* usageOf(base, secret)).totals.requests).toBe(1)
       }))
 
@@ -761,20 +895,27 @@ describe("error envelope over HTTP (default config)", () => {
         expect(a.requestID).toMatch(REQUEST_ID)
 
         const missing = yield* rejectionOf(() =>
-          client(secret).chat.completions.create({ model: "gpt-nonexistent", messages: [{ role: "user", content: "Hi" }] })
+          client(secret).chat.completions.create({
+            model: "gpt-nonexistent",
+            messages: [{ role: "user", content: "Hi" }]
+          })
         )
         expect(missing).toBeInstanceOf(OpenAI.NotFoundError)
         const m = missing as InstanceType<typeof OpenAI.NotFoundError>
         expect([m.status, m.type, m.code, m.param]).toEqual([404, "not_found_error", "model_not_found", "model"])
         expect(m.message).toMatch(/gpt-nonexistent/)
 
-        const invalid = yield* rejectionOf(() => client(secret).chat.completions.create({ model: "mock-gpt", messages: [] }))
+        const invalid = yield* rejectionOf(() =>
+          client(secret).chat.completions.create({ model: "mock-gpt", messages: [] })
+        )
         expect(invalid).toBeInstanceOf(OpenAI.BadRequestError)
         const i = invalid as InstanceType<typeof OpenAI.BadRequestError>
         expect([i.status, i.type, i.param]).toEqual([400, "invalid_request_error", "messages"])
 
         const poor = yield* issueKey({ quotaUsd: 0.000001 })
-        const quota = yield* rejectionOf(() => client(poor.secret).images.generate({ model: "mock-image", prompt: "a cat" }))
+        const quota = yield* rejectionOf(() =>
+          client(poor.secret).images.generate({ model: "mock-image", prompt: "a cat" })
+        )
         expect(quota).toBeInstanceOf(OpenAI.RateLimitError)
         const q = quota as InstanceType<typeof OpenAI.RateLimitError>
         expect([q.status, q.type, q.code]).toEqual([429, "rate_limit_error", "insufficient_quota"])
@@ -805,12 +946,18 @@ describe("error envelope over HTTP (default config)", () => {
         const i = image as InstanceType<typeof Anthropic.BadRequestError>
         expect(i.status).toBe(400)
         expect(i.type).toBe("invalid_request_error")
-        expect((i.error as Envelope).error).toMatchObject({ type: "invalid_request_error", code: "model_not_supported", param: "model" })
+        expect((i.error as Envelope).error).toMatchObject({
+          type: "invalid_request_error",
+          code: "model_not_supported",
+          param: "model"
+        })
         expect(i.message).toMatch(/^400 .*image model/)
 
         const negative = yield* rejectionOf(() => ask(secret, { model: "mock-claude", max_tokens: -1 }))
         expect(negative).toBeInstanceOf(Anthropic.BadRequestError)
-        expect(((negative as InstanceType<typeof Anthropic.BadRequestError>).error as Envelope).error.param).toBe("max_tokens")
+        expect(((negative as InstanceType<typeof Anthropic.BadRequestError>).error as Envelope).error.param).toBe(
+          "max_tokens"
+        )
 
         const poor = yield* issueKey({ quotaUsd: 0.000001 })
         const quota = yield* rejectionOf(() => ask(poor.secret, { model: "mock-claude", max_tokens: 4096 }))
@@ -850,13 +997,18 @@ const smallBodyConfig: ConfigFileEncoded = {
 /** A chat body of exactly `bytes` bytes (UTF-8). */
 const chatBodyOfSize = (bytes: number) => {
   const skeleton = JSON.stringify({ model: "mock-gpt", messages: [{ role: "user", content: "" }], max_tokens: 8 })
-  const text = JSON.stringify({ model: "mock-gpt", messages: [{ role: "user", content: "x".repeat(bytes - skeleton.length) }], max_tokens: 8 })
+  const text = JSON.stringify({
+    model: "mock-gpt",
+    messages: [{ role: "user", content: "x".repeat(bytes - skeleton.length) }],
+    max_tokens: 8
+  })
   expect(Buffer.byteLength(text)).toBe(bytes)
   return text
 }
 
 /** Splits a string into pieces of `size` characters. */
-const pieces = (text: string, size: number) => Array.from({ length: Math.ceil(text.length / size) }, (_, i) => text.slice(i * size, (i + 1) * size))
+const pieces = (text: string, size: number) =>
+  Array.from({ length: Math.ceil(text.length / size) }, (_, i) => text.slice(i * size, (i + 1) * size))
 
 describe("error envelope over HTTP (max_body_bytes 1024, an unreachable upstream)", () => {
   layer(makeTestGateway(smallBodyConfig), { timeout: 60_000, excludeTestServices: true })((it) => {
@@ -866,12 +1018,23 @@ describe("error envelope over HTTP (max_body_bytes 1024, an unreachable upstream
         const { secret } = yield* issueKey()
         const vendor = yield* registerVendor(["keys:create"])
 
-        expectSuccess(yield* send(base, "POST", "/v1/chat/completions", { headers: bearer(secret), raw: chatBodyOfSize(MAX_BODY) }), 200, "exactly at the limit")
+        expectSuccess(
+          yield* send(base, "POST", "/v1/chat/completions", { headers: bearer(secret), raw: chatBodyOfSize(MAX_BODY) }),
+          200,
+          "exactly at the limit"
+        )
         for (const size of [MAX_BODY + 1, 64 * 1024, 2 * 1024 * 1024]) {
           for (const endpoint of GENERATION_ENDPOINTS) {
             const raw = JSON.stringify({ ...endpoint.body, padding: "x".repeat(size) })
-            const reply = yield* send(base, "POST", endpoint.path, { headers: { ...endpoint.headers, ...bearer(secret) }, raw })
-            expectEnvelope(reply, { status: 413, code: "request_too_large", message: new RegExp(String(MAX_BODY)) }, label(endpoint, `${raw.length} bytes`))
+            const reply = yield* send(base, "POST", endpoint.path, {
+              headers: { ...endpoint.headers, ...bearer(secret) },
+              raw
+            })
+            expectEnvelope(
+              reply,
+              { status: 413, code: "request_too_large", message: new RegExp(String(MAX_BODY)) },
+              label(endpoint, `${raw.length} bytes`)
+            )
           }
         }
         const keyReply = yield* send(base, "POST", "/api/keys", {
@@ -888,7 +1051,12 @@ describe("error envelope over HTTP (max_body_bytes 1024, an unreachable upstream
         const base = yield* baseUrl
         const { secret } = yield* issueKey()
 
-        const small = yield* sendChunked(base, "/v1/chat/completions", bearer(secret), pieces(JSON.stringify(chatBody), 10))
+        const small = yield* sendChunked(
+          base,
+          "/v1/chat/completions",
+          bearer(secret),
+          pieces(JSON.stringify(chatBody), 10)
+        )
         expectSuccess(small, 200, "small chunked")
         expect((small.json as { object: string }).object).toBe("chat.completion")
 

@@ -36,7 +36,19 @@ describe("health and the API document", () => {
         expect(doc.body.openapi).toMatch(/^3\./)
         expect(doc.body.info.title).toBe("Tollgate")
         const paths = Object.keys(doc.body.paths)
-        for (const p of ["/v1", "/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/models", "/v1/usage", "/api/keys", "/livez", "/readyz"]) {
+        for (
+          const p of [
+            "/v1",
+            "/v1/chat/completions",
+            "/v1/responses",
+            "/v1/messages",
+            "/v1/models",
+            "/v1/usage",
+            "/api/keys",
+            "/livez",
+            "/readyz"
+          ]
+        ) {
           expect(paths).toContain(p)
         }
       }))

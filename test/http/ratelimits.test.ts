@@ -3,8 +3,8 @@
  * every gateway process shares them): past the limit, 429 rate_limit_error `rate_limited` with a
  * Retry-After, and nothing written for the refused request.
  */
-import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { Keys } from "../../src/accounts/Keys.ts"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
@@ -33,52 +33,66 @@ describe("rate limits", () => {
           method: "POST",
           headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
           body: JSON.stringify({ model, messages: [{ role: "user", content: "hello there" }] })
-        }).then(async (r) => ({ status: r.status, retryAfter: r.headers.get("retry-after"), body: (await r.json()) as any }))
+        }).then(async (r) => ({
+          status: r.status,
+          retryAfter: r.headers.get("retry-after"),
+          body: (await r.json()) as any
+        }))
       )
 
-    it.effect("requests per minute: the 4th of 3 allowed is 429 rate_limited with Retry-After, and writes nothing", () =>
-      Effect.gen(function*() {
-        // Stay clear of a minute boundary, where the window would restart mid-test.
-        if (new Date().getUTCSeconds() > 50) yield* Effect.sleep("11 seconds")
-        const base = yield* baseUrl
-        const { secret } = yield* issueKey()
-        const statuses = []
-        for (let i = 0; i < 3; i++) statuses.push((yield* call(base, secret, "m")).status)
-        expect(statuses).toEqual([200, 200, 200])
-        const sql = yield* SqlClient.SqlClient
-        const before = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM event_log`
-        const limited = yield* call(base, secret, "m")
-        expect(limited.status).toBe(429)
-        expect(limited.body.error).toMatchObject({ type: "rate_limit_error", code: "rate_limited" })
-        // The window is the minute the request was counted in: a retry is counted anew when it ends.
-        const untilNextMinute = Math.ceil((60_000 - (Date.now() % 60_000)) / 1000)
-        const retryAfter = Number(limited.retryAfter)
-        expect(retryAfter).toBeGreaterThanOrEqual(1)
-        expect(Math.abs(retryAfter - untilNextMinute)).toBeLessThanOrEqual(1)
-        const after = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM event_log`
-        expect(after[0]!.n).toBe(before[0]!.n)
-        // Another key has its own window.
-        const other = yield* issueKey()
-        expect((yield* call(base, other.secret, "m")).status).toBe(200)
-        expect((yield* Replay.verify).ok).toBe(true)
-      }), 30_000)
+    it.effect(
+      "requests per minute: the 4th of 3 allowed is 429 rate_limited with Retry-After, and writes nothing",
+      () =>
+        Effect.gen(function*() {
+          // Stay clear of a minute boundary, where the window would restart mid-test.
+          if (new Date().getUTCSeconds() > 50) yield* Effect.sleep("11 seconds")
+          const base = yield* baseUrl
+          const { secret } = yield* issueKey()
+          const statuses = []
+          for (let i = 0; i < 3; i++) statuses.push((yield* call(base, secret, "m")).status)
+          expect(statuses).toEqual([200, 200, 200])
+          const sql = yield* SqlClient.SqlClient
+          const before = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM event_log`
+          const limited = yield* call(base, secret, "m")
+          expect(limited.status).toBe(429)
+          expect(limited.body.error).toMatchObject({ type: "rate_limit_error", code: "rate_limited" })
+          // The window is the minute the request was counted in: a retry is counted anew when it ends.
+          const untilNextMinute = Math.ceil((60_000 - (Date.now() % 60_000)) / 1000)
+          const retryAfter = Number(limited.retryAfter)
+          expect(retryAfter).toBeGreaterThanOrEqual(1)
+          expect(Math.abs(retryAfter - untilNextMinute)).toBeLessThanOrEqual(1)
+          const after = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM event_log`
+          expect(after[0]!.n).toBe(before[0]!.n)
+          // Another key has its own window.
+          const other = yield* issueKey()
+          expect((yield* call(base, other.secret, "m")).status).toBe(200)
+          expect((yield* Replay.verify).ok).toBe(true)
+        }),
+      30_000
+    )
 
-    it.effect("tokens per minute: once a minute's billed tokens reach the limit, the next call is refused", () =>
-      Effect.gen(function*() {
-        if (new Date().getUTCSeconds() > 50) yield* Effect.sleep("11 seconds")
-        const base = yield* baseUrl
-        // A key on the tpm option.
-        const issued = yield* Effect.flatMap(Keys, (keys) =>
-          keys.issue({ quotaNanos: 10_000_000_000n, serverOption: "tpm", issuedBy: "test" })).pipe(Effect.orDie)
-        const first = yield* call(base, issued.secret!, "t")
-        expect(first.status).toBe(200)
-        expect(first.body.usage.total_tokens).toBeGreaterThanOrEqual(20)
-        const second = yield* call(base, issued.secret!, "t")
-        expect(second.status).toBe(200) // 20-odd tokens used, under 30: allowed, and it takes the minute past 30
-        const third = yield* call(base, issued.secret!, "t")
-        expect(third.status).toBe(429)
-        expect(third.body.error.code).toBe("rate_limited")
-      }), 30_000)
+    it.effect(
+      "tokens per minute: once a minute's billed tokens reach the limit, the next call is refused",
+      () =>
+        Effect.gen(function*() {
+          if (new Date().getUTCSeconds() > 50) yield* Effect.sleep("11 seconds")
+          const base = yield* baseUrl
+          // A key on the tpm option.
+          const issued = yield* Effect.flatMap(
+            Keys,
+            (keys) => keys.issue({ quotaNanos: 10_000_000_000n, serverOption: "tpm", issuedBy: "test" })
+          ).pipe(Effect.orDie)
+          const first = yield* call(base, issued.secret!, "t")
+          expect(first.status).toBe(200)
+          expect(first.body.usage.total_tokens).toBeGreaterThanOrEqual(20)
+          const second = yield* call(base, issued.secret!, "t")
+          expect(second.status).toBe(200) // 20-odd tokens used, under 30: allowed, and it takes the minute past 30
+          const third = yield* call(base, issued.secret!, "t")
+          expect(third.status).toBe(429)
+          expect(third.body.error.code).toBe("rate_limited")
+        }),
+      30_000
+    )
 
     it.effect("a key's own limit overrides its Server Option's", () =>
       Effect.gen(function*() {

@@ -1,6 +1,6 @@
 import Anthropic from "@anthropic-ai/sdk"
-import Anthropic0 from "anthropic-sdk-0"
 import { describe, expect, layer } from "@effect/vitest"
+import Anthropic0 from "anthropic-sdk-0"
 import { Effect } from "effect"
 import OpenAI from "openai"
 import { baseUrl, issueKey, TestGateway } from "../support/TestGateway.ts"
@@ -19,8 +19,12 @@ describe("official SDKs against the embedded default", () => {
         const aModels = yield* Effect.promise(() => anthropic.models.list())
         expect(aModels.data.map((m) => m.id)).toContain("mock-claude")
         expect((yield* Effect.promise(() => openai.models.retrieve("mock-gpt"))).id).toBe("mock-gpt")
-        expect((yield* Effect.promise(() => anthropic.models.retrieve("mock-claude"))).display_name).toContain("Mock Claude")
-        const missing = yield* Effect.promise(() => openai.models.retrieve("no-such-model").then(() => undefined, (e) => e))
+        expect((yield* Effect.promise(() => anthropic.models.retrieve("mock-claude"))).display_name).toContain(
+          "Mock Claude"
+        )
+        const missing = yield* Effect.promise(() =>
+          openai.models.retrieve("no-such-model").then(() => undefined, (e) => e)
+        )
         expect(missing).toBeInstanceOf(OpenAI.NotFoundError)
         expect(missing.code).toBe("model_not_found")
 
@@ -34,7 +38,9 @@ describe("official SDKs against the embedded default", () => {
         const response = yield* Effect.promise(() => openai.responses.create({ model: "mock-gpt", input: "Say hi" }))
         expect(response.output_text).toContain("Say hi")
 
-        const image = yield* Effect.promise(() => openai.images.generate({ model: "mock-image", prompt: "a cat", n: 2 }))
+        const image = yield* Effect.promise(() =>
+          openai.images.generate({ model: "mock-image", prompt: "a cat", n: 2 })
+        )
         expect(image.data).toHaveLength(2)
         expect(Buffer.from(image.data![0]!.b64_json!, "base64").subarray(1, 4).toString()).toBe("PNG")
 
@@ -52,16 +58,26 @@ describe("official SDKs against the embedded default", () => {
         // The 0.x line of the SDK (anthropic-version 2023-06-01, the spec's) works the same.
         const legacy = new Anthropic0({ apiKey: secret, baseURL: base, maxRetries: 0 })
         const old = yield* Effect.promise(() =>
-          legacy.messages.create({ model: "mock-claude", max_tokens: 64, messages: [{ role: "user", content: "Hallo" }] })
+          legacy.messages.create({
+            model: "mock-claude",
+            max_tokens: 64,
+            messages: [{ role: "user", content: "Hallo" }]
+          })
         )
         expect(old.content[0]!.type).toBe("text")
 
         const usage = yield* Effect.promise(() =>
-          fetch(`${base}/v1/usage`, { headers: { authorization: `Bearer ${secret}` } }).then((r) => r.json() as Promise<any>)
+          fetch(`${base}/v1/usage`, { headers: { authorization: `Bearer ${secret}` } }).then((r) =>
+            r.json() as Promise<any>
+          )
         )
         expect(usage.totals.requests).toBe(5)
         expect(usage.totals.images).toBe(2)
-        expect(usage.by_model.map((m: { model: string }) => m.model).sort()).toEqual(["mock-claude", "mock-gpt", "mock-image"])
+        expect(usage.by_model.map((m: { model: string }) => m.model).sort()).toEqual([
+          "mock-claude",
+          "mock-gpt",
+          "mock-image"
+        ])
       }))
 
     it.effect("streams from the built-in mock models, same style and cross-style, through both SDKs", () =>
@@ -73,15 +89,26 @@ describe("official SDKs against the embedded default", () => {
         for (const model of ["mock-gpt", "mock-claude"]) {
           const text = yield* Effect.promise(async () => {
             let t = ""
-            const s = await openai.chat.completions.create({ model, stream: true, messages: [{ role: "user", content: "Stream please" }] })
+            const s = await openai.chat.completions.create({
+              model,
+              stream: true,
+              messages: [{ role: "user", content: "Stream please" }]
+            })
             for await (const c of s) t += c.choices[0]?.delta?.content ?? ""
             return t
           })
           expect(text).toBe(`Hello from ${model}! This is a deterministic mock answer to: "Stream please".`)
           const message = yield* Effect.promise(() =>
-            anthropic.messages.stream({ model, max_tokens: 200, messages: [{ role: "user", content: "Stream please" }] }).finalMessage()
+            anthropic.messages.stream({
+              model,
+              max_tokens: 200,
+              messages: [{ role: "user", content: "Stream please" }]
+            }).finalMessage()
           )
-          expect(message.content[0]).toMatchObject({ type: "text", text: `Hello from ${model}! This is a deterministic mock answer to: "Stream please".` })
+          expect(message.content[0]).toMatchObject({
+            type: "text",
+            text: `Hello from ${model}! This is a deterministic mock answer to: "Stream please".`
+          })
           expect(message.usage.output_tokens).toBeGreaterThan(0)
           const response = yield* Effect.promise(async () => {
             const s = await openai.responses.create({ model, input: "Stream please", stream: true })
@@ -92,7 +119,9 @@ describe("official SDKs against the embedded default", () => {
           expect(response.output_text ?? response.output[0].content[0].text).toContain(`Hello from ${model}!`)
         }
         const usage = yield* Effect.promise(() =>
-          fetch(`${base}/v1/usage`, { headers: { authorization: `Bearer ${secret}` } }).then((r) => r.json() as Promise<any>)
+          fetch(`${base}/v1/usage`, { headers: { authorization: `Bearer ${secret}` } }).then((r) =>
+            r.json() as Promise<any>
+          )
         )
         expect(usage.totals.requests).toBe(6)
         expect(usage.totals.estimated_requests).toBe(0)

@@ -5,13 +5,13 @@
  * Every streamed request is billed exactly once and the log replays clean.
  */
 import Anthropic from "@anthropic-ai/sdk"
-import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import OpenAI from "openai"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
-import * as Replay from "../../src/ledger/Replay.ts"
 import { RequestSupervisor } from "../../src/gateway/RequestSupervisor.ts"
+import * as Replay from "../../src/ledger/Replay.ts"
 import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
 import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
 
@@ -29,8 +29,14 @@ const configFor = (url: string): ConfigFileEncoded => ({
     }
   },
   models: {
-    gpt: { deployments: [{ provider: "openai", model: "gpt-up" }], pricing: { input_per_mtok: "1", output_per_mtok: "2" } },
-    claude: { deployments: [{ provider: "anthropic", model: "claude-up" }], pricing: { input_per_mtok: "3", output_per_mtok: "15" } },
+    gpt: {
+      deployments: [{ provider: "openai", model: "gpt-up" }],
+      pricing: { input_per_mtok: "1", output_per_mtok: "2" }
+    },
+    claude: {
+      deployments: [{ provider: "anthropic", model: "claude-up" }],
+      pricing: { input_per_mtok: "3", output_per_mtok: "15" }
+    },
     "gpt-ha": { deployments: [{ provider: "openai", model: "gpt-up" }, { provider: "backup", model: "gpt-backup" }] },
     "gpt-slow": { deployments: [{ provider: "slow", model: "gpt-up" }] }
   },
@@ -38,7 +44,13 @@ const configFor = (url: string): ConfigFileEncoded => ({
 })
 
 const chunk = (delta: unknown, finish: string | null = null) => ({
-  data: { id: "chatcmpl-t", object: "chat.completion.chunk", created: 1, model: "gpt-up", choices: [{ index: 0, delta, finish_reason: finish }] }
+  data: {
+    id: "chatcmpl-t",
+    object: "chat.completion.chunk",
+    created: 1,
+    model: "gpt-up",
+    choices: [{ index: 0, delta, finish_reason: finish }]
+  }
 })
 const text = (s: string) => chunk({ content: s })
 
@@ -50,26 +62,57 @@ const chatToolStream = [
   chunk({ tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "weather", arguments: "" } }] }),
   chunk({ tool_calls: [{ index: 0, function: { arguments: "{\"city\":" } }] }),
   chunk({ tool_calls: [{ index: 0, function: { arguments: "\"Paris\"}" } }] }),
-  chunk({ tool_calls: [{ index: 1, id: "call_2", type: "function", function: { name: "weather", arguments: "{\"city\":\"Oslo\"}" } }] }),
+  chunk({
+    tool_calls: [{
+      index: 1,
+      id: "call_2",
+      type: "function",
+      function: { name: "weather", arguments: "{\"city\":\"Oslo\"}" }
+    }]
+  }),
   chunk({}, "tool_calls"),
-  { data: { id: "chatcmpl-t", object: "chat.completion.chunk", created: 1, model: "gpt-up", choices: [], usage: { prompt_tokens: 40, completion_tokens: 12, total_tokens: 52 } } },
+  {
+    data: {
+      id: "chatcmpl-t",
+      object: "chat.completion.chunk",
+      created: 1,
+      model: "gpt-up",
+      choices: [],
+      usage: { prompt_tokens: 40, completion_tokens: 12, total_tokens: 52 }
+    }
+  },
   { data: "[DONE]" }
 ]
 
 const ev = (event: string, data: Record<string, unknown>) => ({ event, data: { type: event, ...data } })
 /** A messages stream with text and two tool_use blocks. */
 const messagesToolStream = [
-  ev("message_start", { message: { id: "msg_t", type: "message", role: "assistant", model: "claude-up", content: [], usage: { input_tokens: 30, cache_read_input_tokens: 10, output_tokens: 1 } } }),
+  ev("message_start", {
+    message: {
+      id: "msg_t",
+      type: "message",
+      role: "assistant",
+      model: "claude-up",
+      content: [],
+      usage: { input_tokens: 30, cache_read_input_tokens: 10, output_tokens: 1 }
+    }
+  }),
   ev("content_block_start", { index: 0, content_block: { type: "text", text: "" } }),
   ev("content_block_delta", { index: 0, delta: { type: "text_delta", text: "Checking " } }),
   ev("ping", {}),
   ev("content_block_delta", { index: 0, delta: { type: "text_delta", text: "both." } }),
   ev("content_block_stop", { index: 0 }),
-  ev("content_block_start", { index: 1, content_block: { type: "tool_use", id: "toolu_1", name: "weather", input: {} } }),
+  ev("content_block_start", {
+    index: 1,
+    content_block: { type: "tool_use", id: "toolu_1", name: "weather", input: {} }
+  }),
   ev("content_block_delta", { index: 1, delta: { type: "input_json_delta", partial_json: "{\"city\":" } }),
   ev("content_block_delta", { index: 1, delta: { type: "input_json_delta", partial_json: "\"Paris\"}" } }),
   ev("content_block_stop", { index: 1 }),
-  ev("content_block_start", { index: 2, content_block: { type: "tool_use", id: "toolu_2", name: "weather", input: {} } }),
+  ev("content_block_start", {
+    index: 2,
+    content_block: { type: "tool_use", id: "toolu_2", name: "weather", input: {} }
+  }),
   ev("content_block_delta", { index: 2, delta: { type: "input_json_delta", partial_json: "{\"city\":\"Oslo\"}" } }),
   ev("content_block_stop", { index: 2 }),
   ev("message_delta", { delta: { stop_reason: "tool_use", stop_sequence: null }, usage: { output_tokens: 25 } }),
@@ -82,540 +125,645 @@ const weatherTool = {
 }
 
 describe("streaming", () => {
-  layer(withFakeUpstream((url) => makeTestGateway(configFor(url))), { timeout: 60_000, excludeTestServices: true })((it) => {
-    const setup = Effect.gen(function*() {
-      const base = yield* baseUrl
-      const { key, secret } = yield* issueKey({ quotaUsd: 100 })
-      const fake = yield* Fake
-      fake.reset()
-      return {
-        base,
-        key,
-        secret,
-        fake,
-        openai: new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 }),
-        anthropic: new Anthropic({ apiKey: secret, baseURL: base, maxRetries: 0 })
-      }
-    })
+  layer(withFakeUpstream((url) => makeTestGateway(configFor(url))), { timeout: 60_000, excludeTestServices: true })(
+    (it) => {
+      const setup = Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { key, secret } = yield* issueKey({ quotaUsd: 100 })
+        const fake = yield* Fake
+        fake.reset()
+        return {
+          base,
+          key,
+          secret,
+          fake,
+          openai: new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 }),
+          anthropic: new Anthropic({ apiKey: secret, baseURL: base, maxRetries: 0 })
+        }
+      })
 
-    /** The Billed events of a key, by request stream. */
-    const billedFor = (keyId: string) =>
-      Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        const rows = yield* sql<{ stream_id: string; data: any }>`
+      /** The Billed events of a key, by request stream. */
+      const billedFor = (keyId: string) =>
+        Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const rows = yield* sql<{ stream_id: string; data: any }>`
           SELECT stream_id, data FROM event_log WHERE event_type = 'Billed' AND data->>'key_id' = ${keyId} ORDER BY position`
-        return rows.map((r) => ({ stream: r.stream_id, ...(typeof r.data === "string" ? JSON.parse(r.data) : r.data) }))
-      })
-
-    /**
-     * The key's one Billed event, once it is there, matching `expected`; and still the only one once
-     * every request of the gateway has ended (a late second bill would show then).
-     */
-    const billedOnce = (keyId: string, expected: Record<string, unknown>) =>
-      Effect.gen(function*() {
-        const billed = yield* awaitBilled(keyId, 1)
-        expect(billed).toHaveLength(1)
-        expect(billed[0]).toMatchObject(expected)
-        const supervisor = yield* RequestSupervisor
-        for (let i = 0; i < 250 && (yield* supervisor.inFlight) > 0; i++) yield* Effect.sleep("20 millis")
-        expect(yield* supervisor.inFlight).toBe(0)
-        expect(yield* billedFor(keyId)).toHaveLength(1)
-        return billed[0]!
-      })
-
-    /** A chat stream for `gpt` through the OpenAI SDK, read to its end: the text it carried. */
-    const streamedText = (openai: OpenAI) =>
-      Effect.promise(async () => {
-        let t = ""
-        for await (const c of await openai.chat.completions.create({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] })) {
-          t += c.choices[0]?.delta?.content ?? ""
-        }
-        return t
-      })
-
-    /** Waits until the key has `n` Billed events (billing of a stream completes right after it ends). */
-    const awaitBilled = (keyId: string, n: number) =>
-      Effect.gen(function*() {
-        for (let i = 0; i < 100; i++) {
-          const billed = yield* billedFor(keyId)
-          if (billed.length >= n) return billed
-          yield* Effect.sleep("20 millis")
-        }
-        return yield* billedFor(keyId)
-      })
-
-    it.effect("OpenAI SDK: chat stream same-style with parallel tool calls; usage chunk only when asked", () =>
-      Effect.gen(function*() {
-        const { fake, key, openai } = yield* setup
-        fake.script("/v1/chat/completions", { events: chatToolStream })
-        const stream = yield* Effect.promise(() =>
-          openai.chat.completions.create({ model: "gpt", stream: true, messages: [{ role: "user", content: "go" }], tools: [weatherTool] })
-        )
-        let content = ""
-        const args: Record<number, { id?: string; name?: string; arguments: string }> = {}
-        const finish: Array<string> = []
-        let usageSeen = false
-        yield* Effect.promise(async () => {
-          for await (const c of stream) {
-            expect(c.model).toBe("gpt")
-            if (c.usage) usageSeen = true
-            const d = c.choices[0]?.delta
-            if (d?.content) content += d.content
-            for (const t of d?.tool_calls ?? []) {
-              const slot = (args[t.index] ??= { arguments: "" })
-              if (t.id) slot.id = t.id
-              if (t.function?.name) slot.name = t.function.name
-              slot.arguments += t.function?.arguments ?? ""
-            }
-            if (c.choices[0]?.finish_reason) finish.push(c.choices[0].finish_reason)
-          }
+          return rows.map((r) => ({
+            stream: r.stream_id,
+            ...(typeof r.data === "string" ? JSON.parse(r.data) : r.data)
+          }))
         })
-        expect(content).toBe("Checking both.")
-        expect(args).toEqual({
-          0: { id: "call_1", name: "weather", arguments: "{\"city\":\"Paris\"}" },
-          1: { id: "call_2", name: "weather", arguments: "{\"city\":\"Oslo\"}" }
+
+      /**
+       * The key's one Billed event, once it is there, matching `expected`; and still the only one once
+       * every request of the gateway has ended (a late second bill would show then).
+       */
+      const billedOnce = (keyId: string, expected: Record<string, unknown>) =>
+        Effect.gen(function*() {
+          const billed = yield* awaitBilled(keyId, 1)
+          expect(billed).toHaveLength(1)
+          expect(billed[0]).toMatchObject(expected)
+          const supervisor = yield* RequestSupervisor
+          for (let i = 0; i < 250 && (yield* supervisor.inFlight) > 0; i++) yield* Effect.sleep("20 millis")
+          expect(yield* supervisor.inFlight).toBe(0)
+          expect(yield* billedFor(keyId)).toHaveLength(1)
+          return billed[0]!
         })
-        expect(finish).toEqual(["tool_calls"])
-        expect(usageSeen).toBe(false) // the client did not ask for it
-        expect(fake.received.at(-1)!.body.stream_options).toEqual({ include_usage: true }) // the gateway did
-        // Billed before the stream ended: no waiting needed to see it.
-        const [billed] = yield* billedFor(key.keyId)
-        expect(billed!.usage).toMatchObject({ input_tokens: 40, output_tokens: 12 })
-        expect(billed!.estimated).toBe(false)
 
-        // Asked for: the usage chunk comes through.
-        fake.script("/v1/chat/completions", { events: chatToolStream })
-        const withUsage = yield* Effect.promise(async () => {
-          const s = await openai.chat.completions.create({
-            model: "gpt",
-            stream: true,
-            stream_options: { include_usage: true },
-            messages: [{ role: "user", content: "go" }]
-          })
-          let u: unknown
-          for await (const c of s) if (c.usage) u = c.usage
-          return u
-        })
-        expect(withUsage).toMatchObject({ prompt_tokens: 40, completion_tokens: 12 })
-      }))
-
-    it.effect("OpenAI SDK: chat stream from an anthropic-style model, tool calls reassembled", () =>
-      Effect.gen(function*() {
-        const { fake, key, openai } = yield* setup
-        fake.script("/v1/messages", { events: messagesToolStream })
-        const stream = yield* Effect.promise(() =>
-          openai.chat.completions.create({
-            model: "claude",
-            stream: true,
-            stream_options: { include_usage: true },
-            messages: [{ role: "user", content: "go" }],
-            tools: [weatherTool]
-          })
-        )
-        let content = ""
-        const calls: Record<number, { id?: string; name?: string; arguments: string }> = {}
-        let finish: string | null = null
-        let usage: any
-        yield* Effect.promise(async () => {
-          for await (const c of stream) {
-            if (c.usage) usage = c.usage
-            const d = c.choices[0]?.delta
-            if (d?.content) content += d.content
-            for (const t of d?.tool_calls ?? []) {
-              const slot = (calls[t.index] ??= { arguments: "" })
-              if (t.id) slot.id = t.id
-              if (t.function?.name) slot.name = t.function.name
-              slot.arguments += t.function?.arguments ?? ""
-            }
-            finish = c.choices[0]?.finish_reason ?? finish
-          }
-        })
-        expect(content).toBe("Checking both.")
-        expect(calls).toEqual({
-          0: { id: "toolu_1", name: "weather", arguments: "{\"city\":\"Paris\"}" },
-          1: { id: "toolu_2", name: "weather", arguments: "{\"city\":\"Oslo\"}" }
-        })
-        expect(finish).toBe("tool_calls")
-        expect(usage).toMatchObject({ prompt_tokens: 40, completion_tokens: 25, prompt_tokens_details: { cached_tokens: 10 } })
-        const sent = fake.received.at(-1)!
-        expect(sent.path).toBe("/v1/messages")
-        expect(sent.body.stream).toBe(true)
-        const [billed] = yield* awaitBilled(key.keyId, 1)
-        expect(billed!.usage).toMatchObject({ input_tokens: 40, cached_input_tokens: 10, output_tokens: 25 })
-      }))
-
-    it.effect("Anthropic SDK: messages.stream().finalMessage() same-style and from an openai-style model", () =>
-      Effect.gen(function*() {
-        const { anthropic, fake, key } = yield* setup
-        fake.script("/v1/messages", { events: messagesToolStream })
-        const same = yield* Effect.promise(() =>
-          anthropic.messages.stream({ model: "claude", max_tokens: 100, messages: [{ role: "user", content: "go" }] }).finalMessage()
-        )
-        expect(same.model).toBe("claude")
-        expect(same.content).toEqual([
-          { type: "text", text: "Checking both.", citations: null },
-          { type: "tool_use", id: "toolu_1", name: "weather", input: { city: "Paris" } },
-          { type: "tool_use", id: "toolu_2", name: "weather", input: { city: "Oslo" } }
-        ].map((b) => (b.type === "text" ? expect.objectContaining({ type: "text", text: b.text }) : b)))
-        expect(same.stop_reason).toBe("tool_use")
-        expect(same.usage.output_tokens).toBe(25)
-
-        fake.script("/v1/chat/completions", { events: chatToolStream })
-        const cross = yield* Effect.promise(() =>
-          anthropic.messages.stream({
-            model: "gpt",
-            max_tokens: 100,
-            messages: [{ role: "user", content: "go" }],
-            tools: [{ name: "weather", input_schema: { type: "object", properties: { city: { type: "string" } } } }]
-          }).finalMessage()
-        )
-        expect(cross.content).toEqual([
-          expect.objectContaining({ type: "text", text: "Checking both." }),
-          { type: "tool_use", id: "call_1", name: "weather", input: { city: "Paris" } },
-          { type: "tool_use", id: "call_2", name: "weather", input: { city: "Oslo" } }
-        ])
-        expect(cross.stop_reason).toBe("tool_use")
-        expect(cross.usage.output_tokens).toBe(12)
-        expect(fake.received.at(-1)!.body).toMatchObject({ model: "gpt-up", stream: true, max_tokens: 100 })
-
-        // Raw `stream: true` yields the named events in order.
-        fake.script("/v1/messages", { events: messagesToolStream })
-        const types = yield* Effect.promise(async () => {
-          const raw = await anthropic.messages.create({ model: "claude", max_tokens: 10, stream: true, messages: [{ role: "user", content: "x" }] })
-          const seen: Array<string> = []
-          for await (const e of raw) seen.push(e.type)
-          return seen
-        })
-        expect(types[0]).toBe("message_start")
-        expect(types.at(-1)).toBe("message_stop")
-        expect(types).toContain("message_delta")
-        const billed = yield* awaitBilled(key.keyId, 3)
-        expect(billed).toHaveLength(3)
-      }))
-
-    it.effect("OpenAI SDK: responses stream, passthrough and from an anthropic-style model", () =>
-      Effect.gen(function*() {
-        const { fake, openai } = yield* setup
-        const passthrough = yield* Effect.promise(async () => {
-          const s = await openai.responses.create({ model: "gpt", input: "hi", stream: true })
-          let text = ""
-          let final: any
-          for await (const e of s) {
-            if (e.type === "response.output_text.delta") text += e.delta
-            if (e.type === "response.completed") final = e.response
-          }
-          return { text, final }
-        })
-        expect(passthrough.text).toBe("fake stream")
-        expect(passthrough.final.model).toBe("gpt")
-
-        fake.script("/v1/messages", { events: messagesToolStream })
-        const cross = yield* Effect.promise(async () => {
-          const s = await openai.responses.create({
-            model: "claude",
-            input: "go",
-            stream: true,
-            tools: [{ type: "function", name: "weather", parameters: { type: "object", properties: {} }, strict: false }]
-          })
-          let text = ""
-          const args: Record<string, string> = {}
-          let final: any
-          for await (const e of s) {
-            if (e.type === "response.output_text.delta") text += e.delta
-            if (e.type === "response.function_call_arguments.delta") args[e.item_id] = (args[e.item_id] ?? "") + e.delta
-            if (e.type === "response.completed") final = e.response
-          }
-          return { text, args, final }
-        })
-        expect(cross.text).toBe("Checking both.")
-        expect(Object.values(cross.args)).toEqual(["{\"city\":\"Paris\"}", "{\"city\":\"Oslo\"}"])
-        expect(cross.final.output.filter((o: any) => o.type === "function_call").map((o: any) => [o.call_id, o.arguments])).toEqual([
-          ["toolu_1", "{\"city\":\"Paris\"}"],
-          ["toolu_2", "{\"city\":\"Oslo\"}"]
-        ])
-        expect(cross.final.usage).toMatchObject({ input_tokens: 40, output_tokens: 25 })
-      }))
-
-    it.effect("500 then success: one retry, a normal stream", () =>
-      Effect.gen(function*() {
-        const { fake, key, openai } = yield* setup
-        fake.script("/v1/chat/completions", { status: 500, body: { error: { message: "boom" } } }, { events: chatToolStream })
-        const content = yield* streamedText(openai)
-        expect(content).toBe("Checking both.")
-        expect(fake.received.filter((r) => r.path === "/v1/chat/completions")).toHaveLength(2)
-        const billed = yield* awaitBilled(key.keyId, 1)
-        expect(billed).toHaveLength(1)
-        expect(billed[0]!.outcome).toBe("completed")
-      }))
-
-    it.effect("failure on every attempt: a plain JSON error, not a stream, billed once as failed", () =>
-      Effect.gen(function*() {
-        const { base, fake, key, secret } = yield* setup
-        const boom = { status: 503, body: { error: { message: "overloaded" } } }
-        fake.script("/v1/chat/completions", boom, boom, boom, boom)
-        const res = yield* Effect.promise(() =>
-          fetch(`${base}/v1/chat/completions`, {
-            method: "POST",
-            headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
-            body: JSON.stringify({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] })
-          })
-        )
-        expect(res.status).toBe(502)
-        expect(res.headers.get("content-type")).toContain("application/json")
-        const body = yield* Effect.promise(() => res.json() as Promise<any>)
-        expect(body).toMatchObject({ type: "error", error: { type: "api_error", code: "upstream_error" } })
-        expect(fake.received.filter((r) => r.path === "/v1/chat/completions")).toHaveLength(2) // attempts_per_deployment
-        const billed = yield* awaitBilled(key.keyId, 1)
-        expect(billed.map((b) => [b.outcome, b.cost.total_nanos])).toEqual([["failed", "0"]])
-      }))
-
-    it.effect("429 with Retry-After is honoured before the retry", () =>
-      Effect.gen(function*() {
-        const { fake, openai } = yield* setup
-        fake.script("/v1/chat/completions", { status: 429, headers: { "retry-after": "1" }, body: { error: { message: "slow down" } } })
-        const t0 = Date.now()
-        yield* Effect.promise(async () => {
-          for await (const _ of await openai.chat.completions.create({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] })) {
-            // drain
-          }
-        })
-        const calls = fake.received.filter((r) => r.path === "/v1/chat/completions")
-        expect(calls).toHaveLength(2)
-        expect(Date.now() - t0).toBeGreaterThanOrEqual(950)
-      }))
-
-    it.effect("a drop after 3 chunks: 3 chunks, then the error event, exactly one attempt, billed as estimated", () =>
-      Effect.gen(function*() {
-        const { base, fake, key, secret } = yield* setup
-        fake.script("/v1/chat/completions", { events: [chunk({ role: "assistant", content: "" }), text("one "), text("two ")], dropAfter: 3 })
-        const res = yield* Effect.promise(() =>
-          fetch(`${base}/v1/chat/completions`, {
-            method: "POST",
-            headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
-            body: JSON.stringify({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] })
-          })
-        )
-        expect(res.status).toBe(200)
-        expect(res.headers.get("content-type")).toContain("text/event-stream")
-        const raw = yield* Effect.promise(() => res.text())
-        const blocks = raw.trim().split("\n\n")
-        expect(blocks.filter((b) => b.startsWith("data: {") && b.includes("chat.completion.chunk"))).toHaveLength(3)
-        expect(blocks.at(-1)).toMatch(/^event: error\ndata: \{"type":"error","error":\{"type":"api_error"/)
-        expect(raw).not.toContain("[DONE]")
-        expect(fake.received.filter((r) => r.path === "/v1/chat/completions")).toHaveLength(1)
-
-        // The OpenAI SDK surfaces it as an error after the chunks.
-        fake.script("/v1/chat/completions", { events: [chunk({ role: "assistant", content: "" }), text("one ")], dropAfter: 2 })
-        const openai = new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 })
-        const outcome = yield* Effect.promise(async () => {
-          let got = ""
-          try {
-            for await (const c of await openai.chat.completions.create({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] })) {
-              got += c.choices[0]?.delta?.content ?? ""
-            }
-            return { got, error: undefined }
-          } catch (e) {
-            return { got, error: e as Error }
-          }
-        })
-        expect(outcome.got).toBe("one ")
-        expect(outcome.error).toBeDefined()
-        const billed = yield* awaitBilled(key.keyId, 2)
-        expect(billed.map((b) => [b.outcome, b.estimated])).toEqual([["failed", true], ["failed", true]])
-        expect(billed[0]!.usage.output_tokens).toBeGreaterThan(0)
-      }))
-
-    it.effect("failover to the second deployment when the first keeps failing", () =>
-      Effect.gen(function*() {
-        const { fake, openai } = yield* setup
-        const down = { status: 502, body: { error: { message: "bad gateway" } } }
-        fake.script("/v1/chat/completions", down, down)
-        const content = yield* Effect.promise(async () => {
+      /** A chat stream for `gpt` through the OpenAI SDK, read to its end: the text it carried. */
+      const streamedText = (openai: OpenAI) =>
+        Effect.promise(async () => {
           let t = ""
-          for await (const c of await openai.chat.completions.create({ model: "gpt-ha", stream: true, messages: [{ role: "user", content: "x" }] })) {
+          for await (
+            const c of await openai.chat.completions.create({
+              model: "gpt",
+              stream: true,
+              messages: [{ role: "user", content: "x" }]
+            })
+          ) {
             t += c.choices[0]?.delta?.content ?? ""
           }
           return t
         })
-        expect(content).toBe("fake stream")
-        expect(fake.received.map((r) => r.path)).toEqual(["/v1/chat/completions", "/v1/chat/completions", "/backup/v1/chat/completions"])
-        expect(fake.received.at(-1)!.body.model).toBe("gpt-backup")
-        expect(fake.received.at(-1)!.headers.authorization).toBe("Bearer up-backup")
-      }))
 
-    it.effect("a client that leaves mid-stream closes the upstream connection and is billed once, estimated", () =>
-      Effect.gen(function*() {
-        const { base, fake, key, secret } = yield* setup
-        const many = [chunk({ role: "assistant", content: "" }), ...Array.from({ length: 200 }, (_, i) => text(`w${i} `)), chunk({}, "stop"), { data: "[DONE]" }]
-        fake.script("/v1/chat/completions", { events: many, eventDelayMs: 20 })
-        const before = fake.closedEarly()
-        yield* Effect.promise(async () => {
-          const controller = new AbortController()
-          const res = await fetch(`${base}/v1/chat/completions`, {
-            method: "POST",
-            headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
-            body: JSON.stringify({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] }),
-            signal: controller.signal
-          })
-          const reader = res.body!.getReader()
-          let seen = ""
-          while (!seen.includes("w3 ")) seen += new TextDecoder().decode((await reader.read()).value)
-          controller.abort()
-        }).pipe(Effect.catchAllDefect(() => Effect.void))
-        const billed = yield* billedOnce(key.keyId, { outcome: "cancelled", estimated: true })
-        expect(billed.usage.output_tokens).toBeGreaterThan(0)
-        for (let i = 0; i < 50 && fake.closedEarly() === before; i++) yield* Effect.sleep("20 millis")
-        expect(fake.closedEarly()).toBe(before + 1)
-      }))
-
-    it.effect("a completed stream hands its upstream connection back: the next call reuses it", () =>
-      Effect.gen(function*() {
-        const { fake, openai } = yield* setup
-        // The upstream ends each response a moment after its last event, as real ones do.
-        const calls = 3
-        fake.script("/v1/chat/completions", ...Array.from({ length: calls }, () => ({ events: chatToolStream, lingerMs: 100 })))
-        for (let i = 0; i < calls; i++) {
-          const before = fake.completed()
-          yield* streamedText(openai)
-          // Once the upstream has ended its response, the drained connection goes back to the pool.
-          for (let j = 0; j < 250 && fake.completed() === before; j++) yield* Effect.sleep("20 millis")
-          yield* Effect.sleep("100 millis")
-        }
-        const ports = fake.received.filter((r) => r.path === "/v1/chat/completions").map((r) => r.remotePort)
-        expect(ports).toHaveLength(calls)
-        // A connection dropped after each stream would give every call a port of its own. (Not "all on
-        // one port": on a loaded machine a call may start before the previous connection is back.)
-        expect(new Set(ports).size).toBeLessThan(calls)
-      }))
-
-    it.effect("an upstream that holds its response open after the last event: the stream ends at once, the connection is closed", () =>
-      Effect.gen(function*() {
-        const { fake, key, openai } = yield* setup
-        fake.script("/v1/chat/completions", { events: chatToolStream, lingerMs: 3_000 })
-        const before = fake.closedEarly()
-        const started = Date.now()
-        const content = yield* streamedText(openai)
-        expect(content).toBe("Checking both.")
-        expect(Date.now() - started).toBeLessThan(2_000) // not held until the upstream ends its response
-        const billed = yield* awaitBilled(key.keyId, 1)
-        expect(billed).toHaveLength(1)
-        expect(billed[0]!.outcome).toBe("completed")
-        // The tail is drained for at most a second, then the connection is dropped.
-        for (let i = 0; i < 100 && fake.closedEarly() === before; i++) yield* Effect.sleep("20 millis")
-        expect(fake.closedEarly()).toBe(before + 1)
-        // The gateway is still serving (closing a half-read upstream body must not crash it).
-        const again = yield* Effect.promise(() =>
-          openai.chat.completions.create({ model: "gpt", messages: [{ role: "user", content: "y" }] })
-        )
-        expect(again.choices[0]?.message).toBeDefined()
-      }))
-
-    /** POSTs a chat request for `gpt-slow` and reads the whole answer as text. */
-    const slowCall = (base: string, secret: string, stream: boolean) =>
-      Effect.promise(async () => {
-        const started = Date.now()
-        const res = await fetch(`${base}/v1/chat/completions`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
-          body: JSON.stringify({ model: "gpt-slow", stream, messages: [{ role: "user", content: "x" }] })
+      /** Waits until the key has `n` Billed events (billing of a stream completes right after it ends). */
+      const awaitBilled = (keyId: string, n: number) =>
+        Effect.gen(function*() {
+          for (let i = 0; i < 100; i++) {
+            const billed = yield* billedFor(keyId)
+            if (billed.length >= n) return billed
+            yield* Effect.sleep("20 millis")
+          }
+          return yield* billedFor(keyId)
         })
-        return { status: res.status, type: res.headers.get("content-type"), text: await res.text(), ms: Date.now() - started }
-      })
 
-    it.effect("timeouts: no answer within first_byte_ms is retried, then a 504 upstream_timeout; billed once as failed", () =>
-      Effect.gen(function*() {
-        const { base, fake, key, secret } = yield* setup
-        fake.script("/slow/v1/chat/completions", { delayMs: 2_000 }, { delayMs: 2_000 })
-        const r = yield* slowCall(base, secret, false)
-        expect(r.status).toBe(504)
-        expect(JSON.parse(r.text).error).toMatchObject({ code: "upstream_timeout" })
-        expect(r.ms).toBeLessThan(1_500) // two attempts of 300 ms and a short backoff, not the upstream's 2 s
-        expect(fake.received.filter((x) => x.path === "/slow/v1/chat/completions")).toHaveLength(2)
-        yield* billedOnce(key.keyId, { outcome: "failed" })
-      }))
+      it.effect("OpenAI SDK: chat stream same-style with parallel tool calls; usage chunk only when asked", () =>
+        Effect.gen(function*() {
+          const { fake, key, openai } = yield* setup
+          fake.script("/v1/chat/completions", { events: chatToolStream })
+          const stream = yield* Effect.promise(() =>
+            openai.chat.completions.create({
+              model: "gpt",
+              stream: true,
+              messages: [{ role: "user", content: "go" }],
+              tools: [weatherTool]
+            })
+          )
+          let content = ""
+          const args: Record<number, { id?: string; name?: string; arguments: string }> = {}
+          const finish: Array<string> = []
+          let usageSeen = false
+          yield* Effect.promise(async () => {
+            for await (const c of stream) {
+              expect(c.model).toBe("gpt")
+              if (c.usage) usageSeen = true
+              const d = c.choices[0]?.delta
+              if (d?.content) content += d.content
+              for (const t of d?.tool_calls ?? []) {
+                const slot = (args[t.index] ??= { arguments: "" })
+                if (t.id) slot.id = t.id
+                if (t.function?.name) slot.name = t.function.name
+                slot.arguments += t.function?.arguments ?? ""
+              }
+              if (c.choices[0]?.finish_reason) finish.push(c.choices[0].finish_reason)
+            }
+          })
+          expect(content).toBe("Checking both.")
+          expect(args).toEqual({
+            0: { id: "call_1", name: "weather", arguments: "{\"city\":\"Paris\"}" },
+            1: { id: "call_2", name: "weather", arguments: "{\"city\":\"Oslo\"}" }
+          })
+          expect(finish).toEqual(["tool_calls"])
+          expect(usageSeen).toBe(false) // the client did not ask for it
+          expect(fake.received.at(-1)!.body.stream_options).toEqual({ include_usage: true }) // the gateway did
+          // Billed before the stream ended: no waiting needed to see it.
+          const [billed] = yield* billedFor(key.keyId)
+          expect(billed!.usage).toMatchObject({ input_tokens: 40, output_tokens: 12 })
+          expect(billed!.estimated).toBe(false)
 
-    it.effect("timeouts: a stream whose first event does not come within first_byte_ms is a JSON 504, not a stream", () =>
-      Effect.gen(function*() {
-        const { base, fake, key, secret } = yield* setup
-        fake.script("/slow/v1/chat/completions", { delayMs: 2_000, events: chatToolStream }, { delayMs: 2_000, events: chatToolStream })
-        const r = yield* slowCall(base, secret, true)
-        expect(r.status).toBe(504)
-        expect(r.ms).toBeLessThan(1_500)
-        expect(r.type).toContain("application/json")
-        expect(JSON.parse(r.text).error).toMatchObject({ code: "upstream_timeout" })
-        yield* billedOnce(key.keyId, { outcome: "failed" })
-      }))
+          // Asked for: the usage chunk comes through.
+          fake.script("/v1/chat/completions", { events: chatToolStream })
+          const withUsage = yield* Effect.promise(async () => {
+            const s = await openai.chat.completions.create({
+              model: "gpt",
+              stream: true,
+              stream_options: { include_usage: true },
+              messages: [{ role: "user", content: "go" }]
+            })
+            let u: unknown
+            for await (const c of s) if (c.usage) u = c.usage
+            return u
+          })
+          expect(withUsage).toMatchObject({ prompt_tokens: 40, completion_tokens: 12 })
+        }))
 
-    it.effect("timeouts: a stream that goes quiet for idle_ms ends with an error event, no [DONE]; billed once, estimated", () =>
-      Effect.gen(function*() {
-        const { base, fake, key, secret } = yield* setup
-        fake.script("/slow/v1/chat/completions", { events: chatToolStream, eventDelayMs: 2_000 })
-        const r = yield* slowCall(base, secret, true)
-        expect(r.status).toBe(200)
-        expect(r.ms).toBeLessThan(1_500)
-        expect(r.text).toContain("event: error")
-        expect(r.text).toContain("upstream_timeout")
-        expect(r.text).toContain("went quiet")
-        expect(r.text).not.toContain("[DONE]")
-        yield* billedOnce(key.keyId, { outcome: "failed", estimated: true })
-      }))
+      it.effect("OpenAI SDK: chat stream from an anthropic-style model, tool calls reassembled", () =>
+        Effect.gen(function*() {
+          const { fake, key, openai } = yield* setup
+          fake.script("/v1/messages", { events: messagesToolStream })
+          const stream = yield* Effect.promise(() =>
+            openai.chat.completions.create({
+              model: "claude",
+              stream: true,
+              stream_options: { include_usage: true },
+              messages: [{ role: "user", content: "go" }],
+              tools: [weatherTool]
+            })
+          )
+          let content = ""
+          const calls: Record<number, { id?: string; name?: string; arguments: string }> = {}
+          let finish: string | null = null
+          let usage: any
+          yield* Effect.promise(async () => {
+            for await (const c of stream) {
+              if (c.usage) usage = c.usage
+              const d = c.choices[0]?.delta
+              if (d?.content) content += d.content
+              for (const t of d?.tool_calls ?? []) {
+                const slot = (calls[t.index] ??= { arguments: "" })
+                if (t.id) slot.id = t.id
+                if (t.function?.name) slot.name = t.function.name
+                slot.arguments += t.function?.arguments ?? ""
+              }
+              finish = c.choices[0]?.finish_reason ?? finish
+            }
+          })
+          expect(content).toBe("Checking both.")
+          expect(calls).toEqual({
+            0: { id: "toolu_1", name: "weather", arguments: "{\"city\":\"Paris\"}" },
+            1: { id: "toolu_2", name: "weather", arguments: "{\"city\":\"Oslo\"}" }
+          })
+          expect(finish).toBe("tool_calls")
+          expect(usage).toMatchObject({
+            prompt_tokens: 40,
+            completion_tokens: 25,
+            prompt_tokens_details: { cached_tokens: 10 }
+          })
+          const sent = fake.received.at(-1)!
+          expect(sent.path).toBe("/v1/messages")
+          expect(sent.body.stream).toBe(true)
+          const [billed] = yield* awaitBilled(key.keyId, 1)
+          expect(billed!.usage).toMatchObject({ input_tokens: 40, cached_input_tokens: 10, output_tokens: 25 })
+        }))
 
-    it.effect("timeouts: a slow client is not an idle upstream (backpressure does not count against idle_ms)", () =>
-      Effect.gen(function*() {
-        const { base, fake, key, secret } = yield* setup
-        const big = "x".repeat(16_384)
-        const usage = { data: { id: "chatcmpl-t", object: "chat.completion.chunk", created: 1, model: "gpt-up", choices: [], usage: { prompt_tokens: 4, completion_tokens: 400, total_tokens: 404 } } }
-        const many = [chunk({ role: "assistant", content: "" }), ...Array.from({ length: 400 }, () => text(big)), chunk({}, "stop"), usage, { data: "[DONE]" }]
-        fake.script("/slow/v1/chat/completions", { events: many })
-        const body = yield* Effect.promise(async () => {
+      it.effect("Anthropic SDK: messages.stream().finalMessage() same-style and from an openai-style model", () =>
+        Effect.gen(function*() {
+          const { anthropic, fake, key } = yield* setup
+          fake.script("/v1/messages", { events: messagesToolStream })
+          const same = yield* Effect.promise(() =>
+            anthropic.messages.stream({ model: "claude", max_tokens: 100, messages: [{ role: "user", content: "go" }] })
+              .finalMessage()
+          )
+          expect(same.model).toBe("claude")
+          expect(same.content).toEqual([
+            { type: "text", text: "Checking both.", citations: null },
+            { type: "tool_use", id: "toolu_1", name: "weather", input: { city: "Paris" } },
+            { type: "tool_use", id: "toolu_2", name: "weather", input: { city: "Oslo" } }
+          ].map((b) => (b.type === "text" ? expect.objectContaining({ type: "text", text: b.text }) : b)))
+          expect(same.stop_reason).toBe("tool_use")
+          expect(same.usage.output_tokens).toBe(25)
+
+          fake.script("/v1/chat/completions", { events: chatToolStream })
+          const cross = yield* Effect.promise(() =>
+            anthropic.messages.stream({
+              model: "gpt",
+              max_tokens: 100,
+              messages: [{ role: "user", content: "go" }],
+              tools: [{ name: "weather", input_schema: { type: "object", properties: { city: { type: "string" } } } }]
+            }).finalMessage()
+          )
+          expect(cross.content).toEqual([
+            expect.objectContaining({ type: "text", text: "Checking both." }),
+            { type: "tool_use", id: "call_1", name: "weather", input: { city: "Paris" } },
+            { type: "tool_use", id: "call_2", name: "weather", input: { city: "Oslo" } }
+          ])
+          expect(cross.stop_reason).toBe("tool_use")
+          expect(cross.usage.output_tokens).toBe(12)
+          expect(fake.received.at(-1)!.body).toMatchObject({ model: "gpt-up", stream: true, max_tokens: 100 })
+
+          // Raw `stream: true` yields the named events in order.
+          fake.script("/v1/messages", { events: messagesToolStream })
+          const types = yield* Effect.promise(async () => {
+            const raw = await anthropic.messages.create({
+              model: "claude",
+              max_tokens: 10,
+              stream: true,
+              messages: [{ role: "user", content: "x" }]
+            })
+            const seen: Array<string> = []
+            for await (const e of raw) seen.push(e.type)
+            return seen
+          })
+          expect(types[0]).toBe("message_start")
+          expect(types.at(-1)).toBe("message_stop")
+          expect(types).toContain("message_delta")
+          const billed = yield* awaitBilled(key.keyId, 3)
+          expect(billed).toHaveLength(3)
+        }))
+
+      it.effect("OpenAI SDK: responses stream, passthrough and from an anthropic-style model", () =>
+        Effect.gen(function*() {
+          const { fake, openai } = yield* setup
+          const passthrough = yield* Effect.promise(async () => {
+            const s = await openai.responses.create({ model: "gpt", input: "hi", stream: true })
+            let text = ""
+            let final: any
+            for await (const e of s) {
+              if (e.type === "response.output_text.delta") text += e.delta
+              if (e.type === "response.completed") final = e.response
+            }
+            return { text, final }
+          })
+          expect(passthrough.text).toBe("fake stream")
+          expect(passthrough.final.model).toBe("gpt")
+
+          fake.script("/v1/messages", { events: messagesToolStream })
+          const cross = yield* Effect.promise(async () => {
+            const s = await openai.responses.create({
+              model: "claude",
+              input: "go",
+              stream: true,
+              tools: [{
+                type: "function",
+                name: "weather",
+                parameters: { type: "object", properties: {} },
+                strict: false
+              }]
+            })
+            let text = ""
+            const args: Record<string, string> = {}
+            let final: any
+            for await (const e of s) {
+              if (e.type === "response.output_text.delta") text += e.delta
+              if (e.type === "response.function_call_arguments.delta") {
+                args[e.item_id] = (args[e.item_id] ?? "") + e.delta
+              }
+              if (e.type === "response.completed") final = e.response
+            }
+            return { text, args, final }
+          })
+          expect(cross.text).toBe("Checking both.")
+          expect(Object.values(cross.args)).toEqual(["{\"city\":\"Paris\"}", "{\"city\":\"Oslo\"}"])
+          expect(
+            cross.final.output.filter((o: any) => o.type === "function_call").map((o: any) => [o.call_id, o.arguments])
+          ).toEqual([
+            ["toolu_1", "{\"city\":\"Paris\"}"],
+            ["toolu_2", "{\"city\":\"Oslo\"}"]
+          ])
+          expect(cross.final.usage).toMatchObject({ input_tokens: 40, output_tokens: 25 })
+        }))
+
+      it.effect("500 then success: one retry, a normal stream", () =>
+        Effect.gen(function*() {
+          const { fake, key, openai } = yield* setup
+          fake.script("/v1/chat/completions", { status: 500, body: { error: { message: "boom" } } }, {
+            events: chatToolStream
+          })
+          const content = yield* streamedText(openai)
+          expect(content).toBe("Checking both.")
+          expect(fake.received.filter((r) => r.path === "/v1/chat/completions")).toHaveLength(2)
+          const billed = yield* awaitBilled(key.keyId, 1)
+          expect(billed).toHaveLength(1)
+          expect(billed[0]!.outcome).toBe("completed")
+        }))
+
+      it.effect("failure on every attempt: a plain JSON error, not a stream, billed once as failed", () =>
+        Effect.gen(function*() {
+          const { base, fake, key, secret } = yield* setup
+          const boom = { status: 503, body: { error: { message: "overloaded" } } }
+          fake.script("/v1/chat/completions", boom, boom, boom, boom)
+          const res = yield* Effect.promise(() =>
+            fetch(`${base}/v1/chat/completions`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+              body: JSON.stringify({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] })
+            })
+          )
+          expect(res.status).toBe(502)
+          expect(res.headers.get("content-type")).toContain("application/json")
+          const body = yield* Effect.promise(() => res.json() as Promise<any>)
+          expect(body).toMatchObject({ type: "error", error: { type: "api_error", code: "upstream_error" } })
+          expect(fake.received.filter((r) => r.path === "/v1/chat/completions")).toHaveLength(2) // attempts_per_deployment
+          const billed = yield* awaitBilled(key.keyId, 1)
+          expect(billed.map((b) => [b.outcome, b.cost.total_nanos])).toEqual([["failed", "0"]])
+        }))
+
+      it.effect("429 with Retry-After is honoured before the retry", () =>
+        Effect.gen(function*() {
+          const { fake, openai } = yield* setup
+          fake.script("/v1/chat/completions", {
+            status: 429,
+            headers: { "retry-after": "1" },
+            body: { error: { message: "slow down" } }
+          })
+          const t0 = Date.now()
+          yield* Effect.promise(async () => {
+            for await (
+              const _ of await openai.chat.completions.create({
+                model: "gpt",
+                stream: true,
+                messages: [{ role: "user", content: "x" }]
+              })
+            ) {
+              // drain
+            }
+          })
+          const calls = fake.received.filter((r) => r.path === "/v1/chat/completions")
+          expect(calls).toHaveLength(2)
+          expect(Date.now() - t0).toBeGreaterThanOrEqual(950)
+        }))
+
+      it.effect("a drop after 3 chunks: 3 chunks, then the error event, exactly one attempt, billed as estimated", () =>
+        Effect.gen(function*() {
+          const { base, fake, key, secret } = yield* setup
+          fake.script("/v1/chat/completions", {
+            events: [chunk({ role: "assistant", content: "" }), text("one "), text("two ")],
+            dropAfter: 3
+          })
+          const res = yield* Effect.promise(() =>
+            fetch(`${base}/v1/chat/completions`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+              body: JSON.stringify({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] })
+            })
+          )
+          expect(res.status).toBe(200)
+          expect(res.headers.get("content-type")).toContain("text/event-stream")
+          const raw = yield* Effect.promise(() => res.text())
+          const blocks = raw.trim().split("\n\n")
+          expect(blocks.filter((b) => b.startsWith("data: {") && b.includes("chat.completion.chunk"))).toHaveLength(3)
+          expect(blocks.at(-1)).toMatch(/^event: error\ndata: \{"type":"error","error":\{"type":"api_error"/)
+          expect(raw).not.toContain("[DONE]")
+          expect(fake.received.filter((r) => r.path === "/v1/chat/completions")).toHaveLength(1)
+
+          // The OpenAI SDK surfaces it as an error after the chunks.
+          fake.script("/v1/chat/completions", {
+            events: [chunk({ role: "assistant", content: "" }), text("one ")],
+            dropAfter: 2
+          })
+          const openai = new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 })
+          const outcome = yield* Effect.promise(async () => {
+            let got = ""
+            try {
+              for await (
+                const c of await openai.chat.completions.create({
+                  model: "gpt",
+                  stream: true,
+                  messages: [{ role: "user", content: "x" }]
+                })
+              ) {
+                got += c.choices[0]?.delta?.content ?? ""
+              }
+              return { got, error: undefined }
+            } catch (e) {
+              return { got, error: e as Error }
+            }
+          })
+          expect(outcome.got).toBe("one ")
+          expect(outcome.error).toBeDefined()
+          const billed = yield* awaitBilled(key.keyId, 2)
+          expect(billed.map((b) => [b.outcome, b.estimated])).toEqual([["failed", true], ["failed", true]])
+          expect(billed[0]!.usage.output_tokens).toBeGreaterThan(0)
+        }))
+
+      it.effect("failover to the second deployment when the first keeps failing", () =>
+        Effect.gen(function*() {
+          const { fake, openai } = yield* setup
+          const down = { status: 502, body: { error: { message: "bad gateway" } } }
+          fake.script("/v1/chat/completions", down, down)
+          const content = yield* Effect.promise(async () => {
+            let t = ""
+            for await (
+              const c of await openai.chat.completions.create({
+                model: "gpt-ha",
+                stream: true,
+                messages: [{ role: "user", content: "x" }]
+              })
+            ) {
+              t += c.choices[0]?.delta?.content ?? ""
+            }
+            return t
+          })
+          expect(content).toBe("fake stream")
+          expect(fake.received.map((r) => r.path)).toEqual([
+            "/v1/chat/completions",
+            "/v1/chat/completions",
+            "/backup/v1/chat/completions"
+          ])
+          expect(fake.received.at(-1)!.body.model).toBe("gpt-backup")
+          expect(fake.received.at(-1)!.headers.authorization).toBe("Bearer up-backup")
+        }))
+
+      it.effect("a client that leaves mid-stream closes the upstream connection and is billed once, estimated", () =>
+        Effect.gen(function*() {
+          const { base, fake, key, secret } = yield* setup
+          const many = [
+            chunk({ role: "assistant", content: "" }),
+            ...Array.from({ length: 200 }, (_, i) => text(`w${i} `)),
+            chunk({}, "stop"),
+            { data: "[DONE]" }
+          ]
+          fake.script("/v1/chat/completions", { events: many, eventDelayMs: 20 })
+          const before = fake.closedEarly()
+          yield* Effect.promise(async () => {
+            const controller = new AbortController()
+            const res = await fetch(`${base}/v1/chat/completions`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+              body: JSON.stringify({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] }),
+              signal: controller.signal
+            })
+            const reader = res.body!.getReader()
+            let seen = ""
+            while (!seen.includes("w3 ")) seen += new TextDecoder().decode((await reader.read()).value)
+            controller.abort()
+          }).pipe(Effect.catchAllDefect(() => Effect.void))
+          const billed = yield* billedOnce(key.keyId, { outcome: "cancelled", estimated: true })
+          expect(billed.usage.output_tokens).toBeGreaterThan(0)
+          for (let i = 0; i < 50 && fake.closedEarly() === before; i++) yield* Effect.sleep("20 millis")
+          expect(fake.closedEarly()).toBe(before + 1)
+        }))
+
+      it.effect("a completed stream hands its upstream connection back: the next call reuses it", () =>
+        Effect.gen(function*() {
+          const { fake, openai } = yield* setup
+          // The upstream ends each response a moment after its last event, as real ones do.
+          const calls = 3
+          fake.script(
+            "/v1/chat/completions",
+            ...Array.from({ length: calls }, () => ({ events: chatToolStream, lingerMs: 100 }))
+          )
+          for (let i = 0; i < calls; i++) {
+            const before = fake.completed()
+            yield* streamedText(openai)
+            // Once the upstream has ended its response, the drained connection goes back to the pool.
+            for (let j = 0; j < 250 && fake.completed() === before; j++) yield* Effect.sleep("20 millis")
+            yield* Effect.sleep("100 millis")
+          }
+          const ports = fake.received.filter((r) => r.path === "/v1/chat/completions").map((r) => r.remotePort)
+          expect(ports).toHaveLength(calls)
+          // A connection dropped after each stream would give every call a port of its own. (Not "all on
+          // one port": on a loaded machine a call may start before the previous connection is back.)
+          expect(new Set(ports).size).toBeLessThan(calls)
+        }))
+
+      it.effect("an upstream that holds its response open after the last event: the stream ends at once, the connection is closed", () =>
+        Effect.gen(function*() {
+          const { fake, key, openai } = yield* setup
+          fake.script("/v1/chat/completions", { events: chatToolStream, lingerMs: 3_000 })
+          const before = fake.closedEarly()
+          const started = Date.now()
+          const content = yield* streamedText(openai)
+          expect(content).toBe("Checking both.")
+          expect(Date.now() - started).toBeLessThan(2_000) // not held until the upstream ends its response
+          const billed = yield* awaitBilled(key.keyId, 1)
+          expect(billed).toHaveLength(1)
+          expect(billed[0]!.outcome).toBe("completed")
+          // The tail is drained for at most a second, then the connection is dropped.
+          for (let i = 0; i < 100 && fake.closedEarly() === before; i++) yield* Effect.sleep("20 millis")
+          expect(fake.closedEarly()).toBe(before + 1)
+          // The gateway is still serving (closing a half-read upstream body must not crash it).
+          const again = yield* Effect.promise(() =>
+            openai.chat.completions.create({ model: "gpt", messages: [{ role: "user", content: "y" }] })
+          )
+          expect(again.choices[0]?.message).toBeDefined()
+        }))
+
+      /** POSTs a chat request for `gpt-slow` and reads the whole answer as text. */
+      const slowCall = (base: string, secret: string, stream: boolean) =>
+        Effect.promise(async () => {
+          const started = Date.now()
           const res = await fetch(`${base}/v1/chat/completions`, {
             method: "POST",
             headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
-            body: JSON.stringify({ model: "gpt-slow", stream: true, messages: [{ role: "user", content: "x" }] })
+            body: JSON.stringify({ model: "gpt-slow", stream, messages: [{ role: "user", content: "x" }] })
           })
-          const reader = res.body!.getReader()
-          const decoder = new TextDecoder()
-          let seen = decoder.decode((await reader.read()).value, { stream: true })
-          await new Promise((r) => setTimeout(r, 800)) // the client stops reading for longer than idle_ms
-          for (;;) {
-            const { done, value } = await reader.read()
-            if (done) return seen
-            seen += decoder.decode(value, { stream: true })
+          return {
+            status: res.status,
+            type: res.headers.get("content-type"),
+            text: await res.text(),
+            ms: Date.now() - started
           }
         })
-        expect(body).not.toContain("event: error")
-        expect(body.trimEnd().endsWith("data: [DONE]")).toBe(true)
-        const billed = yield* awaitBilled(key.keyId, 1)
-        expect(billed[0]).toMatchObject({ outcome: "completed", estimated: false })
-      }))
 
-    it.effect("timeouts: total_ms bounds a stream that keeps trickling within idle_ms", () =>
-      Effect.gen(function*() {
-        const { base, fake, key, secret } = yield* setup
-        const trickle = [chunk({ role: "assistant", content: "" }), ...Array.from({ length: 40 }, (_, i) => text(`w${i} `)), chunk({}, "stop"), { data: "[DONE]" }]
-        fake.script("/slow/v1/chat/completions", { events: trickle, eventDelayMs: 100 })
-        const r = yield* slowCall(base, secret, true)
-        expect(r.ms).toBeGreaterThanOrEqual(1_400)
-        expect(r.ms).toBeLessThan(3_000) // the upstream would take over 4 s
-        expect(r.text).toContain("w3 ")
-        expect(r.text).toContain("total timeout")
-        expect(r.text).not.toContain("[DONE]")
-        const billed = yield* billedOnce(key.keyId, { outcome: "failed", estimated: true })
-        expect(billed.usage.output_tokens).toBeGreaterThan(0)
-      }))
+      it.effect("timeouts: no answer within first_byte_ms is retried, then a 504 upstream_timeout; billed once as failed", () =>
+        Effect.gen(function*() {
+          const { base, fake, key, secret } = yield* setup
+          fake.script("/slow/v1/chat/completions", { delayMs: 2_000 }, { delayMs: 2_000 })
+          const r = yield* slowCall(base, secret, false)
+          expect(r.status).toBe(504)
+          expect(JSON.parse(r.text).error).toMatchObject({ code: "upstream_timeout" })
+          expect(r.ms).toBeLessThan(1_500) // two attempts of 300 ms and a short backoff, not the upstream's 2 s
+          expect(fake.received.filter((x) => x.path === "/slow/v1/chat/completions")).toHaveLength(2)
+          yield* billedOnce(key.keyId, { outcome: "failed" })
+        }))
 
-    it.effect("every streamed request has exactly one Billed, and the log replays clean", () =>
-      Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        const rows = yield* sql<{ stream_id: string; started: number; billed: number }>`
+      it.effect("timeouts: a stream whose first event does not come within first_byte_ms is a JSON 504, not a stream", () =>
+        Effect.gen(function*() {
+          const { base, fake, key, secret } = yield* setup
+          fake.script("/slow/v1/chat/completions", { delayMs: 2_000, events: chatToolStream }, {
+            delayMs: 2_000,
+            events: chatToolStream
+          })
+          const r = yield* slowCall(base, secret, true)
+          expect(r.status).toBe(504)
+          expect(r.ms).toBeLessThan(1_500)
+          expect(r.type).toContain("application/json")
+          expect(JSON.parse(r.text).error).toMatchObject({ code: "upstream_timeout" })
+          yield* billedOnce(key.keyId, { outcome: "failed" })
+        }))
+
+      it.effect("timeouts: a stream that goes quiet for idle_ms ends with an error event, no [DONE]; billed once, estimated", () =>
+        Effect.gen(function*() {
+          const { base, fake, key, secret } = yield* setup
+          fake.script("/slow/v1/chat/completions", { events: chatToolStream, eventDelayMs: 2_000 })
+          const r = yield* slowCall(base, secret, true)
+          expect(r.status).toBe(200)
+          expect(r.ms).toBeLessThan(1_500)
+          expect(r.text).toContain("event: error")
+          expect(r.text).toContain("upstream_timeout")
+          expect(r.text).toContain("went quiet")
+          expect(r.text).not.toContain("[DONE]")
+          yield* billedOnce(key.keyId, { outcome: "failed", estimated: true })
+        }))
+
+      it.effect("timeouts: a slow client is not an idle upstream (backpressure does not count against idle_ms)", () =>
+        Effect.gen(function*() {
+          const { base, fake, key, secret } = yield* setup
+          const big = "x".repeat(16_384)
+          const usage = {
+            data: {
+              id: "chatcmpl-t",
+              object: "chat.completion.chunk",
+              created: 1,
+              model: "gpt-up",
+              choices: [],
+              usage: { prompt_tokens: 4, completion_tokens: 400, total_tokens: 404 }
+            }
+          }
+          const many = [
+            chunk({ role: "assistant", content: "" }),
+            ...Array.from({ length: 400 }, () => text(big)),
+            chunk({}, "stop"),
+            usage,
+            { data: "[DONE]" }
+          ]
+          fake.script("/slow/v1/chat/completions", { events: many })
+          const body = yield* Effect.promise(async () => {
+            const res = await fetch(`${base}/v1/chat/completions`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+              body: JSON.stringify({ model: "gpt-slow", stream: true, messages: [{ role: "user", content: "x" }] })
+            })
+            const reader = res.body!.getReader()
+            const decoder = new TextDecoder()
+            let seen = decoder.decode((await reader.read()).value, { stream: true })
+            await new Promise((r) => setTimeout(r, 800)) // the client stops reading for longer than idle_ms
+            for (;;) {
+              const { done, value } = await reader.read()
+              if (done) return seen
+              seen += decoder.decode(value, { stream: true })
+            }
+          })
+          expect(body).not.toContain("event: error")
+          expect(body.trimEnd().endsWith("data: [DONE]")).toBe(true)
+          const billed = yield* awaitBilled(key.keyId, 1)
+          expect(billed[0]).toMatchObject({ outcome: "completed", estimated: false })
+        }))
+
+      it.effect("timeouts: total_ms bounds a stream that keeps trickling within idle_ms", () =>
+        Effect.gen(function*() {
+          const { base, fake, key, secret } = yield* setup
+          const trickle = [
+            chunk({ role: "assistant", content: "" }),
+            ...Array.from({ length: 40 }, (_, i) => text(`w${i} `)),
+            chunk({}, "stop"),
+            { data: "[DONE]" }
+          ]
+          fake.script("/slow/v1/chat/completions", { events: trickle, eventDelayMs: 100 })
+          const r = yield* slowCall(base, secret, true)
+          expect(r.ms).toBeGreaterThanOrEqual(1_400)
+          expect(r.ms).toBeLessThan(3_000) // the upstream would take over 4 s
+          expect(r.text).toContain("w3 ")
+          expect(r.text).toContain("total timeout")
+          expect(r.text).not.toContain("[DONE]")
+          const billed = yield* billedOnce(key.keyId, { outcome: "failed", estimated: true })
+          expect(billed.usage.output_tokens).toBeGreaterThan(0)
+        }))
+
+      it.effect("every streamed request has exactly one Billed, and the log replays clean", () =>
+        Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const rows = yield* sql<{ stream_id: string; started: number; billed: number }>`
           SELECT stream_id, count(*) FILTER (WHERE event_type = 'StreamStarted')::int AS started,
                  count(*) FILTER (WHERE event_type = 'Billed')::int AS billed
             FROM event_log WHERE stream_id LIKE 'request-%' GROUP BY stream_id`
-        expect(rows.length).toBeGreaterThan(10)
-        expect(rows.filter((r) => r.started !== 1 || r.billed !== 1)).toEqual([])
-        const report = yield* Replay.verify
-        expect(report.differences).toEqual([])
-        expect(report.ok).toBe(true)
-      }))
-  })
+          expect(rows.length).toBeGreaterThan(10)
+          expect(rows.filter((r) => r.started !== 1 || r.billed !== 1)).toEqual([])
+          const report = yield* Replay.verify
+          expect(report.differences).toEqual([])
+          expect(report.ok).toBe(true)
+        }))
+    }
+  )
 })

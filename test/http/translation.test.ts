@@ -5,8 +5,8 @@
  * take rewritten both ways, reasoning carried across styles in streams, `count_tokens`, and `GET /`.
  */
 import Anthropic from "@anthropic-ai/sdk"
-import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { countTokens } from "gpt-tokenizer/encoding/o200k_base"
 import OpenAI from "openai"
@@ -17,7 +17,12 @@ import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
 const configFor = (url: string): ConfigFileEncoded => ({
   providers: {
     "fake-openai": { style: "openai", base_url: `${url}/v1`, api_key: "upstream-openai-secret" },
-    "fake-anthropic": { style: "anthropic", base_url: url, api_key: "upstream-anthropic-secret", headers: { "anthropic-beta": "operator-beta-1" } }
+    "fake-anthropic": {
+      style: "anthropic",
+      base_url: url,
+      api_key: "upstream-anthropic-secret",
+      headers: { "anthropic-beta": "operator-beta-1" }
+    }
   },
   models: {
     "gpt-up": { deployments: [{ provider: "fake-openai", model: "gpt-upstream" }], max_input_tokens: 128_000 },
@@ -84,7 +89,9 @@ describe("translation policy over HTTP", () => {
           }
         })
         // Passthrough drops nothing and says nothing.
-        const same = yield* Effect.promise(() => openai.responses.create({ model: "gpt-up", ...codexLike } as any).withResponse())
+        const same = yield* Effect.promise(() =>
+          openai.responses.create({ model: "gpt-up", ...codexLike } as any).withResponse()
+        )
         expect(same.response.headers.get("tollgate-dropped-params")).toBeNull()
         expect(fake.received.at(-1)!.body.prompt_cache_key).toBe("session-1")
       }))
@@ -114,11 +121,21 @@ describe("translation policy over HTTP", () => {
         )
         expect(fake.received.at(-1)!.body.reasoning_effort).toBe("medium")
         yield* Effect.promise(() =>
-          anthropic.messages.create({ model: "gpt-up", max_tokens: 50, messages: [{ role: "user", content: "hi" }], thinking: { type: "disabled" } })
+          anthropic.messages.create({
+            model: "gpt-up",
+            max_tokens: 50,
+            messages: [{ role: "user", content: "hi" }],
+            thinking: { type: "disabled" }
+          })
         )
         expect(fake.received.at(-1)!.body.reasoning_effort).toBeUndefined()
         yield* Effect.promise(() =>
-          openai.chat.completions.create({ model: "claude-up", max_tokens: 9000, reasoning_effort: "low", messages: [{ role: "user", content: "hi" }] })
+          openai.chat.completions.create({
+            model: "claude-up",
+            max_tokens: 9000,
+            reasoning_effort: "low",
+            messages: [{ role: "user", content: "hi" }]
+          })
         )
         expect(fake.received.at(-1)!.body.thinking).toEqual({ type: "enabled", budget_tokens: 2048 })
       }))
@@ -126,8 +143,15 @@ describe("translation policy over HTTP", () => {
     it.effect("protocol headers reach an upstream of the client's style only; credentials and other headers never", () =>
       Effect.gen(function*() {
         const { anthropic, fake, openai, secret } = yield* clients
-        const betas = { headers: { "anthropic-beta": "context-management-2025-06-27,effort-2025-11-24", "x-custom": "no" } }
-        yield* Effect.promise(() => anthropic.messages.create({ model: "claude-up", max_tokens: 10, messages: [{ role: "user", content: "hi" }] }, betas))
+        const betas = {
+          headers: { "anthropic-beta": "context-management-2025-06-27,effort-2025-11-24", "x-custom": "no" }
+        }
+        yield* Effect.promise(() =>
+          anthropic.messages.create(
+            { model: "claude-up", max_tokens: 10, messages: [{ role: "user", content: "hi" }] },
+            betas
+          )
+        )
         const same = fake.received.at(-1)!
         // The client's betas join the provider's configured one.
         expect(same.headers["anthropic-beta"]).toBe("operator-beta-1,context-management-2025-06-27,effort-2025-11-24")
@@ -137,16 +161,25 @@ describe("translation policy over HTTP", () => {
         expect(same.headers["x-custom"]).toBeUndefined()
         expect(JSON.stringify(same.headers)).not.toContain(secret)
 
-        yield* Effect.promise(() => anthropic.messages.create({ model: "gpt-up", max_tokens: 10, messages: [{ role: "user", content: "hi" }] }, betas))
+        yield* Effect.promise(() =>
+          anthropic.messages.create(
+            { model: "gpt-up", max_tokens: 10, messages: [{ role: "user", content: "hi" }] },
+            betas
+          )
+        )
         const cross = fake.received.at(-1)!
         expect(cross.path).toBe("/v1/chat/completions")
         expect(cross.headers["anthropic-beta"]).toBeUndefined()
         expect(cross.headers["anthropic-version"]).toBeUndefined()
 
         const beta = { headers: { "OpenAI-Beta": "responses=v1" } }
-        yield* Effect.promise(() => openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content: "hi" }] }, beta))
+        yield* Effect.promise(() =>
+          openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content: "hi" }] }, beta)
+        )
         expect(fake.received.at(-1)!.headers["openai-beta"]).toBe("responses=v1")
-        yield* Effect.promise(() => openai.chat.completions.create({ model: "claude-up", messages: [{ role: "user", content: "hi" }] }, beta))
+        yield* Effect.promise(() =>
+          openai.chat.completions.create({ model: "claude-up", messages: [{ role: "user", content: "hi" }] }, beta)
+        )
         expect(fake.received.at(-1)!.headers["openai-beta"]).toBeUndefined()
         // The operator's configured beta still goes; the default version stays the spec's.
         expect(fake.received.at(-1)!.headers["anthropic-beta"]).toBe("operator-beta-1")
@@ -164,7 +197,15 @@ describe("translation policy over HTTP", () => {
           choices: [{
             index: 0,
             finish_reason: "tool_calls",
-            message: { role: "assistant", content: null, tool_calls: [{ id: "functions.get_weather:0", type: "function", function: { name: "get_weather", arguments: "{\"city\":\"Paris\"}" } }] }
+            message: {
+              role: "assistant",
+              content: null,
+              tool_calls: [{
+                id: "functions.get_weather:0",
+                type: "function",
+                function: { name: "get_weather", arguments: "{\"city\":\"Paris\"}" }
+              }]
+            }
           }],
           usage: { prompt_tokens: 5, completion_tokens: 3 },
           stream
@@ -172,7 +213,12 @@ describe("translation policy over HTTP", () => {
         fake.script("/v1/chat/completions", { body: chatCall(false) })
         const tools = [{ name: "get_weather", input_schema: weather as any }]
         const first = yield* Effect.promise(() =>
-          anthropic.messages.create({ model: "gpt-up", max_tokens: 50, tools, messages: [{ role: "user", content: "weather?" }] })
+          anthropic.messages.create({
+            model: "gpt-up",
+            max_tokens: 50,
+            tools,
+            messages: [{ role: "user", content: "weather?" }]
+          })
         )
         const use = first.content.find((b) => b.type === "tool_use")!
         expect(use.type === "tool_use" && use.id).toMatch(ANTHROPIC_ID)
@@ -180,15 +226,59 @@ describe("translation policy over HTTP", () => {
         // The same id, streamed.
         fake.script("/v1/chat/completions", {
           events: [
-            { data: { id: "c", object: "chat.completion.chunk", choices: [{ index: 0, delta: { role: "assistant", tool_calls: [{ index: 0, id: "functions.get_weather:0", type: "function", function: { name: "get_weather", arguments: "" } }] } }] } },
-            { data: { id: "c", object: "chat.completion.chunk", choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: "{\"city\":\"Paris\"}" } }] } }] } },
-            { data: { id: "c", object: "chat.completion.chunk", choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] } },
-            { data: { id: "c", object: "chat.completion.chunk", choices: [], usage: { prompt_tokens: 5, completion_tokens: 3 } } },
+            {
+              data: {
+                id: "c",
+                object: "chat.completion.chunk",
+                choices: [{
+                  index: 0,
+                  delta: {
+                    role: "assistant",
+                    tool_calls: [{
+                      index: 0,
+                      id: "functions.get_weather:0",
+                      type: "function",
+                      function: { name: "get_weather", arguments: "" }
+                    }]
+                  }
+                }]
+              }
+            },
+            {
+              data: {
+                id: "c",
+                object: "chat.completion.chunk",
+                choices: [{
+                  index: 0,
+                  delta: { tool_calls: [{ index: 0, function: { arguments: "{\"city\":\"Paris\"}" } }] }
+                }]
+              }
+            },
+            {
+              data: {
+                id: "c",
+                object: "chat.completion.chunk",
+                choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }]
+              }
+            },
+            {
+              data: {
+                id: "c",
+                object: "chat.completion.chunk",
+                choices: [],
+                usage: { prompt_tokens: 5, completion_tokens: 3 }
+              }
+            },
             { data: "[DONE]" }
           ]
         })
         const streamed = yield* Effect.promise(() =>
-          anthropic.messages.stream({ model: "gpt-up", max_tokens: 50, tools, messages: [{ role: "user", content: "weather?" }] }).finalMessage()
+          anthropic.messages.stream({
+            model: "gpt-up",
+            max_tokens: 50,
+            tools,
+            messages: [{ role: "user", content: "weather?" }]
+          }).finalMessage()
         )
         expect(streamed.content.find((b) => b.type === "tool_use")).toMatchObject({ id })
         // The result goes back with the rewritten id; the chat upstream gets its own id back.
@@ -214,7 +304,15 @@ describe("translation policy over HTTP", () => {
             model: "claude-up",
             messages: [
               { role: "user", content: "weather?" },
-              { role: "assistant", content: null, tool_calls: [{ id: "functions.get_weather:0", type: "function", function: { name: "get_weather", arguments: "{}" } }] },
+              {
+                role: "assistant",
+                content: null,
+                tool_calls: [{
+                  id: "functions.get_weather:0",
+                  type: "function",
+                  function: { name: "get_weather", arguments: "{}" }
+                }]
+              },
               { role: "tool", tool_call_id: "functions.get_weather:0", content: "sunny" }
             ]
           })
@@ -231,14 +329,36 @@ describe("translation policy over HTTP", () => {
         const ev = (data: Record<string, unknown>) => ({ event: String(data.type), data })
         fake.script("/v1/messages", {
           events: [
-            ev({ type: "message_start", message: { id: "msg_t", type: "message", role: "assistant", model: "claude-upstream", content: [], usage: { input_tokens: 7, output_tokens: 1 } } }),
-            ev({ type: "content_block_start", index: 0, content_block: { type: "thinking", thinking: "", signature: "" } }),
+            ev({
+              type: "message_start",
+              message: {
+                id: "msg_t",
+                type: "message",
+                role: "assistant",
+                model: "claude-upstream",
+                content: [],
+                usage: { input_tokens: 7, output_tokens: 1 }
+              }
+            }),
+            ev({
+              type: "content_block_start",
+              index: 0,
+              content_block: { type: "thinking", thinking: "", signature: "" }
+            }),
             ev({ type: "content_block_delta", index: 0, delta: { type: "thinking_delta", thinking: "Paris is " } }),
             ev({ type: "content_block_delta", index: 0, delta: { type: "thinking_delta", thinking: "in France." } }),
             ev({ type: "content_block_delta", index: 0, delta: { type: "signature_delta", signature: "SIG123" } }),
             ev({ type: "content_block_stop", index: 0 }),
-            ev({ type: "content_block_start", index: 1, content_block: { type: "tool_use", id: "toolu_1", name: "get_weather", input: {} } }),
-            ev({ type: "content_block_delta", index: 1, delta: { type: "input_json_delta", partial_json: "{\"city\":\"Paris\"}" } }),
+            ev({
+              type: "content_block_start",
+              index: 1,
+              content_block: { type: "tool_use", id: "toolu_1", name: "get_weather", input: {} }
+            }),
+            ev({
+              type: "content_block_delta",
+              index: 1,
+              delta: { type: "input_json_delta", partial_json: "{\"city\":\"Paris\"}" }
+            }),
             ev({ type: "content_block_stop", index: 1 }),
             ev({ type: "message_delta", delta: { stop_reason: "tool_use" }, usage: { output_tokens: 12 } }),
             ev({ type: "message_stop" })
@@ -266,7 +386,10 @@ describe("translation policy over HTTP", () => {
         // The request asked for reasoning: thinking with low effort's budget, under half the output limit.
         expect(fake.received.at(-1)!.body.thinking).toEqual({ type: "enabled", budget_tokens: 2048 })
         const [reasoning, call] = completed.output
-        expect(reasoning).toMatchObject({ type: "reasoning", summary: [{ type: "summary_text", text: "Paris is in France." }] })
+        expect(reasoning).toMatchObject({
+          type: "reasoning",
+          summary: [{ type: "summary_text", text: "Paris is in France." }]
+        })
         expect(reasoning.encrypted_content).toContain("SIG123")
         expect(call).toMatchObject({ type: "function_call", call_id: "toolu_1", arguments: "{\"city\":\"Paris\"}" })
 
@@ -301,7 +424,11 @@ describe("translation policy over HTTP", () => {
       Effect.gen(function*() {
         const { anthropic, fake } = yield* clients
         const chunk = (delta: unknown, finish: string | null = null) => ({
-          data: { id: "chatcmpl-r", object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: finish }] }
+          data: {
+            id: "chatcmpl-r",
+            object: "chat.completion.chunk",
+            choices: [{ index: 0, delta, finish_reason: finish }]
+          }
         })
         fake.script("/v1/chat/completions", {
           events: [
@@ -309,12 +436,20 @@ describe("translation policy over HTTP", () => {
             chunk({ reasoning_content: "ing." }),
             chunk({ content: "Done." }),
             chunk({}, "stop"),
-            { data: { id: "chatcmpl-r", object: "chat.completion.chunk", choices: [], usage: { prompt_tokens: 3, completion_tokens: 4 } } },
+            {
+              data: {
+                id: "chatcmpl-r",
+                object: "chat.completion.chunk",
+                choices: [],
+                usage: { prompt_tokens: 3, completion_tokens: 4 }
+              }
+            },
             { data: "[DONE]" }
           ]
         })
         const message = yield* Effect.promise(() =>
-          anthropic.messages.stream({ model: "gpt-up", max_tokens: 50, messages: [{ role: "user", content: "hi" }] }).finalMessage()
+          anthropic.messages.stream({ model: "gpt-up", max_tokens: 50, messages: [{ role: "user", content: "hi" }] })
+            .finalMessage()
         )
         expect(message.content[0]).toEqual({ type: "thinking", thinking: "Thinking.", signature: "" })
         expect(message.content[1]).toMatchObject({ type: "text", text: "Done." })
@@ -337,25 +472,41 @@ describe("translation policy over HTTP", () => {
         expect(got.headers["anthropic-beta"]).toBe("operator-beta-1,token-counting-2024-11-01")
 
         const local = yield* Effect.promise(() =>
-          anthropic.messages.countTokens({ model: "gpt-up", system: "Be brief.", messages: [{ role: "user", content: "Hello there" }] })
+          anthropic.messages.countTokens({
+            model: "gpt-up",
+            system: "Be brief.",
+            messages: [{ role: "user", content: "Hello there" }]
+          })
         )
         expect(local.input_tokens).toBe(countTokens("Be brief. Hello there") + 3 + 3)
 
         // The same key rules as /v1/messages.
         const post = (headers: Record<string, string>, body: unknown) =>
           Effect.promise(() =>
-            fetch(`${base}/v1/messages/count_tokens`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) })
+            fetch(`${base}/v1/messages/count_tokens`, {
+              method: "POST",
+              headers: { "content-type": "application/json", ...headers },
+              body: JSON.stringify(body)
+            })
               .then(async (r) => ({ status: r.status, body: await r.json() as any }))
           )
         const ok = { model: "gpt-up", messages: [{ role: "user", content: "hi" }] }
         expect((yield* post({ "x-api-key": secret }, ok)).body.error.param).toBe("anthropic-version")
         expect((yield* post({ "x-api-key": "sk-tg-wrong", "anthropic-version": "2023-06-01" }, ok)).status).toBe(401)
-        const unknown = yield* post({ "x-api-key": secret, "anthropic-version": "2023-06-01" }, { ...ok, model: "nope" })
+        const unknown = yield* post({ "x-api-key": secret, "anthropic-version": "2023-06-01" }, {
+          ...ok,
+          model: "nope"
+        })
         expect([unknown.status, unknown.body.error.code]).toEqual([404, "model_not_found"])
-        expect((yield* post({ "x-api-key": secret, "anthropic-version": "2023-06-01" }, { model: "gpt-up" })).body.error.param).toBe("messages")
+        expect(
+          (yield* post({ "x-api-key": secret, "anthropic-version": "2023-06-01" }, { model: "gpt-up" })).body.error
+            .param
+        ).toBe("messages")
 
         const sql = yield* SqlClient.SqlClient
-        const events = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM event_log WHERE data->>'key_id' = ${key.keyId} AND stream_id LIKE 'request-%'`
+        const events = yield* sql<
+          { n: number }
+        >`SELECT count(*)::int AS n FROM event_log WHERE data->>'key_id' = ${key.keyId} AND stream_id LIKE 'request-%'`
         expect(events[0]!.n).toBe(0)
       }))
 

@@ -5,8 +5,8 @@
  * from the upstream's own token counts at the configured price.
  */
 import Anthropic from "@anthropic-ai/sdk"
-import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import OpenAI from "openai"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
@@ -26,7 +26,12 @@ const configFor = (url: string): ConfigFileEncoded => ({
       deployment_paths: true
     },
     // an OpenAI-compatible server without a Responses API
-    "fake-compat": { style: "openai", base_url: `${url}/compat/v1`, responses_api: false, max_tokens_field: "max_completion_tokens" }
+    "fake-compat": {
+      style: "openai",
+      base_url: `${url}/compat/v1`,
+      responses_api: false,
+      max_tokens_field: "max_completion_tokens"
+    }
   },
   models: {
     "gpt-up": {
@@ -40,7 +45,11 @@ const configFor = (url: string): ConfigFileEncoded => ({
     },
     "azure-gpt": { deployments: [{ provider: "fake-azure", model: "my-deployment" }] },
     "compat-gpt": { deployments: [{ provider: "fake-compat", model: "llama" }] },
-    "image-up": { kind: "image", deployments: [{ provider: "fake-openai", model: "img-1" }], pricing: { per_image: "0.04" } }
+    "image-up": {
+      kind: "image",
+      deployments: [{ provider: "fake-openai", model: "img-1" }],
+      pricing: { per_image: "0.04" }
+    }
   },
   server_options: { all: { models: ["gpt-up", "claude-up", "azure-gpt", "compat-gpt", "image-up"] } }
 })
@@ -113,7 +122,12 @@ describe("upstreams over HTTP", () => {
         expect(native.output_text).toBe("fake responses answer")
         expect(fake.received.at(-1)!.path).toBe("/v1/responses")
         // Passthrough: the body as sent, with the upstream model name and, as the client set no cap, the model's.
-        expect(fake.received.at(-1)!.body).toEqual({ model: "gpt-upstream-name", input: "hi", service_tier: "flex", max_output_tokens: 4096 })
+        expect(fake.received.at(-1)!.body).toEqual({
+          model: "gpt-upstream-name",
+          input: "hi",
+          service_tier: "flex",
+          max_output_tokens: 4096
+        })
 
         fake.script("/v1/messages", {
           body: {
@@ -134,7 +148,12 @@ describe("upstreams over HTTP", () => {
           })
         )
         const call = viaMessages.output.find((o) => o.type === "function_call")
-        expect(call).toMatchObject({ type: "function_call", call_id: "toolu_R", name: "weather", arguments: "{\"city\":\"Rome\"}" })
+        expect(call).toMatchObject({
+          type: "function_call",
+          call_id: "toolu_R",
+          name: "weather",
+          arguments: "{\"city\":\"Rome\"}"
+        })
         expect(fake.received.at(-1)!.body).toMatchObject({
           model: "claude-upstream-name",
           system: "Be brief.",
@@ -149,7 +168,11 @@ describe("upstreams over HTTP", () => {
         expect(viaChat.output_text).toBe("fake openai answer")
         const got = fake.received.at(-1)!
         expect(got.path).toBe("/compat/v1/chat/completions")
-        expect(got.body).toEqual({ model: "llama", messages: [{ role: "user", content: "hello" }], max_completion_tokens: 50 })
+        expect(got.body).toEqual({
+          model: "llama",
+          messages: [{ role: "user", content: "hello" }],
+          max_completion_tokens: 50
+        })
         expect(got.headers.authorization).toBeUndefined() // this provider has no api_key
       }))
 
@@ -169,13 +192,21 @@ describe("upstreams over HTTP", () => {
             ],
             stop_reason: "tool_use",
             stop_sequence: null,
-            usage: { input_tokens: 120, output_tokens: 30, cache_read_input_tokens: 1000, cache_creation_input_tokens: 0 }
+            usage: {
+              input_tokens: 120,
+              output_tokens: 30,
+              cache_read_input_tokens: 1000,
+              cache_creation_input_tokens: 0
+            }
           }
         })
         const chat = yield* Effect.promise(() =>
           openai.chat.completions.create({
             model: "claude-up",
-            messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Weather in Paris and Oslo?" }],
+            messages: [{ role: "system", content: "Be brief." }, {
+              role: "user",
+              content: "Weather in Paris and Oslo?"
+            }],
             tools: [{ type: "function", function: weather }],
             tool_choice: "auto",
             max_tokens: 200,
@@ -185,9 +216,15 @@ describe("upstreams over HTTP", () => {
         const choice = chat.choices[0]!
         expect(choice.finish_reason).toBe("tool_calls")
         expect(choice.message.content).toBe("Let me check.")
-        const calls = choice.message.tool_calls!.map((c) => c.type === "function" ? [c.id, c.function.name, JSON.parse(c.function.arguments)] : [])
+        const calls = choice.message.tool_calls!.map((c) =>
+          c.type === "function" ? [c.id, c.function.name, JSON.parse(c.function.arguments)] : []
+        )
         expect(calls).toEqual([["toolu_A", "weather", { city: "Paris" }], ["toolu_B", "weather", { city: "Oslo" }]])
-        expect(chat.usage).toMatchObject({ prompt_tokens: 1120, completion_tokens: 30, prompt_tokens_details: { cached_tokens: 1000 } })
+        expect(chat.usage).toMatchObject({
+          prompt_tokens: 1120,
+          completion_tokens: 30,
+          prompt_tokens_details: { cached_tokens: 1000 }
+        })
 
         const got = fake.received.at(-1)!
         expect(got.path).toBe("/v1/messages")
@@ -300,11 +337,17 @@ describe("upstreams over HTTP", () => {
             role: "assistant",
             content: [{ type: "text", text: "ok" }],
             stop_reason: "end_turn",
-            usage: { input_tokens: 1000, output_tokens: 2000, cache_read_input_tokens: 10000, cache_creation_input_tokens: 0 }
+            usage: {
+              input_tokens: 1000,
+              output_tokens: 2000,
+              cache_read_input_tokens: 10000,
+              cache_creation_input_tokens: 0
+            }
           }
         })
         const res = yield* Effect.promise(() =>
-          openai.chat.completions.create({ model: "claude-up", messages: [{ role: "user", content: "x" }] }).withResponse()
+          openai.chat.completions.create({ model: "claude-up", messages: [{ role: "user", content: "x" }] })
+            .withResponse()
         )
         const requestId = res.response.headers.get("x-request-id")!
         const sql = yield* SqlClient.SqlClient
@@ -362,16 +405,20 @@ describe("upstreams over HTTP", () => {
         const boom = { status: 500, body: { type: "error", error: { type: "api_error", message: "boom at 10.0.0.7" } } }
         fake.script("/v1/messages", boom, boom)
         const e500 = yield* Effect.promise(() =>
-          anthropic.messages.create({ model: "claude-up", max_tokens: 5, messages: [{ role: "user", content: "x" }] }).then(
-            () => undefined,
-            (e) => e
-          )
+          anthropic.messages.create({ model: "claude-up", max_tokens: 5, messages: [{ role: "user", content: "x" }] })
+            .then(
+              () => undefined,
+              (e) => e
+            )
         )
         expect(e500.status).toBe(502)
         expect(fake.received.filter((r) => r.path === "/v1/messages")).toHaveLength(2)
         expect(JSON.stringify(e500.error)).not.toContain("10.0.0.7")
 
-        fake.script("/v1/chat/completions", { status: 401, body: { error: { message: "Incorrect API key provided: upstream-openai-secret" } } })
+        fake.script("/v1/chat/completions", {
+          status: 401,
+          body: { error: { message: "Incorrect API key provided: upstream-openai-secret" } }
+        })
         const e401 = yield* Effect.promise(() =>
           openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content: "x" }] }).then(
             () => undefined,

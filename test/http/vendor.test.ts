@@ -40,7 +40,11 @@ const call = (url: string, init: { method?: string; token?: string; body?: unkno
     if (init.token !== undefined) headers["authorization"] = `Bearer ${init.token}`
     const body = init.rawBody ?? (init.body === undefined ? undefined : JSON.stringify(init.body))
     if (body !== undefined) headers["content-type"] = "application/json"
-    const response = await fetch(url, { method: init.method ?? (body === undefined ? "GET" : "POST"), headers, ...(body === undefined ? {} : { body }) })
+    const response = await fetch(url, {
+      method: init.method ?? (body === undefined ? "GET" : "POST"),
+      headers,
+      ...(body === undefined ? {} : { body })
+    })
     const text = await response.text()
     return { status: response.status, headers: response.headers, body: text === "" ? undefined : JSON.parse(text) }
   })
@@ -151,7 +155,11 @@ describe("vendor area", () => {
         expect(chat.model).toBe("mock-gpt")
         expect(chat.choices[0]!.message.content).toContain("Hello vendor")
         const message = yield* Effect.promise(() =>
-          anthropic.messages.create({ model: "mock-claude", max_tokens: 64, messages: [{ role: "user", content: "Hi" }] })
+          anthropic.messages.create({
+            model: "mock-claude",
+            max_tokens: 64,
+            messages: [{ role: "user", content: "Hi" }]
+          })
         )
         expect(message.type).toBe("message")
         expect(message.model).toBe("mock-claude")
@@ -173,7 +181,10 @@ describe("vendor area", () => {
           Effect.orDie
         )
         expect(events.map((e) => e.event._tag)).toEqual(["KeyIssued"])
-        expect(events[0]!.event).toMatchObject({ vendor_id: reseller.vendor.vendorId, issued_by: `vendor:${reseller.vendor.vendorId}` })
+        expect(events[0]!.event).toMatchObject({
+          vendor_id: reseller.vendor.vendorId,
+          issued_by: `vendor:${reseller.vendor.vendorId}`
+        })
         // Only the hash is stored, never the clear key.
         expect(JSON.stringify(events, (_, v) => (typeof v === "bigint" ? v.toString() : v))).not.toContain(k.key)
       }))
@@ -198,7 +209,11 @@ describe("vendor area", () => {
         expect(aModels.data.map((m) => m.id)).toEqual(["mock-claude", "mock-image"])
 
         const message = yield* Effect.promise(() =>
-          anthropic.messages.create({ model: "mock-claude", max_tokens: 32, messages: [{ role: "user", content: "ok?" }] })
+          anthropic.messages.create({
+            model: "mock-claude",
+            max_tokens: 32,
+            messages: [{ role: "user", content: "ok?" }]
+          })
         )
         expect(message.content[0]!.type).toBe("text")
 
@@ -231,7 +246,11 @@ describe("vendor area", () => {
         expect(narrowRefused.status).toBe(404)
         expect(narrowRefused.code).toBe("model_not_found")
         const ok = yield* Effect.promise(() =>
-          narrowSdk.anthropic.messages.create({ model: "mock-claude", max_tokens: 16, messages: [{ role: "user", content: "y" }] })
+          narrowSdk.anthropic.messages.create({
+            model: "mock-claude",
+            max_tokens: 16,
+            messages: [{ role: "user", content: "y" }]
+          })
         )
         expect(ok.type).toBe("message")
       }))
@@ -310,7 +329,11 @@ describe("vendor area", () => {
         expect(refused).toBeInstanceOf(OpenAI.AuthenticationError)
         expect(refused.code).toBe("key_expired")
         const aRefused = yield* rejection(() =>
-          anthropic.messages.create({ model: "mock-claude", max_tokens: 8, messages: [{ role: "user", content: "late" }] })
+          anthropic.messages.create({
+            model: "mock-claude",
+            max_tokens: 8,
+            messages: [{ role: "user", content: "late" }]
+          })
         )
         expect(aRefused).toBeInstanceOf(Anthropic.AuthenticationError)
         expect(aRefused.status).toBe(401)

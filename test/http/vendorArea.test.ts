@@ -20,7 +20,10 @@ const request = (base: string, method: string, path: string, token: string, body
   Effect.promise(() =>
     fetch(`${base}${path}`, {
       method,
-      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" })
+      },
       ...(body === undefined ? {} : { body: JSON.stringify(body) })
     }).then(async (r) => ({ status: r.status, body: await r.json() }))
   )
@@ -42,7 +45,11 @@ describe("vendor area", () => {
         // $10 of credit, $6 drawn: a $5 key does not fit, a $4 one does.
         const short = yield* call("POST", "/api/keys", { quota_usd: "5" })
         expect(short.status).toBe(400)
-        expect(short.body.error).toMatchObject({ type: "invalid_request_error", code: "insufficient_credit", param: "quota_usd" })
+        expect(short.body.error).toMatchObject({
+          type: "invalid_request_error",
+          code: "insufficient_credit",
+          param: "quota_usd"
+        })
 
         // The customer uses a key; the vendor sees it.
         const customer = created[0]!
@@ -74,7 +81,10 @@ describe("vendor area", () => {
         expect(one.body).toMatchObject({ id: customer.id, requests: 1, status: "active", quota_usd: "2" })
 
         // A change with one bad field changes nothing: no top-up is drawn before the expiry is refused.
-        const halfBad = yield* call("PATCH", `/api/keys/${customer.id}`, { add_quota_usd: "3", expires_at: "2000-01-01T00:00:00Z" })
+        const halfBad = yield* call("PATCH", `/api/keys/${customer.id}`, {
+          add_quota_usd: "3",
+          expires_at: "2000-01-01T00:00:00Z"
+        })
         expect(halfBad.status).toBe(400)
         expect((yield* call("GET", `/api/keys/${customer.id}`)).body.quota_usd).toBe("2")
         const topped = yield* call("PATCH", `/api/keys/${customer.id}`, { add_quota_usd: "3" })
@@ -114,7 +124,12 @@ describe("vendor area", () => {
         const a = yield* registerVendor(ALL)
         const b = yield* registerVendor(ALL)
         const bKey = (yield* request(base, "POST", "/api/keys", b.token, { quota_usd: "1" })).body
-        for (const [method, body] of [["GET", undefined], ["PATCH", { add_quota_usd: "1" }], ["DELETE", undefined]] as const) {
+        for (
+          const [method, body] of [["GET", undefined], ["PATCH", { add_quota_usd: "1" }], [
+            "DELETE",
+            undefined
+          ]] as const
+        ) {
           const r = yield* request(base, method, `/api/keys/${bKey.id}`, a.token, body)
           expect(r.status, method).toBe(404)
           expect(r.body.error.type).toBe("not_found_error")
@@ -157,9 +172,10 @@ describe("vendor area", () => {
         expect(r.status).toBe(401)
         expect(r.body.error.code).toBe("invalid_vendor_token")
 
-        const soon = yield* vendors.issueToken(vendor.vendor.vendorId, ALL, new Date(Date.now() + 1_000).toISOString()).pipe(
-          Effect.orDie
-        )
+        const soon = yield* vendors.issueToken(vendor.vendor.vendorId, ALL, new Date(Date.now() + 1_000).toISOString())
+          .pipe(
+            Effect.orDie
+          )
         expect((yield* request(base, "GET", "/api/keys", soon.token)).status).toBe(200)
         yield* Effect.sleep("1100 millis")
         expect((yield* request(base, "GET", "/api/keys", soon.token)).status).toBe(401)
@@ -177,15 +193,26 @@ describe("idempotent key creation", () => {
           Effect.promise(() =>
             fetch(`${base}/api/keys`, {
               method: "POST",
-              headers: { authorization: `Bearer ${vendor.token}`, "content-type": "application/json", "idempotency-key": idem },
+              headers: {
+                authorization: `Bearer ${vendor.token}`,
+                "content-type": "application/json",
+                "idempotency-key": idem
+              },
               body: JSON.stringify(body)
-            }).then(async (r) => ({ status: r.status, replayed: r.headers.get("idempotent-replayed"), body: (await r.json()) as any }))
+            }).then(async (r) => ({
+              status: r.status,
+              replayed: r.headers.get("idempotent-replayed"),
+              body: (await r.json()) as any
+            }))
           )
         const body = { name: "retry-me", quota_usd: "3" }
         // Concurrent retries of one request, then a late one.
-        const first = yield* Effect.all([create("order-42", body), create("order-42", body), create("order-42", body)], {
-          concurrency: "unbounded"
-        })
+        const first = yield* Effect.all(
+          [create("order-42", body), create("order-42", body), create("order-42", body)],
+          {
+            concurrency: "unbounded"
+          }
+        )
         const late = yield* create("order-42", body)
         const all = [...first, late]
         const ids = new Set(all.map((r) => r.body.id))

@@ -1,5 +1,5 @@
-import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
 import * as TestServices from "effect/TestServices"
 import { EventLog } from "../../src/ledger/EventLog.ts"
@@ -66,7 +66,9 @@ describe("EventLog", () => {
         const sql = yield* SqlClient.SqlClient
         const refusal = (statement: string) =>
           Effect.map(Effect.flip(sql.unsafe(statement)), (err) => String(err.message + (err.cause as Error)?.message))
-        expect(yield* refusal(`UPDATE event_log SET event_type = 'Billed' WHERE stream_id = 'request-kept'`)).toMatch(/append-only/)
+        expect(yield* refusal(`UPDATE event_log SET event_type = 'Billed' WHERE stream_id = 'request-kept'`)).toMatch(
+          /append-only/
+        )
         expect(yield* refusal(`DELETE FROM event_log WHERE stream_id = 'request-kept'`)).toMatch(/append-only/)
         expect(yield* refusal(`TRUNCATE event_log`)).toMatch(/append-only/)
         const kept = yield* log.read({ limit: 10, streamId: "request-kept", settledOnly: false })
@@ -138,15 +140,19 @@ describe("EventLog", () => {
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const scope = yield* Scope.make()
-        const context = yield* Layer.buildWithScope(EventLog.Default.pipe(Layer.provide(Layer.succeed(SqlClient.SqlClient, sql))), scope)
+        const context = yield* Layer.buildWithScope(
+          EventLog.Default.pipe(Layer.provide(Layer.succeed(SqlClient.SqlClient, sql))),
+          scope
+        )
         const log = Context.get(context, EventLog)
         yield* log.append({ streamId: "request-before", expectedVersion: 0, events: [started("before")] })
         yield* Scope.close(scope, Exit.void)
-        const after = yield* log.append({ streamId: "request-after", expectedVersion: 0, events: [started("after")] }).pipe(
-          Effect.flip,
-          Effect.timeout("2 seconds"),
-          TestServices.provideLive
-        )
+        const after = yield* log.append({ streamId: "request-after", expectedVersion: 0, events: [started("after")] })
+          .pipe(
+            Effect.flip,
+            Effect.timeout("2 seconds"),
+            TestServices.provideLive
+          )
         expect(after._tag).toBe("LedgerUnavailable")
       }))
   })

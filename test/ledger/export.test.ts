@@ -6,10 +6,10 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { Chunk, Effect, Stream } from "effect"
 import { Keys } from "../../src/accounts/Keys.ts"
+import { hashSecret } from "../../src/accounts/secrets.ts"
 import { EventLog } from "../../src/ledger/EventLog.ts"
 import { exportPages, exportWindow, ndjson, usageFromLines } from "../../src/ledger/Export.ts"
 import * as Replay from "../../src/ledger/Replay.ts"
-import { hashSecret } from "../../src/accounts/secrets.ts"
 import { baseUrl, issueKey, registerVendor, TestGateway } from "../support/TestGateway.ts"
 
 describe("export for auditors", () => {
@@ -40,14 +40,18 @@ describe("export for auditors", () => {
         for (const secret of [a.secret, b.secret, vendor.token]) {
           expect(lines.some((l) => l.includes(hashSecret(secret)))).toBe(false)
         }
-        const issued = lines.map((l) => JSON.parse(l)).filter((e) => e.event_type === "KeyIssued" || e.event_type === "VendorTokenIssued")
+        const issued = lines.map((l) => JSON.parse(l)).filter((e) =>
+          e.event_type === "KeyIssued" || e.event_type === "VendorTokenIssued"
+        )
         expect(issued.length).toBeGreaterThanOrEqual(3)
         for (const e of issued) expect(e.data.key_hash ?? e.data.token_hash).toBe("redacted")
         const rebuilt = usageFromLines(lines)
         expect(rebuilt.events).toBe(lines.length)
         for (const k of [a, b]) {
           const live = yield* Effect.promise(() =>
-            fetch(`${base}/v1/usage`, { headers: { authorization: `Bearer ${k.secret}` } }).then((r) => r.json() as Promise<any>)
+            fetch(`${base}/v1/usage`, { headers: { authorization: `Bearer ${k.secret}` } }).then((r) =>
+              r.json() as Promise<any>
+            )
           )
           const mine = rebuilt.keys.find((x) => x.key_id === k.key.keyId)!
           expect(mine.requests).toBe(live.totals.requests)
@@ -55,14 +59,18 @@ describe("export for auditors", () => {
           expect(mine.input_tokens).toBe(live.totals.input_tokens)
         }
         const live = yield* Effect.promise(() =>
-          fetch(`${base}/v1/usage`, { headers: { authorization: `Bearer ${a.secret}` } }).then((r) => r.json() as Promise<any>)
+          fetch(`${base}/v1/usage`, { headers: { authorization: `Bearer ${a.secret}` } }).then((r) =>
+            r.json() as Promise<any>
+          )
         )
         expect(live.quota.limit_usd).toBe("3")
         expect((yield* Replay.verify).ok).toBe(true)
 
         // A page at a time: pages of two give the same JSON Lines, and a reader that stops early makes
         // the log read no further page (the export holds one page, whatever the size of the log).
-        const pages = yield* Stream.runCollect(exportPages({}, 2).pipe(Stream.mapChunks((page) => Chunk.of(ndjson(page)))))
+        const pages = yield* Stream.runCollect(
+          exportPages({}, 2).pipe(Stream.mapChunks((page) => Chunk.of(ndjson(page))))
+        )
         expect(Chunk.join(pages, "")).toBe(lines.map((l) => l + "\n").join(""))
         expect(Chunk.size(pages)).toBeGreaterThanOrEqual(Math.ceil(lines.length / 2))
         const log = yield* EventLog

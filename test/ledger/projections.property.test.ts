@@ -10,14 +10,14 @@
  *     appends so the group-commit writer batches them, leaves live tables equal to the oracle and
  *     `Replay.verify` ok with no differences.
  */
-import { describe, expect, it } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as fc from "fast-check"
-import type { DomainEvent } from "../../src/ledger/events.ts"
 import { type AppendRequest, EventLog } from "../../src/ledger/EventLog.ts"
-import { canonical, type Delta, keyOf, type TableName, tables } from "../../src/ledger/projections/Delta.ts"
+import type { DomainEvent } from "../../src/ledger/events.ts"
 import { applyMemory, emptyTables, type MemoryTables } from "../../src/ledger/projections/applyMemory.ts"
+import { canonical, type Delta, keyOf, type TableName, tables } from "../../src/ledger/projections/Delta.ts"
 import { project } from "../../src/ledger/projections/project.ts"
 import { verify } from "../../src/ledger/Replay.ts"
 import { backend, TestDatabase } from "../support/TestDatabase.ts"
@@ -70,7 +70,12 @@ const billPlan = fc.record({
 const requestPlan = fc.record({
   key: fc.nat(),
   model: fc.constantFrom(...MODELS),
-  endpoint: fc.constantFrom("chat.completions" as const, "responses" as const, "messages" as const, "images.generations" as const),
+  endpoint: fc.constantFrom(
+    "chat.completions" as const,
+    "responses" as const,
+    "messages" as const,
+    "images.generations" as const
+  ),
   reserved: fc.bigInt({ min: 0n, max: 10n ** 12n }),
   bill: fc.option(billPlan, { nil: null, freq: 5 }),
   /** split: StreamStarted, then UsageReported+Billed at version 1 (or "any"); together: all three in one append. */
@@ -256,7 +261,9 @@ const canonicalTables = (rows: Record<TableName, Iterable<Record<string, unknown
 }
 
 /** Expected tables from appends and when each committed; an independent restatement of the projections. */
-const oracle = (committed: ReadonlyArray<{ readonly request: AppendRequest; readonly occurredAt: string }>): Canonical => {
+const oracle = (
+  committed: ReadonlyArray<{ readonly request: AppendRequest; readonly occurredAt: string }>
+): Canonical => {
   const events = committed.flatMap(({ occurredAt, request }) => request.events.map((event) => ({ event, occurredAt })))
   const keys = new Map<string, Record<string, unknown>>()
   const vendors: Array<Record<string, unknown>> = []
@@ -286,7 +293,9 @@ const oracle = (committed: ReadonlyArray<{ readonly request: AppendRequest; read
       }
       case "KeyRevoked": {
         const k = keys.get(e.key_id)!
-        if (k.revoked_at === null || Date.parse(occurredAt) > Date.parse(k.revoked_at as string)) k.revoked_at = occurredAt
+        if (k.revoked_at === null || Date.parse(occurredAt) > Date.parse(k.revoked_at as string)) {
+          k.revoked_at = occurredAt
+        }
         break
       }
       case "VendorRegistered":
@@ -424,7 +433,9 @@ describe("projections (pure)", () => {
             applyAsPlan(batched, events.flatMap((e) => project(e, instants[b]!)))
           })
 
-          const expected = plain(oracle(batches.flatMap((batch, b) => batch.map((request) => ({ request, occurredAt: instants[b]! })))))
+          const expected = plain(
+            oracle(batches.flatMap((batch, b) => batch.map((request) => ({ request, occurredAt: instants[b]! }))))
+          )
           expect(plain(canonicalMemory(oneByOne))).toEqual(expected)
           expect(plain(canonicalMemory(batched))).toEqual(expected)
           // The generator really spreads billing over days: the day column follows occurred_at.
@@ -493,8 +504,10 @@ describe("projections through the event log", () => {
         })
         await Effect.runPromise(
           Effect.scoped(
-            Effect.flatMap(Layer.build(EventLog.Default.pipe(Layer.provideMerge(TestDatabase))), (ctx) =>
-              Effect.provide(program, ctx))
+            Effect.flatMap(
+              Layer.build(EventLog.Default.pipe(Layer.provideMerge(TestDatabase))),
+              (ctx) => Effect.provide(program, ctx)
+            )
           )
         )
       }),

@@ -13,7 +13,16 @@ import type { AddressInfo } from "node:net"
 import * as path from "node:path"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { freePort, logLines, type Proc, start, tempDir, tollgateJson, waitForHttp, waitForOutput } from "../support/Processes.ts"
+import {
+  freePort,
+  logLines,
+  type Proc,
+  start,
+  tempDir,
+  tollgateJson,
+  waitForHttp,
+  waitForOutput
+} from "../support/Processes.ts"
 import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
 
 const T = 120_000
@@ -43,7 +52,8 @@ const receiver = () =>
         res.writeHead(200, { "content-type": "application/json" }).end("{}")
       })
     })
-    server.listen(0, "127.0.0.1", () => resolve({ server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, spans }))
+    server.listen(0, "127.0.0.1", () =>
+      resolve({ server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, spans }))
   })
 
 const waitFor = async <A>(what: string, read: () => A | undefined, ms = 30_000): Promise<A> => {
@@ -86,88 +96,131 @@ describe("access log and traces of tollgate serve", () => {
     await server.exited
   }
 
-  it("one JSON access line per request, refusals included, with ids and no secret or prompt; spans under its trace id", async () => {
-    const { base, server } = await serve({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url })
-    const key = await tollgateJson(["keys", "create", "--quota-usd", "10"], env)
-    const poor = await tollgateJson(["keys", "create", "--quota-usd", "0.000001"], env)
-    const openai = new OpenAI({ apiKey: key.key, baseURL: `${base}/v1`, maxRetries: 0 })
-    const messages = [{ role: "user" as const, content: PROMPT }]
+  it(
+    "one JSON access line per request, refusals included, with ids and no secret or prompt; spans under its trace id",
+    async () => {
+      const { base, server } = await serve({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url })
+      const key = await tollgateJson(["keys", "create", "--quota-usd", "10"], env)
+      const poor = await tollgateJson(["keys", "create", "--quota-usd", "0.000001"], env)
+      const openai = new OpenAI({ apiKey: key.key, baseURL: `${base}/v1`, maxRetries: 0 })
+      const messages = [{ role: "user" as const, content: PROMPT }]
 
-    // Credentials under other clients' header names (Azure's api-key, Google's x-goog-api-key) never reach a trace.
-    const otherCredentials = { "api-key": "azure-style-credential-7f3a", "x-goog-api-key": "goog-style-credential-9c1e" }
-    const ok = await openai.chat.completions.create({ model: "mock-gpt", messages }, { headers: otherCredentials }).withResponse()
-    const okId = ok.response.headers.get("x-request-id")!
-    const streamed = await openai.chat.completions.create({ model: "mock-gpt", messages, stream: true }).withResponse()
-    for await (const _ of streamed.data) { /* drain */ }
-    const streamId = streamed.response.headers.get("x-request-id")!
-    const errorOf = (p: Promise<unknown>) => p.then(() => undefined, (e: InstanceType<typeof OpenAI.APIError>) => e)
-    const missing = (await errorOf(openai.chat.completions.create({ model: "no-such-model", messages })))!
-    const badKey = (await errorOf(new OpenAI({ apiKey: "tg_wrong_key_123", baseURL: `${base}/v1`, maxRetries: 0 }).models.list()))!
-    const invalid = (await errorOf(openai.chat.completions.create({ model: "mock-gpt", messages: "not a list" as never })))!
-    const refused = (await errorOf(
-      new OpenAI({ apiKey: poor.key, baseURL: `${base}/v1`, maxRetries: 0 }).chat.completions.create({ model: "mock-gpt", max_tokens: 1000, messages })
-    ))!
-    expect([missing.status, badKey.status, invalid.status, refused.status]).toEqual([404, 401, 400, 429])
-    const vendor = await tollgateJson(["vendors", "create", "--name", "Acme", "--scopes", "server-options:read", "--server-options", "default"], env)
-    const options = await fetch(`${base}/api/server-options`, { headers: { authorization: `Bearer ${vendor.token}` } })
-    expect(options.status).toBe(200)
+      // Credentials under other clients' header names (Azure's api-key, Google's x-goog-api-key) never reach a trace.
+      const otherCredentials = {
+        "api-key": "azure-style-credential-7f3a",
+        "x-goog-api-key": "goog-style-credential-9c1e"
+      }
+      const ok = await openai.chat.completions.create({ model: "mock-gpt", messages }, { headers: otherCredentials })
+        .withResponse()
+      const okId = ok.response.headers.get("x-request-id")!
+      const streamed = await openai.chat.completions.create({ model: "mock-gpt", messages, stream: true })
+        .withResponse()
+      for await (const _ of streamed.data) { /* drain */ }
+      const streamId = streamed.response.headers.get("x-request-id")!
+      const errorOf = (p: Promise<unknown>) => p.then(() => undefined, (e: InstanceType<typeof OpenAI.APIError>) => e)
+      const missing = (await errorOf(openai.chat.completions.create({ model: "no-such-model", messages })))!
+      const badKey =
+        (await errorOf(new OpenAI({ apiKey: "tg_wrong_key_123", baseURL: `${base}/v1`, maxRetries: 0 }).models.list()))!
+      const invalid =
+        (await errorOf(openai.chat.completions.create({ model: "mock-gpt", messages: "not a list" as never })))!
+      const refused = (await errorOf(
+        new OpenAI({ apiKey: poor.key, baseURL: `${base}/v1`, maxRetries: 0 }).chat.completions.create({
+          model: "mock-gpt",
+          max_tokens: 1000,
+          messages
+        })
+      ))!
+      expect([missing.status, badKey.status, invalid.status, refused.status]).toEqual([404, 401, 400, 429])
+      const vendor = await tollgateJson([
+        "vendors",
+        "create",
+        "--name",
+        "Acme",
+        "--scopes",
+        "server-options:read",
+        "--server-options",
+        "default"
+      ], env)
+      const options = await fetch(`${base}/api/server-options`, {
+        headers: { authorization: `Bearer ${vendor.token}` }
+      })
+      expect(options.status).toBe(200)
 
-    const lineOf = async (requestId: string) =>
-      waitFor(`the access line of ${requestId}`, () => logLines(server).find((l) => l.request_id === requestId && l.status !== undefined))
-    const okLine = await lineOf(okId)
-    expect(okLine).toMatchObject({
-      level: "info",
-      key_id: key.id,
-      method: "POST",
-      endpoint: "/v1/chat/completions",
-      model: "mock-gpt",
-      provider: "mock-openai",
-      deployment: "mock-gpt",
-      status: 200,
-      stream: false,
-      attempts: 1
-    })
-    expect(okLine.input_tokens).toBe(ok.data.usage!.prompt_tokens)
-    expect(okLine.output_tokens).toBe(ok.data.usage!.completion_tokens)
-    expect(okLine.cost_usd).toMatch(/^0\.\d+$/)
-    expect(okLine.duration_ms).toEqual(expect.any(Number))
-    expect(okLine.trace_id).toMatch(/^[0-9a-f]{32}$/)
-    const streamLine = await lineOf(streamId)
-    expect(streamLine).toMatchObject({ key_id: key.id, status: 200, stream: true, model: "mock-gpt" })
-    expect(streamLine.ttfc_ms).toEqual(expect.any(Number))
-    expect(streamLine.output_tokens).toBeGreaterThan(0)
-    expect(await lineOf(missing.requestID!)).toMatchObject({ key_id: key.id, status: 404, code: "model_not_found" })
-    expect(await lineOf(badKey.requestID!)).toMatchObject({ status: 401, code: "invalid_api_key", endpoint: "/v1/models" })
-    expect((await lineOf(badKey.requestID!)).key_id).toBeUndefined()
-    expect(await lineOf(invalid.requestID!)).toMatchObject({ key_id: key.id, status: 400 })
-    expect(await lineOf(refused.requestID!)).toMatchObject({ key_id: poor.id, status: 429, code: "insufficient_quota" })
-    expect(await lineOf(options.headers.get("x-request-id")!)).toMatchObject({
-      vendor_id: vendor.vendor_id,
-      endpoint: "/api/server-options",
-      status: 200
-    })
+      const lineOf = async (requestId: string) =>
+        waitFor(
+          `the access line of ${requestId}`,
+          () => logLines(server).find((l) => l.request_id === requestId && l.status !== undefined)
+        )
+      const okLine = await lineOf(okId)
+      expect(okLine).toMatchObject({
+        level: "info",
+        key_id: key.id,
+        method: "POST",
+        endpoint: "/v1/chat/completions",
+        model: "mock-gpt",
+        provider: "mock-openai",
+        deployment: "mock-gpt",
+        status: 200,
+        stream: false,
+        attempts: 1
+      })
+      expect(okLine.input_tokens).toBe(ok.data.usage!.prompt_tokens)
+      expect(okLine.output_tokens).toBe(ok.data.usage!.completion_tokens)
+      expect(okLine.cost_usd).toMatch(/^0\.\d+$/)
+      expect(okLine.duration_ms).toEqual(expect.any(Number))
+      expect(okLine.trace_id).toMatch(/^[0-9a-f]{32}$/)
+      const streamLine = await lineOf(streamId)
+      expect(streamLine).toMatchObject({ key_id: key.id, status: 200, stream: true, model: "mock-gpt" })
+      expect(streamLine.ttfc_ms).toEqual(expect.any(Number))
+      expect(streamLine.output_tokens).toBeGreaterThan(0)
+      expect(await lineOf(missing.requestID!)).toMatchObject({ key_id: key.id, status: 404, code: "model_not_found" })
+      expect(await lineOf(badKey.requestID!)).toMatchObject({
+        status: 401,
+        code: "invalid_api_key",
+        endpoint: "/v1/models"
+      })
+      expect((await lineOf(badKey.requestID!)).key_id).toBeUndefined()
+      expect(await lineOf(invalid.requestID!)).toMatchObject({ key_id: key.id, status: 400 })
+      expect(await lineOf(refused.requestID!)).toMatchObject({
+        key_id: poor.id,
+        status: 429,
+        code: "insufficient_quota"
+      })
+      expect(await lineOf(options.headers.get("x-request-id")!)).toMatchObject({
+        vendor_id: vendor.vendor_id,
+        endpoint: "/api/server-options",
+        status: 200
+      })
 
-    // Spans: the server span of the call, with its admission, upstream attempt and ledger appends as children.
-    const traceId = okLine.trace_id as string
-    const ofTrace = () => collector.spans.filter((s) => s.traceId === traceId)
-    await waitFor("the spans of the call", () => {
-      const names = ofTrace().map((s) => s.name)
-      return ["tollgate.admission", "tollgate.upstream.attempt", "tollgate.ledger.append"].every((n) => names.includes(n)) ? true : undefined
-    })
-    const spans = ofTrace()
-    const root = spans.find((s) => s.parentSpanId === undefined || s.parentSpanId === "")!
-    expect(root.name).toMatch(/^http\.server POST/)
-    expect(spans.filter((s) => s.name === "tollgate.ledger.append").length).toBe(2) // StreamStarted, then the bill
+      // Spans: the server span of the call, with its admission, upstream attempt and ledger appends as children.
+      const traceId = okLine.trace_id as string
+      const ofTrace = () => collector.spans.filter((s) => s.traceId === traceId)
+      await waitFor("the spans of the call", () => {
+        const names = ofTrace().map((s) => s.name)
+        return ["tollgate.admission", "tollgate.upstream.attempt", "tollgate.ledger.append"].every((n) =>
+            names.includes(n)
+          )
+          ? true
+          : undefined
+      })
+      const spans = ofTrace()
+      const root = spans.find((s) => s.parentSpanId === undefined || s.parentSpanId === "")!
+      expect(root.name).toMatch(/^http\.server POST/)
+      expect(spans.filter((s) => s.name === "tollgate.ledger.append").length).toBe(2) // StreamStarted, then the bill
 
-    await stop(server)
-    const stderr = server.output().stderr
-    for (const line of stderr.split("\n").filter((l) => l !== "")) expect(() => JSON.parse(line), line).not.toThrow()
-    for (const secret of [key.key, poor.key, vendor.token, "tg_wrong_key_123", PROMPT]) expect(stderr).not.toContain(secret)
-    expect(stderr).not.toMatch(/authorization|bearer/i)
-    const exported = JSON.stringify(collector.spans)
-    for (const secret of [PROMPT, key.key, ...Object.values(otherCredentials)]) expect(exported).not.toContain(secret)
-    expect(exported).toContain("http.request.header.api-key") // recorded, as redacted
-  }, T)
+      await stop(server)
+      const stderr = server.output().stderr
+      for (const line of stderr.split("\n").filter((l) => l !== "")) expect(() => JSON.parse(line), line).not.toThrow()
+      for (const secret of [key.key, poor.key, vendor.token, "tg_wrong_key_123", PROMPT]) {
+        expect(stderr).not.toContain(secret)
+      }
+      expect(stderr).not.toMatch(/authorization|bearer/i)
+      const exported = JSON.stringify(collector.spans)
+      for (const secret of [PROMPT, key.key, ...Object.values(otherCredentials)]) expect(exported).not.toContain(secret)
+      expect(exported).toContain("http.request.header.api-key") // recorded, as redacted
+    },
+    T
+  )
 
   it("log.format: pretty writes no JSON, with the same fields", async () => {
     const config = path.join(dir, "pretty.yaml")

@@ -28,7 +28,10 @@ describe("JSON logs", () => {
     Effect.gen(function*() {
       const inner = new Error("connection refused\n    at Socket.connect (net.js:1:1)")
       const lines = yield* captured(
-        Effect.logError("request failed", Cause.fail(new Outer({ message: "the event log refused a write", cause: inner }))).pipe(
+        Effect.logError(
+          "request failed",
+          Cause.fail(new Outer({ message: "the event log refused a write", cause: inner }))
+        ).pipe(
           Effect.annotateLogs({ request_id: "req_1", zone: "a" })
         )
       )
@@ -57,6 +60,7 @@ describe("JSON logs", () => {
     }))
 
   it("oneLine names every failure and defect of a cause", () => {
-    expect(oneLine(Cause.parallel(Cause.fail(new Error("a\nb")), Cause.die(new Outer({ message: "c", cause: null }))))).toBe("Error: a; LedgerRejected: c")
+    expect(oneLine(Cause.parallel(Cause.fail(new Error("a\nb")), Cause.die(new Outer({ message: "c", cause: null })))))
+      .toBe("Error: a; LedgerRejected: c")
   })
 })

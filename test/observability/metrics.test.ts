@@ -6,11 +6,11 @@
  * retries, failovers and errors, tokens and cost, quota and rate-limit refusals, the event writer's
  * batches.
  */
-import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { Keys } from "../../src/accounts/Keys.ts"
 import OpenAI from "openai"
+import { Keys } from "../../src/accounts/Keys.ts"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { expectEnvelope, fetchJson } from "../security/support.ts"
 import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
@@ -62,7 +62,9 @@ describe("metrics", () => {
       Effect.gen(function*() {
         const base = yield* baseUrl
         const { secret } = yield* issueKey()
-        for (const headers of [{}, { authorization: `Bearer ${secret}` }, { authorization: `Bearer ${OPERATOR_TOKEN}x` }]) {
+        for (
+          const headers of [{}, { authorization: `Bearer ${secret}` }, { authorization: `Bearer ${OPERATOR_TOKEN}x` }]
+        ) {
           const r = yield* Effect.promise(() => fetchJson(`${base}/metrics`, { headers }))
           expectEnvelope(r.status, r.body, { status: 401, code: "invalid_operator_token" }, JSON.stringify(headers))
           expect(r.text).not.toContain("tollgate_requests_total")
@@ -88,7 +90,9 @@ describe("metrics", () => {
           const s = await openai.chat.completions.create({ model: "gpt-up", messages, stream: true })
           for await (const _ of s) { /* drain */ }
         })
-        const missing = yield* Effect.promise(() => openai.chat.completions.create({ model: "no-such-model", messages }).then(() => undefined, (e) => e))
+        const missing = yield* Effect.promise(() =>
+          openai.chat.completions.create({ model: "no-such-model", messages }).then(() => undefined, (e) => e)
+        )
         expect(missing).toBeInstanceOf(OpenAI.NotFoundError)
         // The first deployment fails: the call fails over to the second.
         fake.script("/v1/chat/completions", { status: 500, body: { error: { message: "boom", type: "server_error" } } })
@@ -97,8 +101,12 @@ describe("metrics", () => {
 
         const after = yield* scrape(base)
         const chat = "/v1/chat/completions"
-        expect(delta(after, "tollgate_requests_total", { endpoint: chat, model: "gpt-up", status: "200", style: "json" })).toBe(3)
-        expect(delta(after, "tollgate_requests_total", { endpoint: chat, model: "gpt-up", status: "200", style: "sse" })).toBe(1)
+        expect(
+          delta(after, "tollgate_requests_total", { endpoint: chat, model: "gpt-up", status: "200", style: "json" })
+        ).toBe(3)
+        expect(
+          delta(after, "tollgate_requests_total", { endpoint: chat, model: "gpt-up", status: "200", style: "sse" })
+        ).toBe(1)
         // A model the catalog does not have is "other", never the client's string.
         expect(delta(after, "tollgate_requests_total", { endpoint: chat, model: "other", status: "404" })).toBe(1)
         expect(after).not.toContain("no-such-model")
@@ -108,7 +116,9 @@ describe("metrics", () => {
         expect(delta(after, "tollgate_time_to_first_chunk_seconds_count", { endpoint: chat, model: "gpt-up" })).toBe(1)
 
         expect(delta(after, "tollgate_upstream_attempts_total", { provider: "fake-a", deployment: "gpt-a" })).toBe(4)
-        expect(delta(after, "tollgate_upstream_errors_total", { provider: "fake-a", deployment: "gpt-a", kind: "status" })).toBe(1)
+        expect(
+          delta(after, "tollgate_upstream_errors_total", { provider: "fake-a", deployment: "gpt-a", kind: "status" })
+        ).toBe(1)
         expect(delta(after, "tollgate_upstream_attempts_total", { provider: "fake-b", deployment: "gpt-b" })).toBe(1)
         expect(delta(after, "tollgate_upstream_failovers_total", { provider: "fake-b", deployment: "gpt-b" })).toBe(1)
         expect(delta(after, "tollgate_upstream_retries_total")).toBe(1)
@@ -140,8 +150,18 @@ describe("metrics", () => {
         const before = yield* scrape(base)
         const delta = (after: string, name: string, labels: Record<string, string> = {}) =>
           valueOf(after, name, labels) - valueOf(before, name, labels)
-        const gone = { endpoint: "/v1/chat/completions", model: "gpt-up", status: "499", style: stream ? "sse" : "json" }
-        fake.script("/v1/chat/completions", stream ? { delayMs: 5_000, events: ["data: [DONE]"] } : { delayMs: 5_000, body: { error: { message: "too late" } } })
+        const gone = {
+          endpoint: "/v1/chat/completions",
+          model: "gpt-up",
+          status: "499",
+          style: stream ? "sse" : "json"
+        }
+        fake.script(
+          "/v1/chat/completions",
+          stream
+            ? { delayMs: 5_000, events: ["data: [DONE]"] }
+            : { delayMs: 5_000, body: { error: { message: "too late" } } }
+        )
         const controller = new AbortController()
         const call = openai.chat.completions.create(
           { model: "gpt-up", stream, messages: [{ role: "user", content: "a prompt the gateway bills as read" }] },
@@ -167,7 +187,10 @@ describe("metrics", () => {
         const bills = yield* poll(
           Effect.map(
             sql<{ data: any }>`SELECT data FROM event_log WHERE event_type = 'Billed'`.pipe(Effect.orDie),
-            (rows) => rows.map((b) => (typeof b.data === "string" ? JSON.parse(b.data) : b.data)).filter((d) => d.key_id === key.keyId)
+            (rows) =>
+              rows.map((b) => (typeof b.data === "string" ? JSON.parse(b.data) : b.data)).filter((d) =>
+                d.key_id === key.keyId
+              )
           ),
           (b) => b.length > 0
         )
@@ -183,8 +206,13 @@ describe("metrics", () => {
         expect(bills).toHaveLength(1)
         expect(bills[0]).toMatchObject({ outcome: "cancelled", estimated: true })
         expect(bills[0].usage.input_tokens).toBeGreaterThan(0)
-        expect(delta(after, "tollgate_tokens_total", { model: "gpt-up", direction: "input" })).toBe(bills[0].usage.input_tokens)
-        expect(delta(after, "tollgate_cost_billed_usd_total", { model: "gpt-up" })).toBeCloseTo(Number(bills[0].cost.total_nanos) / 1e9, 12)
+        expect(delta(after, "tollgate_tokens_total", { model: "gpt-up", direction: "input" })).toBe(
+          bills[0].usage.input_tokens
+        )
+        expect(delta(after, "tollgate_cost_billed_usd_total", { model: "gpt-up" })).toBeCloseTo(
+          Number(bills[0].cost.total_nanos) / 1e9,
+          12
+        )
         expect(valueOf(after, "tollgate_requests_in_flight")).toBe(0)
         // Written once: a later scrape counts it no more.
         expect(delta(yield* scrape(base), "tollgate_requests_total", gone)).toBe(1)
@@ -197,7 +225,9 @@ describe("metrics", () => {
         expect(delta(after, "tollgate_requests_total", gone)).toBe(1)
         expect(bills).toHaveLength(1)
         expect(bills[0]).toMatchObject({ outcome: "cancelled", estimated: true })
-        expect(delta(after, "tollgate_tokens_total", { model: "gpt-up", direction: "input" })).toBe(bills[0].usage.input_tokens)
+        expect(delta(after, "tollgate_tokens_total", { model: "gpt-up", direction: "input" })).toBe(
+          bills[0].usage.input_tokens
+        )
         expect(valueOf(after, "tollgate_requests_in_flight")).toBe(0)
       }))
 
@@ -221,10 +251,15 @@ describe("metrics", () => {
       Effect.gen(function*() {
         const base = yield* baseUrl
         const keys = yield* Keys
-        const { secret } = yield* keys.issue({ quotaNanos: 10_000_000_000n, serverOption: "limited", issuedBy: "test" }).pipe(Effect.orDie)
+        const { secret } = yield* keys.issue({ quotaNanos: 10_000_000_000n, serverOption: "limited", issuedBy: "test" })
+          .pipe(Effect.orDie)
         const openai = new OpenAI({ apiKey: secret!, baseURL: `${base}/v1`, maxRetries: 0 })
         const before = valueOf(yield* scrape(base), "tollgate_refusals_total", { reason: "rate_limit" })
-        const call = () => openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content: "hi" }] }).then(() => 200, (e) => e.status)
+        const call = () =>
+          openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content: "hi" }] }).then(
+            () => 200,
+            (e) => e.status
+          )
         expect(yield* Effect.promise(call)).toBe(200)
         expect(yield* Effect.promise(call)).toBe(429)
         expect(valueOf(yield* scrape(base), "tollgate_refusals_total", { reason: "rate_limit" }) - before).toBe(1)
@@ -233,7 +268,9 @@ describe("metrics", () => {
     it.effect("server.metrics_port serves the same metrics on loopback without a token, and nothing else", () =>
       Effect.gen(function*() {
         const port = `http://127.0.0.1:${metricsPort}`
-        const r = yield* Effect.promise(() => fetch(`${port}/metrics`).then(async (res) => ({ status: res.status, text: await res.text() })))
+        const r = yield* Effect.promise(() =>
+          fetch(`${port}/metrics`).then(async (res) => ({ status: res.status, text: await res.text() }))
+        )
         expect(r.status).toBe(200)
         expect(r.text).toContain("# TYPE tollgate_requests_total counter")
         expect(valueOf(r.text, "tollgate_requests_total", { endpoint: "/metrics", status: "200" })).toBeGreaterThan(0)
@@ -249,7 +286,9 @@ describe("metrics without an operator token", () => {
       Effect.gen(function*() {
         const base = yield* baseUrl
         const { secret } = yield* issueKey()
-        for (const headers of [{}, { authorization: `Bearer ${secret}` }, { authorization: `Bearer ${OPERATOR_TOKEN}` }]) {
+        for (
+          const headers of [{}, { authorization: `Bearer ${secret}` }, { authorization: `Bearer ${OPERATOR_TOKEN}` }]
+        ) {
           const r = yield* Effect.promise(() => fetchJson(`${base}/metrics`, { headers }))
           expectEnvelope(r.status, r.body, { status: 404, code: "operator_endpoint_off" }, JSON.stringify(headers))
         }

@@ -53,59 +53,71 @@ const expectNoSecret = (out: string) => {
 
 describe.skipIf(backend() === "postgres")("configuration errors never show a secret", () => {
   it("values from ${VAR} that fail validation are named by field path and variable, in every shape", async () => {
-    const out = await refusal([
-      "server:",
-      "  operator_token: ${TOKEN_SECRET}",
-      "providers:",
-      "  leaky:",
-      "    style: ${STYLE_SECRET}",
-      "    base_url: ${URL_SECRET}",
-      "    auth_header: ${AUTH_SECRET}",
-      "    api_key: [\"${LIST_SECRET}\"]",
-      "  leaky2:",
-      "    style: openai",
-      "    base_url: https://example.invalid/v1",
-      "    api_key: { nested: \"${MAP_SECRET}\" }",
-      "    headers: { X-Org: [\"${HEADER_SECRET}\"] }",
-      "models:",
-      "  m: { deployments: [{ provider: leaky2 }] }",
-      "server_options:",
-      "  o: { models: [m] }",
-      ""
-    ].join("\n"), SECRETS)
+    const out = await refusal(
+      [
+        "server:",
+        "  operator_token: ${TOKEN_SECRET}",
+        "providers:",
+        "  leaky:",
+        "    style: ${STYLE_SECRET}",
+        "    base_url: ${URL_SECRET}",
+        "    auth_header: ${AUTH_SECRET}",
+        "    api_key: [\"${LIST_SECRET}\"]",
+        "  leaky2:",
+        "    style: openai",
+        "    base_url: https://example.invalid/v1",
+        "    api_key: { nested: \"${MAP_SECRET}\" }",
+        "    headers: { X-Org: [\"${HEADER_SECRET}\"] }",
+        "models:",
+        "  m: { deployments: [{ provider: leaky2 }] }",
+        "server_options:",
+        "  o: { models: [m] }",
+        ""
+      ].join("\n"),
+      SECRETS
+    )
     expectNoSecret(out)
-    for (const [field, variable] of [
-      ["server.operator_token", "TOKEN_SECRET"],
-      ["providers.leaky.style", "STYLE_SECRET"],
-      ["providers.leaky.base_url", "URL_SECRET"],
-      ["providers.leaky.auth_header", "AUTH_SECRET"],
-      ["providers.leaky.api_key", "LIST_SECRET"],
-      ["providers.leaky2.api_key", "MAP_SECRET"],
-      ["providers.leaky2.headers", "HEADER_SECRET"]
-    ]) {
+    for (
+      const [field, variable] of [
+        ["server.operator_token", "TOKEN_SECRET"],
+        ["providers.leaky.style", "STYLE_SECRET"],
+        ["providers.leaky.base_url", "URL_SECRET"],
+        ["providers.leaky.auth_header", "AUTH_SECRET"],
+        ["providers.leaky.api_key", "LIST_SECRET"],
+        ["providers.leaky2.api_key", "MAP_SECRET"],
+        ["providers.leaky2.headers", "HEADER_SECRET"]
+      ]
+    ) {
       const line = out.split("\n").find((l) => l.includes(field))
       expect(line, `no line names ${field}:\n${out}`).toBeDefined()
       expect(line).toContain(`\${${variable}}`)
     }
   }, T)
 
-  it("a secret written in the file itself is not quoted; a value from ${VAR} is scrubbed from cross-checks too", async () => {
-    const out = await refusal([
-      "providers:",
-      "  p:",
-      "    style: openai",
-      "    base_url: https://example.invalid/v1",
-      `    api_key: [${LITERAL}]`,
-      "models:",
-      "  m: { deployments: [{ provider: \"${PROVIDER_SECRET}\" }] }",
-      "server_options:",
-      "  o: { models: [m] }",
-      ""
-    ].join("\n"), SECRETS)
-    expectNoSecret(out)
-    expect(out).toContain("providers.p.api_key")
-    expect(out).toMatch(/secret/)
-  }, T)
+  it(
+    "a secret written in the file itself is not quoted; a value from ${VAR} is scrubbed from cross-checks too",
+    async () => {
+      const out = await refusal(
+        [
+          "providers:",
+          "  p:",
+          "    style: openai",
+          "    base_url: https://example.invalid/v1",
+          `    api_key: [${LITERAL}]`,
+          "models:",
+          "  m: { deployments: [{ provider: \"${PROVIDER_SECRET}\" }] }",
+          "server_options:",
+          "  o: { models: [m] }",
+          ""
+        ].join("\n"),
+        SECRETS
+      )
+      expectNoSecret(out)
+      expect(out).toContain("providers.p.api_key")
+      expect(out).toMatch(/secret/)
+    },
+    T
+  )
 
   it("a YAML error names the line and column, not the text of the line", async () => {
     const out = await refusal([

@@ -31,13 +31,26 @@ describe("discovery, default config", () => {
           fetch(`${base}/v1/chat/completions`, {
             method: "POST",
             headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
-            body: JSON.stringify({ model: "mock-gpt", stream: true, messages: [{ role: "user", content: `busy ${i}` }] })
+            body: JSON.stringify({
+              model: "mock-gpt",
+              stream: true,
+              messages: [{ role: "user", content: `busy ${i}` }]
+            })
           }).then((r) => r.text()))
-        for (const headers of [{}, { authorization: `Bearer ${secret}` }, { "x-api-key": secret }, { authorization: `Bearer ${OPERATOR_TOKEN}` }]) {
+        for (
+          const headers of [{}, { authorization: `Bearer ${secret}` }, { "x-api-key": secret }, {
+            authorization: `Bearer ${OPERATOR_TOKEN}`
+          }]
+        ) {
           const r = yield* Effect.promise(() => fetchJson(`${base}/v1`, { headers }))
           expect(r.status).toBe(200)
           expect(Object.keys(r.body).sort()).toEqual(["compatible_with", "endpoints", "service", "status"])
-          expect(r.body).toEqual({ service: "tollgate", status: "ok", endpoints: ENDPOINTS, compatible_with: ["openai", "anthropic"] })
+          expect(r.body).toEqual({
+            service: "tollgate",
+            status: "ok",
+            endpoints: ENDPOINTS,
+            compatible_with: ["openai", "anthropic"]
+          })
           expect(Object.keys(r.body.endpoints)).toEqual(Object.keys(ENDPOINTS))
         }
         yield* Effect.promise(() => Promise.all(inFlight))
@@ -47,7 +60,9 @@ describe("discovery, default config", () => {
       Effect.gen(function*() {
         const base = yield* baseUrl
         const { secret } = yield* issueKey()
-        for (const headers of [{}, { authorization: `Bearer ${secret}` }, { authorization: `Bearer ${OPERATOR_TOKEN}` }]) {
+        for (
+          const headers of [{}, { authorization: `Bearer ${secret}` }, { authorization: `Bearer ${OPERATOR_TOKEN}` }]
+        ) {
           const r = yield* Effect.promise(() => fetchJson(`${base}/operator/status`, { headers }))
           expectEnvelope(r.status, r.body, { status: 404, code: "operator_endpoint_off" }, JSON.stringify(headers))
           expect(r.text).not.toMatch(/in_flight|queued|rss/)
@@ -64,7 +79,8 @@ describe("discovery, with an operator token", () => {
         const base = yield* baseUrl
         const { secret } = yield* issueKey()
         const vendor = yield* registerVendor(["keys:read"])
-        const status = (headers: Record<string, string>) => Effect.promise(() => fetchJson(`${base}/operator/status`, { headers }))
+        const status = (headers: Record<string, string>) =>
+          Effect.promise(() => fetchJson(`${base}/operator/status`, { headers }))
         const wrong = [
           {},
           { authorization: `Bearer ${secret}` },
@@ -81,11 +97,18 @@ describe("discovery, with an operator token", () => {
         }
         const ok = yield* status({ authorization: `Bearer ${OPERATOR_TOKEN}` })
         expect(ok.status).toBe(200)
-        expect(ok.body).toMatchObject({ object: "operator_status", pid: process.pid, requests_in_flight: 0, events_queued: 0 })
+        expect(ok.body).toMatchObject({
+          object: "operator_status",
+          pid: process.pid,
+          requests_in_flight: 0,
+          events_queued: 0
+        })
         expect(ok.body.keys_cached).toBeGreaterThanOrEqual(1)
         expect(ok.body.rss_bytes).toBeGreaterThan(0)
         // The public probe still shows none of it.
-        const discovery = yield* Effect.promise(() => fetchJson(`${base}/v1`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } }))
+        const discovery = yield* Effect.promise(() =>
+          fetchJson(`${base}/v1`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } })
+        )
         expect(Object.keys(discovery.body).sort()).toEqual(["compatible_with", "endpoints", "service", "status"])
       }))
   })

@@ -9,7 +9,7 @@ import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { freePort, start, tempDir, tollgate, waitForHttp, waitForOutput, type Proc } from "../support/Processes.ts"
+import { freePort, type Proc, start, tempDir, tollgate, waitForHttp, waitForOutput } from "../support/Processes.ts"
 import { backend } from "../support/TestDatabase.ts"
 import { sleep } from "./support.ts"
 
@@ -19,7 +19,7 @@ const looseEntries = (dir: string) => {
   const visit = (p: string) => {
     const st = fs.lstatSync(p)
     if ((st.mode & 0o077) !== 0) out.push(`${path.relative(dir, p) || "."} ${(st.mode & 0o777).toString(8)}`)
-    if (st.isDirectory()) for (const name of fs.readdirSync(p)) visit(path.join(p, name))
+    if (st.isDirectory()) { for (const name of fs.readdirSync(p)) visit(path.join(p, name)) }
   }
   visit(dir)
   return out
@@ -42,9 +42,14 @@ const NOBODY = 65534
 
 /** What user `nobody` gets when it opens `file` for appending (or for reading): "ok" or the error code. */
 const asNobody = (file: string, flag: "a" | "r") => {
-  const r = spawnSync(process.execPath, ["-e", `
-    try { require("node:fs").closeSync(require("node:fs").openSync(${JSON.stringify(file)}, ${JSON.stringify(flag)})); console.log("ok") }
-    catch (e) { console.log(e.code) }`], { uid: NOBODY, gid: NOBODY, encoding: "utf8" })
+  const r = spawnSync(process.execPath, [
+    "-e",
+    `
+    try { require("node:fs").closeSync(require("node:fs").openSync(${JSON.stringify(file)}, ${
+      JSON.stringify(flag)
+    })); console.log("ok") }
+    catch (e) { console.log(e.code) }`
+  ], { uid: NOBODY, gid: NOBODY, encoding: "utf8" })
   return r.stdout.trim()
 }
 
@@ -104,15 +109,21 @@ describe.skipIf(backend() === "postgres")("the embedded data folder is owner-onl
   it("a folder restored world-writable is tightened at start, the log says so, and nothing is lost", async () => {
     const key = await cliJson(["keys", "create", "--quota-usd", "1", "--name", "before the restore"], env)
     // A careless restore: everything world-readable and world-writable, and a stale operator.json at 0644.
-    for (const p of [path.dirname(dir), dir, ...everything(dir)]) fs.chmodSync(p, fs.statSync(p).isDirectory() ? 0o777 : 0o666)
-    fs.writeFileSync(path.join(dir, "operator.json"), JSON.stringify({ pid: 1, port: 1, token: "stale" }), { mode: 0o644 })
+    for (const p of [path.dirname(dir), dir, ...everything(dir)]) {
+      fs.chmodSync(p, fs.statSync(p).isDirectory() ? 0o777 : 0o666)
+    }
+    fs.writeFileSync(path.join(dir, "operator.json"), JSON.stringify({ pid: 1, port: 1, token: "stale" }), {
+      mode: 0o644
+    })
     fs.chmodSync(path.join(dir, "operator.json"), 0o644)
     const table = everything(dir).find((f) => /\/base\/\d+\/\d+$/.test(f))!
     if (asRoot) expect(asNobody(table, "a")).toBe("ok") // the attack this defends against
 
     const p = await serve() // the folder is checked before the database opens, so before HTTP answers
     const output = p.output().stdout + p.output().stderr
-    expect(output, "the start should say it tightened the folder").toMatch(/was open to other users: \d+ files and folders/)
+    expect(output, "the start should say it tightened the folder").toMatch(
+      /was open to other users: \d+ files and folders/
+    )
     const operator = path.join(dir, "operator.json")
     for (let i = 0; i < 100 && JSON.parse(fs.readFileSync(operator, "utf8")).pid !== p.pid; i++) await sleep(100)
     expect(JSON.parse(fs.readFileSync(operator, "utf8")).pid).toBe(p.pid)
@@ -123,7 +134,9 @@ describe.skipIf(backend() === "postgres")("the embedded data folder is owner-onl
     }
 
     // The data came through: the key works and the log replays clean.
-    const answer = await fetch(`http://127.0.0.1:${port}/v1/models`, { headers: { authorization: `Bearer ${key.key}` } })
+    const answer = await fetch(`http://127.0.0.1:${port}/v1/models`, {
+      headers: { authorization: `Bearer ${key.key}` }
+    })
     expect(answer.status).toBe(200)
     expect((await cliJson(["replay", "--verify"], env)).ok).toBe(true)
     await stop()

@@ -36,10 +36,19 @@ const portOf = (base: string) => Number(new URL(base).port)
 
 /** A request head written by hand. */
 const head = (method: string, path: string, headers: Record<string, string | number>) =>
-  `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("")}\r\n`
+  `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${
+    Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("")
+  }\r\n`
 
 /** One request through a node:http agent (keep-alive or not); the status, headers and JSON body. */
-const viaAgent = (agent: http.Agent, base: string, method: string, path: string, headers: Record<string, string>, body?: Buffer) =>
+const viaAgent = (
+  agent: http.Agent,
+  base: string,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: Buffer
+) =>
   new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: any }>((resolve, reject) => {
     const req = http.request(`${base}${path}`, { method, agent, headers }, (res) => {
       const parts: Array<Buffer> = []
@@ -78,7 +87,9 @@ describe("HTTP limits", () => {
         const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
         for (const chunked of [false, true]) {
           const headers = chunked ? { ...auth, "transfer-encoding": "chunked" } : auth
-          const refused = yield* Effect.promise(() => viaAgent(agent, base, "POST", "/v1/chat/completions", headers, big))
+          const refused = yield* Effect.promise(() =>
+            viaAgent(agent, base, "POST", "/v1/chat/completions", headers, big)
+          )
           expectEnvelope(refused.status, refused.body, { status: 413, code: "request_too_large" }, `chunked ${chunked}`)
           const next = yield* Effect.promise(() => viaAgent(agent, base, "GET", "/v1", {}))
           expect(next.status).toBe(200)
@@ -190,8 +201,12 @@ describe("HTTP limits", () => {
         // (serialising it for an upstream recurses): each was a 500.
         const cases = [
           `{"model":"mock-gpt","messages":[{"role":"user","content":${deepArray(100_000)}}]}`,
-          `{"model":"mock-claude","max_tokens":8,"messages":[{"role":"user","content":"hi"}],"extra":${deepArray(5_000)}}`,
-          `{"model":"mock-gpt","messages":[{"role":"user","content":"hi"}],"extra":${"{\"a\":".repeat(5_000)}1${"}".repeat(5_000)}}`
+          `{"model":"mock-claude","max_tokens":8,"messages":[{"role":"user","content":"hi"}],"extra":${
+            deepArray(5_000)
+          }}`,
+          `{"model":"mock-gpt","messages":[{"role":"user","content":"hi"}],"extra":${"{\"a\":".repeat(5_000)}1${
+            "}".repeat(5_000)
+          }}`
         ]
         for (const raw of cases) {
           const r = yield* post(raw)
@@ -206,7 +221,9 @@ describe("HTTP limits", () => {
         // A tool whose JSON schema nests objects 12 levels deep (deeper than OpenAI's structured outputs
         // allow), forwarded to a same-style upstream: 29 levels of JSON in the request body.
         let schema: Record<string, unknown> = { type: "string" }
-        for (let i = 0; i < 12; i++) schema = { type: "object", properties: { [`level${i}`]: schema }, required: [`level${i}`] }
+        for (let i = 0; i < 12; i++) {
+          schema = { type: "object", properties: { [`level${i}`]: schema }, required: [`level${i}`] }
+        }
         const tool = { type: "function", function: { name: "deep", description: "nested", parameters: schema } }
         const withTool = yield* post(JSON.stringify({ ...chat("use the tool"), tools: [tool] }))
         expect(withTool.status, withTool.text).toBe(200)
@@ -225,7 +242,14 @@ describe("HTTP limits", () => {
               body: raw
             })
           )
-        for (const type of ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/json; charset=latin1"]) {
+        for (
+          const type of [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "application/json; charset=latin1"
+          ]
+        ) {
           const r = yield* post({ "content-type": type })
           expectEnvelope(r.status, r.body, { status: 415, code: "unsupported_media_type", param: "Content-Type" }, type)
         }
@@ -233,7 +257,11 @@ describe("HTTP limits", () => {
           expect((yield* post({ "content-type": type })).status, type).toBe(200)
         }
         // Invalid UTF-8 inside a string (0xC3 followed by a byte that cannot continue it).
-        const bad = Buffer.concat([Buffer.from(body.slice(0, body.indexOf("Hello"))), Buffer.from([0xc3, 0x28]), Buffer.from(body.slice(body.indexOf("Hello")))])
+        const bad = Buffer.concat([
+          Buffer.from(body.slice(0, body.indexOf("Hello"))),
+          Buffer.from([0xc3, 0x28]),
+          Buffer.from(body.slice(body.indexOf("Hello")))
+        ])
         const r = yield* post({ "content-type": "application/json" }, bad)
         expectEnvelope(r.status, r.body, { status: 400, code: "invalid_json", message: /UTF-8/ }, "invalid UTF-8")
       }))
@@ -247,11 +275,20 @@ describe("HTTP limits", () => {
           Effect.promise(() =>
             fetchJson(`${base}/v1/chat/completions`, {
               method: "POST",
-              headers: { authorization: `Bearer ${secret}`, "content-type": "application/json", "content-encoding": encoding },
+              headers: {
+                authorization: `Bearer ${secret}`,
+                "content-type": "application/json",
+                "content-encoding": encoding
+              },
               body: raw
             })
           )
-        for (const [encoding, encode] of [["gzip", zlib.gzipSync], ["deflate", zlib.deflateSync], ["br", zlib.brotliCompressSync]] as const) {
+        for (
+          const [encoding, encode] of [["gzip", zlib.gzipSync], ["deflate", zlib.deflateSync], [
+            "br",
+            zlib.brotliCompressSync
+          ]] as const
+        ) {
           const r = yield* post(encoding, encode(body))
           expect(r.status, `${encoding}: ${r.text}`).toBe(200)
           expect(r.body.choices[0].message.content).toContain("Compressed")
@@ -263,10 +300,19 @@ describe("HTTP limits", () => {
         expectEnvelope(refused.status, refused.body, { status: 413, code: "request_too_large" }, "gzip bomb")
         // A body that says gzip and is not.
         const bogus = yield* post("gzip", body)
-        expectEnvelope(bogus.status, bogus.body, { status: 400, code: "invalid_body", param: "Content-Encoding" }, "bogus gzip")
+        expectEnvelope(
+          bogus.status,
+          bogus.body,
+          { status: 400, code: "invalid_body", param: "Content-Encoding" },
+          "bogus gzip"
+        )
         for (const encoding of ["compress", "zstd", "gzip, br", "snappy"]) {
           const r = yield* post(encoding, body)
-          expectEnvelope(r.status, r.body, { status: 415, code: "unsupported_content_encoding", param: "Content-Encoding" }, encoding)
+          expectEnvelope(r.status, r.body, {
+            status: 415,
+            code: "unsupported_content_encoding",
+            param: "Content-Encoding"
+          }, encoding)
         }
       }))
 
@@ -275,8 +321,12 @@ describe("HTTP limits", () => {
         const base = yield* baseUrl
         const { secret } = yield* issueKey()
         const openai = new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 })
-        for (let i = 0; i < 3; i++) yield* Effect.promise(() => openai.chat.completions.create(chat(`call ${i}`) as never))
-        const usage = yield* Effect.promise(() => fetchJson(`${base}/v1/usage`, { headers: { authorization: `Bearer ${secret}` } }))
+        for (let i = 0; i < 3; i++) {
+          yield* Effect.promise(() => openai.chat.completions.create(chat(`call ${i}`) as never))
+        }
+        const usage = yield* Effect.promise(() =>
+          fetchJson(`${base}/v1/usage`, { headers: { authorization: `Bearer ${secret}` } })
+        )
         expect(usage.body.totals.requests).toBe(3)
         expect(usage.body.quota.reserved_nanos).toBe("0")
         expect((yield* Replay.verify).ok).toBe(true)

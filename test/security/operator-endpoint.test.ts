@@ -6,17 +6,19 @@
  * and the CLI keeps working through it; `operator.json` stays 0600 whatever was there before.
  */
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as net from "node:net"
+import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { writePrivateFile } from "../../src/cli/OperatorEndpoint.ts"
-import { freePort, start, tempDir, tollgate, waitForHttp, type Proc } from "../support/Processes.ts"
+import { freePort, type Proc, start, tempDir, tollgate, waitForHttp } from "../support/Processes.ts"
 import { backend } from "../support/TestDatabase.ts"
 import { rawExchange, rawHeaders, sleep } from "./support.ts"
 
 const head = (method: string, headers: Record<string, string | number>, target = "/op") =>
-  `${method} ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("")}\r\n`
+  `${method} ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\n${
+    Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("")
+  }\r\n`
 
 const GIB = 1024 * 1024 * 1024
 /** PGlite starts in about 2 s on an idle machine, and in more than 30 s on a busy one. */
@@ -94,7 +96,10 @@ describe.skipIf(backend() === "postgres")("the operator endpoint", () => {
     ]
     for (const headers of wrongs) {
       // A gigabyte announced, a few bytes sent: the answer cannot wait for the rest.
-      const reply = await rawExchange(door.port, [head("POST", { ...headers, "content-type": "application/json", "content-length": GIB }), "{\"_tag\":"], 10_000)
+      const reply = await rawExchange(door.port, [
+        head("POST", { ...headers, "content-type": "application/json", "content-length": GIB }),
+        "{\"_tag\":"
+      ], 10_000)
       expect(reply.status, JSON.stringify(headers)).toBe(401)
       expect(rawHeaders(reply).connection).toBe("close")
       expect(reply.closed).toBe(true)
@@ -132,22 +137,37 @@ describe.skipIf(backend() === "postgres")("the operator endpoint", () => {
     expect(outcome.sent).toBeLessThan(256 * 1024 * 1024)
   }, T)
 
-  it("with the token: a body over 1 MiB is 413 and closed; a wrong method or path is refused; an operation runs", async () => {
-    const auth = { authorization: `Bearer ${door.token}` }
-    const big = await rawExchange(door.port, [head("POST", { ...auth, "content-length": 2 * 1024 * 1024 })], 10_000)
-    expect(big.status).toBe(413)
-    expect(big.closed).toBe(true)
-    const streamed = await rawExchange(door.port, [head("POST", { ...auth, "transfer-encoding": "chunked" }), ...Array.from({ length: 3 }, () => `${(512 * 1024).toString(16)}\r\n${"a".repeat(512 * 1024)}\r\n`)], 10_000)
-    expect(streamed.status).toBe(413)
-    expect(streamed.closed).toBe(true)
-    for (const [method, target] of [["GET", "/op"], ["POST", "/other"]] as const) {
-      const r = await fetch(`http://127.0.0.1:${door.port}${target}`, { method, headers: auth, ...(method === "POST" ? { body: operation } : {}) })
-      expect(r.status, `${method} ${target}`).toBe(404)
-    }
-    const ok = await fetch(`http://127.0.0.1:${door.port}/op`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: operation })
-    expect(ok.status).toBe(200)
-    expect(((await ok.json()) as { ok: boolean }).ok).toBe(true)
-  }, T)
+  it(
+    "with the token: a body over 1 MiB is 413 and closed; a wrong method or path is refused; an operation runs",
+    async () => {
+      const auth = { authorization: `Bearer ${door.token}` }
+      const big = await rawExchange(door.port, [head("POST", { ...auth, "content-length": 2 * 1024 * 1024 })], 10_000)
+      expect(big.status).toBe(413)
+      expect(big.closed).toBe(true)
+      const streamed = await rawExchange(door.port, [
+        head("POST", { ...auth, "transfer-encoding": "chunked" }),
+        ...Array.from({ length: 3 }, () => `${(512 * 1024).toString(16)}\r\n${"a".repeat(512 * 1024)}\r\n`)
+      ], 10_000)
+      expect(streamed.status).toBe(413)
+      expect(streamed.closed).toBe(true)
+      for (const [method, target] of [["GET", "/op"], ["POST", "/other"]] as const) {
+        const r = await fetch(`http://127.0.0.1:${door.port}${target}`, {
+          method,
+          headers: auth,
+          ...(method === "POST" ? { body: operation } : {})
+        })
+        expect(r.status, `${method} ${target}`).toBe(404)
+      }
+      const ok = await fetch(`http://127.0.0.1:${door.port}/op`, {
+        method: "POST",
+        headers: { ...auth, "content-type": "application/json" },
+        body: operation
+      })
+      expect(ok.status).toBe(200)
+      expect(((await ok.json()) as { ok: boolean }).ok).toBe(true)
+    },
+    T
+  )
 
   it("listens on loopback only", async () => {
     const outside = Object.values(os.networkInterfaces()).flat().find((a) => a && a.family === "IPv4" && !a.internal)

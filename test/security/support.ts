@@ -2,8 +2,8 @@
  * What the security tests share: requests written byte by byte on a socket (to see exactly what the
  * server answers and whether it closes the connection), and the error envelope's shape.
  */
-import { expect } from "vitest"
 import * as net from "node:net"
+import { expect } from "vitest"
 
 export interface RawReply {
   /** Everything the server sent. */
@@ -85,7 +85,12 @@ export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(r
 export const expectEnvelope = (
   status: number,
   body: any,
-  expected: { readonly status: number; readonly code: string | null; readonly param?: string | null; readonly message?: RegExp },
+  expected: {
+    readonly status: number
+    readonly code: string | null
+    readonly param?: string | null
+    readonly message?: RegExp
+  },
   label = ""
 ) => {
   const ctx = `${label}: ${status} ${JSON.stringify(body)}`

@@ -8,8 +8,8 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
-import { KeyStore } from "../../src/accounts/KeyStore.ts"
 import { Keys } from "../../src/accounts/Keys.ts"
+import { KeyStore } from "../../src/accounts/KeyStore.ts"
 import { Vendors } from "../../src/accounts/Vendors.ts"
 import { run } from "../../src/cli/operations.ts"
 import { EventLog } from "../../src/ledger/EventLog.ts"
@@ -25,7 +25,10 @@ const vendorCall = (base: string, token: string, method: string, path: string, r
   Effect.promise(() =>
     fetchJson(`${base}${path}`, {
       method,
-      headers: { authorization: `Bearer ${token}`, ...(raw === undefined ? {} : { "content-type": "application/json" }) },
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(raw === undefined ? {} : { "content-type": "application/json" })
+      },
       ...(raw === undefined ? {} : { body: raw })
     })
   )
@@ -78,8 +81,16 @@ describe("vendor input bounds", () => {
           expect(r.text.length, "the refusal does not echo a huge value").toBeLessThan(2_000)
         }
         // The metadata that is accepted is about the limit: 16 KiB serialised, 50 keys of 40, values of 500.
-        const atLimit = Object.fromEntries(Array.from({ length: 31 }, (_, i) => [`k${String(i).padStart(39, "0")}`, pad(480)]))
-        const ok = yield* vendorCall(base, vendor.token, "POST", "/api/keys", JSON.stringify({ quota_usd: "1", metadata: atLimit, expires_at: "9999-12-31T23:59:59Z" }))
+        const atLimit = Object.fromEntries(
+          Array.from({ length: 31 }, (_, i) => [`k${String(i).padStart(39, "0")}`, pad(480)])
+        )
+        const ok = yield* vendorCall(
+          base,
+          vendor.token,
+          "POST",
+          "/api/keys",
+          JSON.stringify({ quota_usd: "1", metadata: atLimit, expires_at: "9999-12-31T23:59:59Z" })
+        )
         expect(ok.status, ok.text).toBe(201)
         expect(Buffer.byteLength(JSON.stringify(ok.body.metadata))).toBeLessThanOrEqual(16 * 1024)
         expect(ok.body.expires_at).toBe("9999-12-31T23:59:59.000Z")
@@ -96,11 +107,22 @@ describe("vendor input bounds", () => {
         const broke = yield* registerVendor(ALL, undefined, 0)
         const before = yield* keyIssuedCount
         for (let i = 0; i < 5; i++) {
-          const r = yield* vendorCall(base, broke.token, "POST", "/api/keys", JSON.stringify({ quota_usd: "0", metadata: { pad: "x".repeat(500) } }))
+          const r = yield* vendorCall(
+            base,
+            broke.token,
+            "POST",
+            "/api/keys",
+            JSON.stringify({ quota_usd: "0", metadata: { pad: "x".repeat(500) } })
+          )
           expectEnvelope(r.status, r.body, { status: 400, code: null, param: "quota_usd" }, "zero quota")
         }
         const one = yield* vendorCall(base, broke.token, "POST", "/api/keys", `{"quota_usd":"0.000000001"}`)
-        expectEnvelope(one.status, one.body, { status: 400, code: "insufficient_credit", param: "quota_usd" }, "no credit")
+        expectEnvelope(
+          one.status,
+          one.body,
+          { status: 400, code: "insufficient_credit", param: "quota_usd" },
+          "no credit"
+        )
         expect(yield* keyIssuedCount).toBe(before)
       }))
 
@@ -118,13 +140,15 @@ describe("vendor input bounds", () => {
         expect(created.status, created.text).toBe(201)
         const id = created.body.id as string
         const patch = (raw: string) => vendorCall(base, rich.token, "PATCH", `/api/keys/${id}`, raw)
-        for (const [raw, param] of [
-          [`{"add_quota_usd":"2"}`, "add_quota_usd"], // $999,999,999 + 2 is past the maximum
-          [`{"add_quota_usd":1e21}`, "add_quota_usd"],
-          [`{"add_quota_usd":"92233720368.54775808"}`, "add_quota_usd"],
-          [`{"expires_at":"+275760-09-13T00:00:00.000Z"}`, "expires_at"],
-          [`{"add_quota_usd":"1","expires_at":"+275760-09-13T00:00:00.000Z"}`, "expires_at"]
-        ] as const) {
+        for (
+          const [raw, param] of [
+            [`{"add_quota_usd":"2"}`, "add_quota_usd"], // $999,999,999 + 2 is past the maximum
+            [`{"add_quota_usd":1e21}`, "add_quota_usd"],
+            [`{"add_quota_usd":"92233720368.54775808"}`, "add_quota_usd"],
+            [`{"expires_at":"+275760-09-13T00:00:00.000Z"}`, "expires_at"],
+            [`{"add_quota_usd":"1","expires_at":"+275760-09-13T00:00:00.000Z"}`, "expires_at"]
+          ] as const
+        ) {
           const r = yield* patch(raw)
           expectEnvelope(r.status, r.body, { status: 400, code: null, param }, raw)
         }
@@ -146,16 +170,30 @@ describe("vendor input bounds", () => {
     it.effect("the operator's CLI operations refuse the same input with the option named", () =>
       Effect.gen(function*() {
         const failure = (op: Parameters<typeof run>[0]) =>
-          (run(op) as unknown as Effect.Effect<unknown, { message: string }>).pipe(Effect.flip, Effect.map((e) => e.message))
+          (run(op) as unknown as Effect.Effect<unknown, { message: string }>).pipe(
+            Effect.flip,
+            Effect.map((e) => e.message)
+          )
         expect(yield* failure({ _tag: "keys.create", quotaUsd: "1000000000000" })).toMatch(/--quota-usd/)
         expect(yield* failure({ _tag: "keys.create", quotaUsd: "1", name: "a\u0000b" })).toMatch(/--name/)
-        expect(yield* failure({ _tag: "keys.create", quotaUsd: "1", expiresAt: "+275760-09-13T00:00:00.000Z" })).toMatch(/--expires-at/)
-        expect(yield* failure({ _tag: "keys.create", quotaUsd: "1", requestsPerMinute: 1e300 })).toMatch(/requests_per_minute/)
+        expect(yield* failure({ _tag: "keys.create", quotaUsd: "1", expiresAt: "+275760-09-13T00:00:00.000Z" }))
+          .toMatch(/--expires-at/)
+        expect(yield* failure({ _tag: "keys.create", quotaUsd: "1", requestsPerMinute: 1e300 })).toMatch(
+          /requests_per_minute/
+        )
         expect(yield* failure({ _tag: "vendors.create", name: "v\uD800", scopes: ["keys:read"] })).toMatch(/name/)
-        expect(yield* failure({ _tag: "vendors.create", name: "v", scopes: ["keys:read"], creditUsd: "2000000000" })).toMatch(/--credit-usd/)
+        expect(yield* failure({ _tag: "vendors.create", name: "v", scopes: ["keys:read"], creditUsd: "2000000000" }))
+          .toMatch(/--credit-usd/)
         const vendor = yield* registerVendor(["keys:read"], undefined, 0)
         // This one was a defect (an invalid Date thrown while writing the event).
-        expect(yield* failure({ _tag: "vendors.token", vendorId: vendor.vendor.vendorId, scopes: ["keys:read"], expiresAt: "+275760-09-13T00:00:00.000Z" }))
+        expect(
+          yield* failure({
+            _tag: "vendors.token",
+            vendorId: vendor.vendor.vendorId,
+            scopes: ["keys:read"],
+            expiresAt: "+275760-09-13T00:00:00.000Z"
+          })
+        )
           .toMatch(/expires_at/)
         const { key } = yield* issueKey({ quotaUsd: 999_999_999 })
         expect(yield* failure({ _tag: "keys.grant", keyId: key.keyId, usd: "2" })).toMatch(/--usd/)
@@ -171,13 +209,21 @@ describe("vendor input bounds", () => {
         const store = yield* KeyStore
         const vendor = yield* registerVendor(ALL, undefined, 1_000)
         const metadata = Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`field${i}`, "v".repeat(500)]))
-        const made = yield* vendorCall(base, vendor.token, "POST", "/api/keys", JSON.stringify({ quota_usd: "1", metadata }))
+        const made = yield* vendorCall(
+          base,
+          vendor.token,
+          "POST",
+          "/api/keys",
+          JSON.stringify({ quota_usd: "1", metadata })
+        )
         expect(made.status, made.text).toBe(201)
         const cached = store.byId(made.body.id)!
         expect(cached).toBeDefined()
         expect("metadata" in cached).toBe(false)
         // The vendor still reads it back.
-        expect((yield* vendorCall(base, vendor.token, "GET", `/api/keys/${made.body.id}`)).body.metadata).toEqual(metadata)
+        expect((yield* vendorCall(base, vendor.token, "GET", `/api/keys/${made.body.id}`)).body.metadata).toEqual(
+          metadata
+        )
 
         for (let i = 0; i < 20; i++) yield* issueKey({ quotaUsd: 1 })
         yield* store.catchUp // up to date with everything so far
@@ -185,7 +231,8 @@ describe("vendor input bounds", () => {
         // Another process (its own event writer and cache over the same database) issues, revokes, tops up.
         const other = yield* Layer.build(Layer.fresh(AccountsLive))
         const otherKeys = Context.get(other, Keys)
-        const elsewhere = yield* otherKeys.issue({ quotaNanos: 5_000_000_000n, name: "elsewhere", issuedBy: "test" }).pipe(Effect.orDie)
+        const elsewhere = yield* otherKeys.issue({ quotaNanos: 5_000_000_000n, name: "elsewhere", issuedBy: "test" })
+          .pipe(Effect.orDie)
         yield* otherKeys.revoke(made.body.id, "test").pipe(Effect.orDie)
         yield* otherKeys.grant(elsewhere.key.keyId, 1_000_000_000n, "test").pipe(Effect.orDie)
 
@@ -226,7 +273,12 @@ describe("vendor input bounds", () => {
         const viaHeader = yield* Effect.promise(() =>
           fetchJson(`${base}/api/server-options`, { headers: { "x-api-key": fresh.token } })
         )
-        expectEnvelope(viaHeader.status, viaHeader.body, { status: 401, code: "missing_vendor_token" }, "x-api-key on /api")
+        expectEnvelope(
+          viaHeader.status,
+          viaHeader.body,
+          { status: 401, code: "missing_vendor_token" },
+          "x-api-key on /api"
+        )
         expect((yield* Effect.promise(() => fetchJson(`${base}/v1`))).status).toBe(200)
       }))
   })

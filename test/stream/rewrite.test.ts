@@ -12,32 +12,49 @@ const json = fc.jsonValue({ maxDepth: 3 })
 const event = fc.record({
   id: fc.string(),
   model: fc.option(fc.string(), { nil: undefined }),
-  choices: fc.array(fc.record({ index: fc.nat(), delta: fc.record({ content: fc.string(), model: fc.string() }) }), { maxLength: 3 }),
+  choices: fc.array(fc.record({ index: fc.nat(), delta: fc.record({ content: fc.string(), model: fc.string() }) }), {
+    maxLength: 3
+  }),
   extra: fc.dictionary(fc.constantFrom("model", "usage", "x", "\"model\":"), json, { maxKeys: 3 }),
   usage: fc.option(fc.constant(null), { nil: undefined })
-}, { requiredKeys: ["id", "choices"] }).map((o) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)))
+}, { requiredKeys: ["id", "choices"] }).map((o) =>
+  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined))
+)
 
 /** What a value looks like after a trip through JSON (-0 becomes 0, and so on): what a client parses. */
 const viaJson = (v: unknown) => JSON.parse(JSON.stringify(v))
 
 describe("same-style event rewrite", () => {
   it("sets the top-level model, whatever the event and its layout", () => {
-    fc.assert(fc.property(event, fc.string(), fc.constantFrom(undefined, 1), (e, model, indent) => {
-      const data = JSON.stringify(e, null, indent)
-      expect(JSON.parse(withModel(data, e, model))).toEqual(viaJson({ ...e, model }))
-    }), { numRuns: 2000 })
+    fc.assert(
+      fc.property(event, fc.string(), fc.constantFrom(undefined, 1), (e, model, indent) => {
+        const data = JSON.stringify(e, null, indent)
+        expect(JSON.parse(withModel(data, e, model))).toEqual(viaJson({ ...e, model }))
+      }),
+      { numRuns: 2000 }
+    )
   })
 
   it("drops a null usage, and only that", () => {
-    fc.assert(fc.property(event, fc.constantFrom(undefined, 1), (e, indent) => {
-      const data = JSON.stringify(e, null, indent)
-      const { usage: _, ...rest } = e
-      expect(JSON.parse(withoutUsage(data, e))).toEqual(viaJson("usage" in e ? rest : e))
-    }), { numRuns: 2000 })
+    fc.assert(
+      fc.property(event, fc.constantFrom(undefined, 1), (e, indent) => {
+        const data = JSON.stringify(e, null, indent)
+        const { usage: _, ...rest } = e
+        expect(JSON.parse(withoutUsage(data, e))).toEqual(viaJson("usage" in e ? rest : e))
+      }),
+      { numRuns: 2000 }
+    )
   })
 
   it("changes a provider's compact chunk in place", () => {
-    const chunk = { id: "c1", object: "chat.completion.chunk", created: 1, model: "gpt-up", choices: [{ index: 0, delta: { content: "say \"model\":\"gpt-up\"" } }], usage: null }
+    const chunk = {
+      id: "c1",
+      object: "chat.completion.chunk",
+      created: 1,
+      model: "gpt-up",
+      choices: [{ index: 0, delta: { content: "say \"model\":\"gpt-up\"" } }],
+      usage: null
+    }
     const data = JSON.stringify(chunk)
     const out = withModel(withoutUsage(data, chunk), { ...chunk, usage: undefined }, "gpt")
     expect(out).toBe(data.replace("\"model\":\"gpt-up\",", "\"model\":\"gpt\",").replace(",\"usage\":null", ""))

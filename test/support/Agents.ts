@@ -40,7 +40,9 @@ const removeFolders = (dirs: Iterable<string>) => {
 afterAll(async () => {
   for (const [pid, child] of running) {
     killGroup(pid)
-    await new Promise<void>((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once("close", () => resolve())))
+    await new Promise<void>((
+      resolve
+    ) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once("close", () => resolve())))
   }
   removeFolders([...folders])
 })
@@ -58,7 +60,13 @@ export const tempFolder = (label: string) => {
 
 /** The native Claude Code binary (the npm package's platform dependency), or its launcher. */
 export const claudeBinary = () => {
-  const native = path.join(root, "node_modules", "@anthropic-ai", `claude-code-${process.platform}-${process.arch}`, "claude")
+  const native = path.join(
+    root,
+    "node_modules",
+    "@anthropic-ai",
+    `claude-code-${process.platform}-${process.arch}`,
+    "claude"
+  )
   return fs.existsSync(native) ? native : path.join(root, "node_modules", ".bin", "claude")
 }
 
@@ -103,7 +111,12 @@ export const run = (
   options: { cwd: string; env: Record<string, string>; timeoutMs: number; cleanup?: ReadonlyArray<string> }
 ) =>
   new Promise<Run>((resolve, reject) => {
-    const child = spawn(file, args, { cwd: options.cwd, env: options.env, stdio: ["ignore", "pipe", "pipe"], detached: true })
+    const child = spawn(file, args, {
+      cwd: options.cwd,
+      env: options.env,
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true
+    })
     if (child.pid === undefined) return reject(new Error(`could not start ${file}`))
     const pid = child.pid
     running.set(pid, child)
@@ -137,23 +150,27 @@ export const run = (
 export const runClaude = (o: { baseUrl: string; key: string; model: string; prompt: string; timeoutMs: number }) => {
   const home = tempFolder("claude-home")
   const cwd = tempFolder("claude-work")
-  return run(claudeBinary(), ["-p", o.prompt, "--output-format", "json", "--model", o.model, "--allowedTools", "Bash"], {
-    cwd,
-    cleanup: [home, cwd],
-    timeoutMs: o.timeoutMs,
-    env: {
-      ...baseEnv(home),
-      ANTHROPIC_BASE_URL: o.baseUrl,
-      ANTHROPIC_API_KEY: o.key,
-      // Background calls (titles, summaries) go to the same model instead of a Haiku the gateway may not have.
-      ANTHROPIC_DEFAULT_HAIKU_MODEL: o.model,
-      ANTHROPIC_SMALL_FAST_MODEL: o.model,
-      DISABLE_TELEMETRY: "1",
-      DISABLE_ERROR_REPORTING: "1",
-      DISABLE_AUTOUPDATER: "1",
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1"
+  return run(
+    claudeBinary(),
+    ["-p", o.prompt, "--output-format", "json", "--model", o.model, "--allowedTools", "Bash"],
+    {
+      cwd,
+      cleanup: [home, cwd],
+      timeoutMs: o.timeoutMs,
+      env: {
+        ...baseEnv(home),
+        ANTHROPIC_BASE_URL: o.baseUrl,
+        ANTHROPIC_API_KEY: o.key,
+        // Background calls (titles, summaries) go to the same model instead of a Haiku the gateway may not have.
+        ANTHROPIC_DEFAULT_HAIKU_MODEL: o.model,
+        ANTHROPIC_SMALL_FAST_MODEL: o.model,
+        DISABLE_TELEMETRY: "1",
+        DISABLE_ERROR_REPORTING: "1",
+        DISABLE_AUTOUPDATER: "1",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1"
+      }
     }
-  })
+  )
 }
 
 /** `codex exec PROMPT` with a custom provider (Responses wire API) in a temporary CODEX_HOME. */
@@ -183,9 +200,18 @@ export const runCodex = (o: { baseUrl: string; key: string; model: string; promp
 }
 
 /** An OpenAI Agents SDK script (agentsSdkRun.ts) with the Responses or the Chat Completions model. */
-export const runAgentsSdk = (o: { baseUrl: string; key: string; api: "responses" | "chat"; model: string; prompt: string; timeoutMs: number }) => {
+export const runAgentsSdk = (
+  o: { baseUrl: string; key: string; api: "responses" | "chat"; model: string; prompt: string; timeoutMs: number }
+) => {
   const home = tempFolder("agents-home")
-  return run(process.execPath, ["--import", "tsx", path.join(root, "test", "support", "agentsSdkRun.ts"), o.api, o.model, o.prompt], {
+  return run(process.execPath, [
+    "--import",
+    "tsx",
+    path.join(root, "test", "support", "agentsSdkRun.ts"),
+    o.api,
+    o.model,
+    o.prompt
+  ], {
     cwd: root,
     cleanup: [home],
     timeoutMs: o.timeoutMs,

@@ -80,7 +80,12 @@ export const defaultAnswer = (path: string, body: any): unknown => {
       object: "chat.completion",
       created: 1_700_000_000,
       model,
-      choices: [{ index: 0, message: { role: "assistant", content: "fake openai answer" }, finish_reason: "stop", logprobs: null }],
+      choices: [{
+        index: 0,
+        message: { role: "assistant", content: "fake openai answer" },
+        finish_reason: "stop",
+        logprobs: null
+      }],
       usage: { prompt_tokens: input, completion_tokens: 5, total_tokens: input + 5 }
     }
   }
@@ -114,24 +119,97 @@ export const defaultStream = (path: string, body: any): Array<{ event?: string; 
   const input = usageFor(body)
   if (path.endsWith("/messages")) {
     return [
-      { event: "message_start", data: { type: "message_start", message: { id: "msg_s", type: "message", role: "assistant", model, content: [], stop_reason: null, usage: { input_tokens: input, output_tokens: 1 } } } },
-      { event: "content_block_start", data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } } },
-      { event: "content_block_delta", data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "fake " } } },
-      { event: "content_block_delta", data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "stream" } } },
+      {
+        event: "message_start",
+        data: {
+          type: "message_start",
+          message: {
+            id: "msg_s",
+            type: "message",
+            role: "assistant",
+            model,
+            content: [],
+            stop_reason: null,
+            usage: { input_tokens: input, output_tokens: 1 }
+          }
+        }
+      },
+      {
+        event: "content_block_start",
+        data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }
+      },
+      {
+        event: "content_block_delta",
+        data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "fake " } }
+      },
+      {
+        event: "content_block_delta",
+        data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "stream" } }
+      },
       { event: "content_block_stop", data: { type: "content_block_stop", index: 0 } },
-      { event: "message_delta", data: { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 2 } } },
+      {
+        event: "message_delta",
+        data: {
+          type: "message_delta",
+          delta: { stop_reason: "end_turn", stop_sequence: null },
+          usage: { output_tokens: 2 }
+        }
+      },
       { event: "message_stop", data: { type: "message_stop" } }
     ]
   }
   if (path.endsWith("/responses")) {
     return [
-      { event: "response.created", data: { type: "response.created", sequence_number: 0, response: { id: "resp_s", object: "response", status: "in_progress", model, output: [] } } },
-      { event: "response.output_text.delta", data: { type: "response.output_text.delta", sequence_number: 1, item_id: "m", output_index: 0, content_index: 0, delta: "fake stream" } },
-      { event: "response.completed", data: { type: "response.completed", sequence_number: 2, response: { id: "resp_s", object: "response", status: "completed", model, output: [{ type: "message", id: "m", status: "completed", role: "assistant", content: [{ type: "output_text", text: "fake stream", annotations: [] }] }], usage: { input_tokens: input, output_tokens: 2, total_tokens: input + 2 } } } }
+      {
+        event: "response.created",
+        data: {
+          type: "response.created",
+          sequence_number: 0,
+          response: { id: "resp_s", object: "response", status: "in_progress", model, output: [] }
+        }
+      },
+      {
+        event: "response.output_text.delta",
+        data: {
+          type: "response.output_text.delta",
+          sequence_number: 1,
+          item_id: "m",
+          output_index: 0,
+          content_index: 0,
+          delta: "fake stream"
+        }
+      },
+      {
+        event: "response.completed",
+        data: {
+          type: "response.completed",
+          sequence_number: 2,
+          response: {
+            id: "resp_s",
+            object: "response",
+            status: "completed",
+            model,
+            output: [{
+              type: "message",
+              id: "m",
+              status: "completed",
+              role: "assistant",
+              content: [{ type: "output_text", text: "fake stream", annotations: [] }]
+            }],
+            usage: { input_tokens: input, output_tokens: 2, total_tokens: input + 2 }
+          }
+        }
+      }
     ]
   }
   const chunk = (delta: unknown, finish: string | null = null) => ({
-    data: { id: "chatcmpl-s", object: "chat.completion.chunk", created: 1, model, choices: [{ index: 0, delta, finish_reason: finish }] }
+    data: {
+      id: "chatcmpl-s",
+      object: "chat.completion.chunk",
+      created: 1,
+      model,
+      choices: [{ index: 0, delta, finish_reason: finish }]
+    }
   })
   const events: Array<{ event?: string; data: unknown }> = [
     chunk({ role: "assistant", content: "" }),
@@ -140,7 +218,16 @@ export const defaultStream = (path: string, body: any): Array<{ event?: string; 
     chunk({}, "stop")
   ]
   if (body?.stream_options?.include_usage) {
-    events.push({ data: { id: "chatcmpl-s", object: "chat.completion.chunk", created: 1, model, choices: [], usage: { prompt_tokens: input, completion_tokens: 2, total_tokens: input + 2 } } })
+    events.push({
+      data: {
+        id: "chatcmpl-s",
+        object: "chat.completion.chunk",
+        created: 1,
+        model,
+        choices: [],
+        usage: { prompt_tokens: input, completion_tokens: 2, total_tokens: input + 2 }
+      }
+    })
   }
   events.push({ data: "[DONE]" })
   return events
@@ -167,7 +254,14 @@ export const FakeUpstream = Effect.acquireRelease(
         } catch {
           // keep text
         }
-        received.push({ method: req.method ?? "", path, url, headers: req.headers, body, remotePort: req.socket.remotePort })
+        received.push({
+          method: req.method ?? "",
+          path,
+          url,
+          headers: req.headers,
+          body,
+          remotePort: req.socket.remotePort
+        })
         const reply = scripts.get(path)?.shift() ?? fallback?.(path, body) ??
           (body?.stream === true ? { events: defaultStream(path, body) } : {})
         const answer = () => {
@@ -183,7 +277,9 @@ export const FakeUpstream = Effect.acquireRelease(
             const next = () => {
               if (res.destroyed) return
               // Let what was written reach the gateway first, then break the connection.
-              if (reply.dropAfter !== undefined && i >= reply.dropAfter) return void setTimeout(() => req.socket.destroy(), 30)
+              if (reply.dropAfter !== undefined && i >= reply.dropAfter) {
+                return void setTimeout(() => req.socket.destroy(), 30)
+              }
               if (i >= events.length) {
                 const end = () => {
                   finished = true
@@ -229,10 +325,11 @@ export const FakeUpstream = Effect.acquireRelease(
       }))
     })
   }),
-  ({ server }) => Effect.async<void>((resume) => {
-    server.closeAllConnections()
-    server.close(() => resume(Effect.void))
-  })
+  ({ server }) =>
+    Effect.async<void>((resume) => {
+      server.closeAllConnections()
+      server.close(() => resume(Effect.void))
+    })
 ).pipe(Effect.map(({ fake }) => fake))
 
 /** The fake upstream of a test file, as a service. */

@@ -26,9 +26,13 @@ const which = (bin: string) => {
     return execFileSync("which", [bin], { encoding: "utf8" }).trim()
   } catch {
     const found = fs.existsSync("/usr/lib/postgresql")
-      ? fs.readdirSync("/usr/lib/postgresql").map((v) => path.join("/usr/lib/postgresql", v, "bin", bin)).find((p) => fs.existsSync(p))
+      ? fs.readdirSync("/usr/lib/postgresql").map((v) => path.join("/usr/lib/postgresql", v, "bin", bin)).find((p) =>
+        fs.existsSync(p)
+      )
       : undefined
-    if (!found) throw new Error(`${bin} is not installed: these tests need a PostgreSQL server's binaries (Debian: postgresql)`)
+    if (!found) {
+      throw new Error(`${bin} is not installed: these tests need a PostgreSQL server's binaries (Debian: postgresql)`)
+    }
     return found
   }
 }
@@ -49,7 +53,8 @@ export const startCluster = async (): Promise<Cluster> => {
   const port = await freePort()
   const options = `-p ${port} -c listen_addresses=127.0.0.1 -k ${root} -c fsync=off -c max_connections=100`
   const start = () => void run("pg_ctl", ["-D", data, "-l", logFile, "-w", "-t", "60", "-o", options, "start"])
-  const stop = (mode: "immediate" | "fast" = "immediate") => void run("pg_ctl", ["-D", data, "-m", mode, "-w", "-t", "60", "stop"])
+  const stop = (mode: "immediate" | "fast" = "immediate") =>
+    void run("pg_ctl", ["-D", data, "-m", mode, "-w", "-t", "60", "stop"])
   start()
   const url = (database = "postgres") => `postgres://postgres@127.0.0.1:${port}/${database}`
   const query = async <R>(database: string, text: string, params: ReadonlyArray<unknown> = []) => {

@@ -27,7 +27,9 @@ afterAll(async () => {
     } catch {
       // already gone
     }
-    await new Promise<void>((resolve) => child.exitCode !== null || child.signalCode !== null ? resolve() : child.once("exit", () => resolve()))
+    await new Promise<void>((resolve) =>
+      child.exitCode !== null || child.signalCode !== null ? resolve() : child.once("exit", () => resolve())
+    )
   }
   for (const dir of tempDirs) fs.rmSync(dir, { recursive: true, force: true })
 }, T)
@@ -41,7 +43,16 @@ export const tempDir = (label: string) => {
 /** The environment of a child: ours without any Tollgate setting, plus the given ones. */
 export const envWith = (extra: Record<string, string>) => {
   const env: Record<string, string | undefined> = { ...process.env }
-  for (const name of ["DATABASE_URL", "TOLLGATE_CONFIG", "TOLLGATE_PORT", "TOLLGATE_HOST", "TOLLGATE_DATA_DIR", "TOLLGATE_LOG_LEVEL"]) {
+  for (
+    const name of [
+      "DATABASE_URL",
+      "TOLLGATE_CONFIG",
+      "TOLLGATE_PORT",
+      "TOLLGATE_HOST",
+      "TOLLGATE_DATA_DIR",
+      "TOLLGATE_LOG_LEVEL"
+    ]
+  ) {
     delete env[name]
   }
   return { ...env, ...extra }
@@ -55,7 +66,11 @@ export interface Proc {
 }
 
 export const start = (args: ReadonlyArray<string>, env: Record<string, string>): Proc => {
-  const child = spawn(process.execPath, [bin, ...args], { cwd: root, env: envWith(env), stdio: ["ignore", "pipe", "pipe"] })
+  const child = spawn(process.execPath, [bin, ...args], {
+    cwd: root,
+    env: envWith(env),
+    stdio: ["ignore", "pipe", "pipe"]
+  })
   if (child.pid === undefined) throw new Error(`could not start tollgate ${args.join(" ")}`)
   const pid = child.pid
   running.set(pid, child)
@@ -79,7 +94,11 @@ export interface Ran {
 }
 
 /** Runs one CLI command to its end (killed after the timeout). */
-export const tollgate = async (args: ReadonlyArray<string>, env: Record<string, string>, timeoutMs = 30_000): Promise<Ran> => {
+export const tollgate = async (
+  args: ReadonlyArray<string>,
+  env: Record<string, string>,
+  timeoutMs = 30_000
+): Promise<Ran> => {
   const p = start(args, env)
   const timer = setTimeout(() => {
     try {
@@ -131,14 +150,21 @@ export const logOf = (p: Proc): string =>
  * Resolves with the first match of `pattern` in the process's stdout (or its log's messages, with
  * `from: "log"`: see `logOf`), or fails after the timeout.
  */
-export const waitForOutput = async (p: Proc, pattern: RegExp, timeoutMs = 30_000, from: "stdout" | "log" = "stdout") => {
+export const waitForOutput = async (
+  p: Proc,
+  pattern: RegExp,
+  timeoutMs = 30_000,
+  from: "stdout" | "log" = "stdout"
+) => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const m = pattern.exec(from === "stdout" ? p.output().stdout : logOf(p))
     if (m) return m
     if (p.child.exitCode !== null || Date.now() > deadline) {
       const { stderr, stdout } = p.output()
-      throw new Error(`no ${pattern} in the output of process ${p.pid} (exit ${p.child.exitCode}):\n${stdout}\n${stderr}`)
+      throw new Error(
+        `no ${pattern} in the output of process ${p.pid} (exit ${p.child.exitCode}):\n${stdout}\n${stderr}`
+      )
     }
     await sleep(50)
   }
@@ -159,8 +185,7 @@ export const waitForHttp = async (base: string, p: Proc, timeoutMs = 60_000) => 
 }
 
 /** Resolves with the exit of `p`, or undefined if it has not exited after `ms`. */
-export const exitWithin = (p: Proc, ms: number) =>
-  Promise.race([p.exited, sleep(ms).then(() => undefined)])
+export const exitWithin = (p: Proc, ms: number) => Promise.race([p.exited, sleep(ms).then(() => undefined)])
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
@@ -200,16 +225,19 @@ export const freePort = async (): Promise<number> => {
  */
 export const meteredConfig = (dir: string) => {
   const config = path.join(dir, "tollgate.yaml")
-  fs.writeFileSync(config, [
-    "providers:",
-    "  mock: { type: mock, style: openai }",
-    "models:",
-    "  metered:",
-    "    deployments: [{ provider: mock }]",
-    "    pricing: { input_per_mtok: \"0\", output_per_mtok: \"1\" }",
-    "server_options:",
-    "  default: { models: [metered] }"
-  ].join("\n"))
+  fs.writeFileSync(
+    config,
+    [
+      "providers:",
+      "  mock: { type: mock, style: openai }",
+      "models:",
+      "  metered:",
+      "    deployments: [{ provider: mock }]",
+      "    pricing: { input_per_mtok: \"0\", output_per_mtok: \"1\" }",
+      "server_options:",
+      "  default: { models: [metered] }"
+    ].join("\n")
+  )
   return config
 }
 

@@ -55,7 +55,10 @@ const textOfContent = (c: unknown): string =>
   typeof c === "string"
     ? c
     : Array.isArray(c)
-    ? c.map((p: any) => (typeof p === "string" ? p : p?.text ?? (typeof p?.content === "string" ? p.content : textOfContent(p?.content)) ?? "")).join(" ")
+    ? c.map((p: any) => (typeof p === "string"
+      ? p
+      : p?.text ?? (typeof p?.content === "string" ? p.content : textOfContent(p?.content)) ?? "")
+    ).join(" ")
     : ""
 
 /** What the conversation's last turn asks of the model. */
@@ -75,13 +78,17 @@ const lastTurn = (style: Style, body: any): { toolResult?: string; userText?: st
   }
   const input = typeof body.input === "string" ? [{ role: "user", content: body.input }] : body.input ?? []
   const last = input.at(-1)
-  if (last?.type === "function_call_output") return { toolResult: typeof last.output === "string" ? last.output : textOfContent(last.output) }
+  if (last?.type === "function_call_output") {
+    return { toolResult: typeof last.output === "string" ? last.output : textOfContent(last.output) }
+  }
   const user = [...input].reverse().find((i: any) => (i.type ?? "message") === "message" && i.role === "user")
   return { userText: textOfContent(user?.content) }
 }
 
 const toolNames = (style: Style, body: any): Array<string> =>
-  (body.tools ?? []).map((t: any) => (style === "chat" ? t.function?.name : t.name)).filter((n: unknown) => typeof n === "string")
+  (body.tools ?? []).map((t: any) => (style === "chat" ? t.function?.name : t.name)).filter((n: unknown) =>
+    typeof n === "string"
+  )
 
 interface Answer {
   readonly text?: string
@@ -103,8 +110,24 @@ const decide = (style: Style, body: any, n: number): Answer => {
 // ---- strict checks ---------------------------------------------------------------------------------
 
 const MESSAGES_FIELDS = new Set([
-  "model", "messages", "max_tokens", "system", "metadata", "stop_sequences", "stream", "temperature", "top_p", "top_k",
-  "tools", "tool_choice", "thinking", "service_tier", "container", "mcp_servers", "output_config", "context_management"
+  "model",
+  "messages",
+  "max_tokens",
+  "system",
+  "metadata",
+  "stop_sequences",
+  "stream",
+  "temperature",
+  "top_p",
+  "top_k",
+  "tools",
+  "tool_choice",
+  "thinking",
+  "service_tier",
+  "container",
+  "mcp_servers",
+  "output_config",
+  "context_management"
 ])
 /** Anthropic body fields (or uses) that need a beta named in `anthropic-beta`. */
 const BETA_FIELDS: Record<string, string> = {
@@ -113,17 +136,79 @@ const BETA_FIELDS: Record<string, string> = {
   "system-turn": "mid-conversation-system-2026-04-07"
 }
 const CHAT_FIELDS = new Set([
-  "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop",
-  "tools", "tool_choice", "parallel_tool_calls", "response_format", "user", "reasoning_effort", "seed", "logprobs",
-  "top_logprobs", "presence_penalty", "frequency_penalty", "logit_bias", "store", "metadata", "service_tier", "prediction",
-  "modalities", "audio", "web_search_options", "prompt_cache_key", "safety_identifier", "verbosity"
+  "model",
+  "messages",
+  "max_tokens",
+  "max_completion_tokens",
+  "temperature",
+  "top_p",
+  "n",
+  "stream",
+  "stream_options",
+  "stop",
+  "tools",
+  "tool_choice",
+  "parallel_tool_calls",
+  "response_format",
+  "user",
+  "reasoning_effort",
+  "seed",
+  "logprobs",
+  "top_logprobs",
+  "presence_penalty",
+  "frequency_penalty",
+  "logit_bias",
+  "store",
+  "metadata",
+  "service_tier",
+  "prediction",
+  "modalities",
+  "audio",
+  "web_search_options",
+  "prompt_cache_key",
+  "safety_identifier",
+  "verbosity"
 ])
-const CHAT_MESSAGE_FIELDS = new Set(["role", "content", "name", "tool_calls", "tool_call_id", "refusal", "audio", "function_call"])
+const CHAT_MESSAGE_FIELDS = new Set([
+  "role",
+  "content",
+  "name",
+  "tool_calls",
+  "tool_call_id",
+  "refusal",
+  "audio",
+  "function_call"
+])
 const RESPONSES_FIELDS = new Set([
-  "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "tools", "tool_choice",
-  "parallel_tool_calls", "text", "reasoning", "include", "store", "stream", "stream_options", "metadata", "user",
-  "previous_response_id", "truncation", "service_tier", "prompt_cache_key", "safety_identifier", "background",
-  "conversation", "max_tool_calls", "top_logprobs", "prompt", "client_metadata", "prompt_cache_retention"
+  "model",
+  "input",
+  "instructions",
+  "max_output_tokens",
+  "temperature",
+  "top_p",
+  "tools",
+  "tool_choice",
+  "parallel_tool_calls",
+  "text",
+  "reasoning",
+  "include",
+  "store",
+  "stream",
+  "stream_options",
+  "metadata",
+  "user",
+  "previous_response_id",
+  "truncation",
+  "service_tier",
+  "prompt_cache_key",
+  "safety_identifier",
+  "background",
+  "conversation",
+  "max_tool_calls",
+  "top_logprobs",
+  "prompt",
+  "client_metadata",
+  "prompt_cache_retention"
 ])
 const ANTHROPIC_ID = /^[a-zA-Z0-9_-]+$/
 
@@ -132,7 +217,8 @@ export const strictProblem = (style: Style, body: any, headers: IncomingHttpHead
   if (style === "messages") {
     const betas = String(headers["anthropic-beta"] ?? "").split(",").map((b) => b.trim())
     for (const k of Object.keys(body)) if (!MESSAGES_FIELDS.has(k)) return `${k}: Extra inputs are not permitted`
-    const needs = (use: string) => betas.includes(BETA_FIELDS[use]!) ? undefined : `${use} requires the beta ${BETA_FIELDS[use]}`
+    const needs = (use: string) =>
+      betas.includes(BETA_FIELDS[use]!) ? undefined : `${use} requires the beta ${BETA_FIELDS[use]}`
     if (body.context_management !== undefined) {
       const p = needs("context_management")
       if (p) return p
@@ -141,9 +227,16 @@ export const strictProblem = (style: Style, body: any, headers: IncomingHttpHead
       const p = needs("output_config.effort")
       if (p) return p
     }
-    for (const k of Object.keys(body.metadata ?? {})) if (k !== "user_id") return `metadata.${k}: Extra inputs are not permitted`
-    if (String(body.metadata?.user_id ?? "").length > 256) return "metadata.user_id: String should have at most 256 characters"
-    if (body.thinking?.type === "enabled" && !(body.thinking.budget_tokens >= 1024 && body.thinking.budget_tokens < body.max_tokens)) {
+    for (const k of Object.keys(body.metadata ?? {})) {
+      if (k !== "user_id") return `metadata.${k}: Extra inputs are not permitted`
+    }
+    if (String(body.metadata?.user_id ?? "").length > 256) {
+      return "metadata.user_id: String should have at most 256 characters"
+    }
+    if (
+      body.thinking?.type === "enabled" &&
+      !(body.thinking.budget_tokens >= 1024 && body.thinking.budget_tokens < body.max_tokens)
+    ) {
       return "thinking.budget_tokens: must be at least 1024 and less than max_tokens"
     }
     let previous: any
@@ -153,7 +246,9 @@ export const strictProblem = (style: Style, body: any, headers: IncomingHttpHead
         if (p) return `messages.${i}.role: ${p}`
         continue
       }
-      if (m.role !== "user" && m.role !== "assistant") return `messages.${i}.role: Input should be 'user' or 'assistant'`
+      if (m.role !== "user" && m.role !== "assistant") {
+        return `messages.${i}.role: Input should be 'user' or 'assistant'`
+      }
       const blocks = Array.isArray(m.content) ? m.content : []
       for (const [j, b] of blocks.entries()) {
         if (b.type === "tool_use" && !ANTHROPIC_ID.test(String(b.id))) {
@@ -163,7 +258,9 @@ export const strictProblem = (style: Style, body: any, headers: IncomingHttpHead
           if (!ANTHROPIC_ID.test(String(b.tool_use_id))) {
             return `messages.${i}.content.${j}.tool_result.tool_use_id: String should match pattern '^[a-zA-Z0-9_-]+$'`
           }
-          const calls = Array.isArray(previous?.content) ? previous.content.filter((c: any) => c.type === "tool_use").map((c: any) => c.id) : []
+          const calls = Array.isArray(previous?.content)
+            ? previous.content.filter((c: any) => c.type === "tool_use").map((c: any) => c.id)
+            : []
           if (!calls.includes(b.tool_use_id)) {
             return `messages.${i}.content.${j}: unexpected tool_use_id found in tool_result blocks: ${b.tool_use_id}`
           }
@@ -175,11 +272,17 @@ export const strictProblem = (style: Style, body: any, headers: IncomingHttpHead
   }
   if (style === "chat") {
     for (const k of Object.keys(body)) if (!CHAT_FIELDS.has(k)) return `Unrecognized request argument supplied: ${k}`
-    if (typeof body.user === "string" && body.user.length > 64) return "Invalid 'user': string too long. Expected a string with maximum length 64"
+    if (typeof body.user === "string" && body.user.length > 64) {
+      return "Invalid 'user': string too long. Expected a string with maximum length 64"
+    }
     const open = new Set<string>()
     for (const [i, m] of (body.messages ?? []).entries()) {
-      for (const k of Object.keys(m)) if (!CHAT_MESSAGE_FIELDS.has(k)) return `Additional properties are not allowed ('${k}' was unexpected) - 'messages.${i}'`
-      if (m.role === "assistant") for (const c of m.tool_calls ?? []) open.add(c.id)
+      for (const k of Object.keys(m)) {
+        if (
+          !CHAT_MESSAGE_FIELDS.has(k)
+        ) return `Additional properties are not allowed ('${k}' was unexpected) - 'messages.${i}'`
+      }
+      if (m.role === "assistant") { for (const c of m.tool_calls ?? []) open.add(c.id) }
       if (m.role === "tool" && !open.has(m.tool_call_id)) {
         return `Invalid parameter: messages with role 'tool' must be a response to a preceding message with 'tool_calls' (${m.tool_call_id})`
       }
@@ -213,18 +316,56 @@ const messagesAnswer = (body: any, a: Answer, n: number, usage: { input: number;
     content,
     stop_reason: a.call ? "tool_use" : "end_turn",
     stop_sequence: null,
-    usage: { input_tokens: usage.input, output_tokens: usage.output, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 }
+    usage: {
+      input_tokens: usage.input,
+      output_tokens: usage.output,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 0
+    }
   }
   const events: Array<Event> = [
-    { event: "message_start", data: { type: "message_start", message: { ...message, content: [], stop_reason: null, usage: { ...message.usage, output_tokens: 1 } } } },
+    {
+      event: "message_start",
+      data: {
+        type: "message_start",
+        message: { ...message, content: [], stop_reason: null, usage: { ...message.usage, output_tokens: 1 } }
+      }
+    },
     a.call
-      ? { event: "content_block_start", data: { type: "content_block_start", index: 0, content_block: { type: "tool_use", id: a.call.id, name: a.call.name, input: {} } } }
-      : { event: "content_block_start", data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } } },
+      ? {
+        event: "content_block_start",
+        data: {
+          type: "content_block_start",
+          index: 0,
+          content_block: { type: "tool_use", id: a.call.id, name: a.call.name, input: {} }
+        }
+      }
+      : {
+        event: "content_block_start",
+        data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }
+      },
     a.call
-      ? { event: "content_block_delta", data: { type: "content_block_delta", index: 0, delta: { type: "input_json_delta", partial_json: JSON.stringify(a.call.args) } } }
-      : { event: "content_block_delta", data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: a.text } } },
+      ? {
+        event: "content_block_delta",
+        data: {
+          type: "content_block_delta",
+          index: 0,
+          delta: { type: "input_json_delta", partial_json: JSON.stringify(a.call.args) }
+        }
+      }
+      : {
+        event: "content_block_delta",
+        data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: a.text } }
+      },
     { event: "content_block_stop", data: { type: "content_block_stop", index: 0 } },
-    { event: "message_delta", data: { type: "message_delta", delta: { stop_reason: message.stop_reason, stop_sequence: null }, usage: { output_tokens: usage.output } } },
+    {
+      event: "message_delta",
+      data: {
+        type: "message_delta",
+        delta: { stop_reason: message.stop_reason, stop_sequence: null },
+        usage: { output_tokens: usage.output }
+      }
+    },
     { event: "message_stop", data: { type: "message_stop" } }
   ]
   return { json: message, events }
@@ -234,19 +375,31 @@ const chatAnswer = (body: any, a: Answer, n: number, usage: { input: number; out
   const id = `chatcmpl-${n}`
   const base = { id, object: "chat.completion.chunk", created: 1_700_000_000, model: body.model }
   const u = { prompt_tokens: usage.input, completion_tokens: usage.output, total_tokens: usage.input + usage.output }
-  const toolCalls = a.call ? [{ id: a.call.id, type: "function", function: { name: a.call.name, arguments: JSON.stringify(a.call.args) } }] : undefined
+  const toolCalls = a.call
+    ? [{ id: a.call.id, type: "function", function: { name: a.call.name, arguments: JSON.stringify(a.call.args) } }]
+    : undefined
   const json = {
     id,
     object: "chat.completion",
     created: 1_700_000_000,
     model: body.model,
-    choices: [{ index: 0, message: { role: "assistant", content: a.text ?? null, ...(toolCalls ? { tool_calls: toolCalls } : {}) }, finish_reason: a.call ? "tool_calls" : "stop", logprobs: null }],
+    choices: [{
+      index: 0,
+      message: { role: "assistant", content: a.text ?? null, ...(toolCalls ? { tool_calls: toolCalls } : {}) },
+      finish_reason: a.call ? "tool_calls" : "stop",
+      logprobs: null
+    }],
     usage: u
   }
   const events: Array<Event> = [
     { data: { ...base, choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }] } },
     a.call
-      ? { data: { ...base, choices: [{ index: 0, delta: { tool_calls: [{ index: 0, ...toolCalls![0] }] }, finish_reason: null }] } }
+      ? {
+        data: {
+          ...base,
+          choices: [{ index: 0, delta: { tool_calls: [{ index: 0, ...toolCalls![0] }] }, finish_reason: null }]
+        }
+      }
       : { data: { ...base, choices: [{ index: 0, delta: { content: a.text }, finish_reason: null }] } },
     { data: { ...base, choices: [{ index: 0, delta: {}, finish_reason: a.call ? "tool_calls" : "stop" }] } },
     ...(body.stream_options?.include_usage ? [{ data: { ...base, choices: [], usage: u } }] : []),
@@ -257,8 +410,21 @@ const chatAnswer = (body: any, a: Answer, n: number, usage: { input: number; out
 
 const responsesAnswer = (body: any, a: Answer, n: number, usage: { input: number; output: number }) => {
   const item = a.call
-    ? { type: "function_call", id: `fc_${n}`, call_id: a.call.id, name: a.call.name, arguments: JSON.stringify(a.call.args), status: "completed" }
-    : { type: "message", id: `msg_${n}`, status: "completed", role: "assistant", content: [{ type: "output_text", text: a.text, annotations: [] }] }
+    ? {
+      type: "function_call",
+      id: `fc_${n}`,
+      call_id: a.call.id,
+      name: a.call.name,
+      arguments: JSON.stringify(a.call.args),
+      status: "completed"
+    }
+    : {
+      type: "message",
+      id: `msg_${n}`,
+      status: "completed",
+      role: "assistant",
+      content: [{ type: "output_text", text: a.text, annotations: [] }]
+    }
   const response = {
     id: `resp_${n}`,
     object: "response",
@@ -266,25 +432,52 @@ const responsesAnswer = (body: any, a: Answer, n: number, usage: { input: number
     status: "completed",
     model: body.model,
     output: [item],
-    usage: { input_tokens: usage.input, input_tokens_details: { cached_tokens: 0 }, output_tokens: usage.output, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: usage.input + usage.output }
+    usage: {
+      input_tokens: usage.input,
+      input_tokens_details: { cached_tokens: 0 },
+      output_tokens: usage.output,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: usage.input + usage.output
+    }
   }
   let seq = 0
-  const ev = (type: string, rest: Record<string, unknown>): Event => ({ event: type, data: { type, sequence_number: seq++, ...rest } })
+  const ev = (type: string, rest: Record<string, unknown>): Event => ({
+    event: type,
+    data: { type, sequence_number: seq++, ...rest }
+  })
   const events: Array<Event> = [
     ev("response.created", { response: { ...response, status: "in_progress", output: [], usage: null } }),
     ev("response.in_progress", { response: { ...response, status: "in_progress", output: [], usage: null } }),
     ...(a.call
       ? [
         ev("response.output_item.added", { output_index: 0, item: { ...item, arguments: "", status: "in_progress" } }),
-        ev("response.function_call_arguments.delta", { item_id: item.id, output_index: 0, delta: (item as any).arguments }),
-        ev("response.function_call_arguments.done", { item_id: item.id, output_index: 0, arguments: (item as any).arguments })
+        ev("response.function_call_arguments.delta", {
+          item_id: item.id,
+          output_index: 0,
+          delta: (item as any).arguments
+        }),
+        ev("response.function_call_arguments.done", {
+          item_id: item.id,
+          output_index: 0,
+          arguments: (item as any).arguments
+        })
       ]
       : [
         ev("response.output_item.added", { output_index: 0, item: { ...item, content: [], status: "in_progress" } }),
-        ev("response.content_part.added", { item_id: item.id, output_index: 0, content_index: 0, part: { type: "output_text", text: "", annotations: [] } }),
+        ev("response.content_part.added", {
+          item_id: item.id,
+          output_index: 0,
+          content_index: 0,
+          part: { type: "output_text", text: "", annotations: [] }
+        }),
         ev("response.output_text.delta", { item_id: item.id, output_index: 0, content_index: 0, delta: a.text }),
         ev("response.output_text.done", { item_id: item.id, output_index: 0, content_index: 0, text: a.text }),
-        ev("response.content_part.done", { item_id: item.id, output_index: 0, content_index: 0, part: { type: "output_text", text: a.text, annotations: [] } })
+        ev("response.content_part.done", {
+          item_id: item.id,
+          output_index: 0,
+          content_index: 0,
+          part: { type: "output_text", text: a.text, annotations: [] }
+        })
       ]),
     ev("response.output_item.done", { output_index: 0, item }),
     ev("response.completed", { response })
@@ -358,14 +551,27 @@ export const makeScriptedModel = Effect.acquireRelease(
         if (body.stream !== true) return json(200, built.json)
         res.writeHead(200, { "content-type": "text/event-stream" })
         for (const e of built.events) {
-          res.write(`${e.event ? `event: ${e.event}\n` : ""}data: ${typeof e.data === "string" ? e.data : JSON.stringify(e.data)}\n\n`)
+          res.write(
+            `${e.event ? `event: ${e.event}\n` : ""}data: ${
+              typeof e.data === "string" ? e.data : JSON.stringify(e.data)
+            }\n\n`
+          )
         }
         res.end()
       })
     })
     server.listen(0, "127.0.0.1", () => {
       const port = (server.address() as { port: number }).port
-      resume(Effect.succeed({ server, model: { url: `http://127.0.0.1:${port}`, seen, setStrict: (on) => void (strict = on) } }))
+      resume(
+        Effect.succeed({
+          server,
+          model: {
+            url: `http://127.0.0.1:${port}`,
+            seen,
+            setStrict: (on) => void (strict = on)
+          }
+        })
+      )
     })
   }),
   ({ server }) =>
@@ -379,4 +585,6 @@ export class Scripted extends Context.Tag("test/ScriptedModel")<Scripted, Script
 
 /** The scripted model plus whatever layer is built from its URL (the gateway configured to call it). */
 export const withScriptedModel = <A, E, R>(build: (url: string) => Layer.Layer<A, E, R>) =>
-  Layer.unwrapScoped(Effect.map(makeScriptedModel, (model) => Layer.merge(build(model.url), Layer.succeed(Scripted, model))))
+  Layer.unwrapScoped(
+    Effect.map(makeScriptedModel, (model) => Layer.merge(build(model.url), Layer.succeed(Scripted, model)))
+  )

@@ -23,7 +23,10 @@ export const freshPostgresDatabase = Effect.gen(function*() {
   const admin = PgClient.layer({ url: Redacted.make(adminUrl()), maxConnections: 1 })
   const run = (statement: string) =>
     Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(statement).raw).pipe(Effect.provide(admin), Effect.orDie)
-  yield* Effect.acquireRelease(run(`CREATE DATABASE ${name}`), () => run(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
+  yield* Effect.acquireRelease(
+    run(`CREATE DATABASE ${name}`),
+    () => run(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+  )
   const url = new URL(adminUrl())
   url.pathname = `/${name}`
   return url.toString()

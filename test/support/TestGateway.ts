@@ -21,8 +21,11 @@ import { Upstreams } from "../../src/providers/Upstreams.ts"
 import { TestDatabase } from "./TestDatabase.ts"
 
 const quietUnlessAsked = Layer.unwrapEffect(
-  Effect.map(FiberRef.get(FiberRef.currentMinimumLogLevel), (level) =>
-    level === LogLevel.Info && !process.env.TOLLGATE_TEST_LOG ? Logger.minimumLogLevel(LogLevel.Warning) : Layer.empty)
+  Effect.map(
+    FiberRef.get(FiberRef.currentMinimumLogLevel),
+    (level) =>
+      level === LogLevel.Info && !process.env.TOLLGATE_TEST_LOG ? Logger.minimumLogLevel(LogLevel.Warning) : Layer.empty
+  )
 )
 
 export const makeTestGateway = (file?: ConfigFileEncoded, upstreams: Layer.Layer<Upstreams> = Upstreams.Default) =>

@@ -8,12 +8,13 @@ import * as C2M from "../../src/translate/chatToMessages.ts"
 import { messagesResponseToChat } from "../../src/translate/chatToMessages.ts"
 import * as M2C from "../../src/translate/messagesToChat.ts"
 import { chatResponseToMessages, type ChatTarget } from "../../src/translate/messagesToChat.ts"
+import { makePolicy } from "../../src/translate/Policy.ts"
 import * as R2C from "../../src/translate/responsesToChat.ts"
 import { chatResponseToResponses } from "../../src/translate/responsesToChat.ts"
 import * as R2M from "../../src/translate/responsesToMessages.ts"
 import { messagesResponseToResponses } from "../../src/translate/responsesToMessages.ts"
-import { makePolicy } from "../../src/translate/Policy.ts"
-import { attempt, Untranslatable } from "../../src/translate/Untranslatable.ts"
+import type { Untranslatable } from "../../src/translate/Untranslatable.ts"
+import { attempt } from "../../src/translate/Untranslatable.ts"
 
 // The translators under the default (lenient) policy, as the gateway runs them for most models.
 const chatRequestToMessages = (body: Record<string, unknown>, defaultMaxTokens: number) =>
@@ -57,7 +58,10 @@ const chatRequest = {
   top_p: 0.9,
   stop: ["END", "STOP"],
   user: "u-42",
-  tools: [{ type: "function", function: { name: "weather", description: "Current weather", parameters: weatherSchema } }],
+  tools: [{
+    type: "function",
+    function: { name: "weather", description: "Current weather", parameters: weatherSchema }
+  }],
   tool_choice: "required",
   parallel_tool_calls: false
 }
@@ -150,10 +154,16 @@ describe("chat -> messages", () => {
           ]
         }
       }],
-      usage: { prompt_tokens: 115, completion_tokens: 20, total_tokens: 135, prompt_tokens_details: { cached_tokens: 100 } }
+      usage: {
+        prompt_tokens: 115,
+        completion_tokens: 20,
+        total_tokens: 135,
+        prompt_tokens_details: { cached_tokens: 100 }
+      }
     })
     const reason = (stop_reason: string) =>
-      (messagesResponseToChat({ ...answer, stop_reason }, "m").choices as Array<{ finish_reason: string }>)[0]!.finish_reason
+      (messagesResponseToChat({ ...answer, stop_reason }, "m").choices as Array<{ finish_reason: string }>)[0]!
+        .finish_reason
     expect([reason("end_turn"), reason("max_tokens"), reason("stop_sequence"), reason("refusal")]).toEqual([
       "stop",
       "length",
@@ -233,7 +243,10 @@ describe("messages -> chat", () => {
     const out = messagesRequestToChat({
       model: "m",
       max_tokens: 50,
-      messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: "t1", content: "boom", is_error: true }] }]
+      messages: [{
+        role: "user",
+        content: [{ type: "tool_result", tool_use_id: "t1", content: "boom", is_error: true }]
+      }]
     }, { maxTokensField: "max_completion_tokens" })
     expect(out).toEqual({
       model: "m",
@@ -289,7 +302,9 @@ describe("messages -> chat", () => {
     expect(param({ ...base, top_k: 5 })).toBe("top_k")
     expect(param({ ...base, stop_sequences: ["a", "b", "c", "d", "e"] })).toBe("stop_sequences")
     expect(param({ ...base, thinking: { type: "sometimes" } })).toBe("thinking.type")
-    expect(param({ ...base, tools: [{ type: "code_execution_20250825", name: "code_execution" }] })).toBe("tools.0.type")
+    expect(param({ ...base, tools: [{ type: "code_execution_20250825", name: "code_execution" }] })).toBe(
+      "tools.0.type"
+    )
     expect(param({ ...base, mcp_servers: [{ type: "url", url: "https://mcp.example" }] })).toBe("mcp_servers")
     expect(param({ ...base, messages: [{ role: "user", content: [{ type: "document", source: {} }] }] })).toBe(
       "messages.0.content.0.type"
@@ -303,7 +318,10 @@ describe("responses -> messages and chat", () => {
     model: "m",
     instructions: "Be brief.",
     input: [
-      { role: "user", content: [{ type: "input_text", text: "Weather?" }, { type: "input_image", image_url: "https://x/y.png" }] },
+      {
+        role: "user",
+        content: [{ type: "input_text", text: "Weather?" }, { type: "input_image", image_url: "https://x/y.png" }]
+      },
       { type: "function_call", call_id: "c1", name: "weather", arguments: "{\"city\":\"Rome\"}" },
       { type: "function_call_output", call_id: "c1", output: "20C" }
     ],
@@ -320,7 +338,10 @@ describe("responses -> messages and chat", () => {
       messages: [
         {
           role: "user",
-          content: [{ type: "text", text: "Weather?" }, { type: "image", source: { type: "url", url: "https://x/y.png" } }]
+          content: [{ type: "text", text: "Weather?" }, {
+            type: "image",
+            source: { type: "url", url: "https://x/y.png" }
+          }]
         },
         { role: "assistant", content: [{ type: "tool_use", id: "c1", name: "weather", input: { city: "Rome" } }] },
         { role: "user", content: [{ type: "tool_result", tool_use_id: "c1", content: "20C" }] }
@@ -353,12 +374,21 @@ describe("responses -> messages and chat", () => {
   })
 
   it("translates messages and chat answers into a Response with function calls and usage", () => {
-    const fromMessages = messagesResponseToResponses({
-      id: "msg_9",
-      content: [{ type: "text", text: "Hi" }, { type: "tool_use", id: "tu1", name: "weather", input: { city: "Rome" } }],
-      stop_reason: "tool_use",
-      usage: { input_tokens: 3, output_tokens: 4, cache_read_input_tokens: 6 }
-    }, responsesRequest, "public")
+    const fromMessages = messagesResponseToResponses(
+      {
+        id: "msg_9",
+        content: [{ type: "text", text: "Hi" }, {
+          type: "tool_use",
+          id: "tu1",
+          name: "weather",
+          input: { city: "Rome" }
+        }],
+        stop_reason: "tool_use",
+        usage: { input_tokens: 3, output_tokens: 4, cache_read_input_tokens: 6 }
+      },
+      responsesRequest,
+      "public"
+    )
     expect(fromMessages).toMatchObject({
       object: "response",
       status: "completed",
@@ -369,11 +399,15 @@ describe("responses -> messages and chat", () => {
       ],
       usage: { input_tokens: 9, input_tokens_details: { cached_tokens: 6 }, output_tokens: 4, total_tokens: 13 }
     })
-    const fromChat = chatResponseToResponses({
-      id: "chatcmpl-7",
-      choices: [{ finish_reason: "length", message: { content: "partial" } }],
-      usage: { prompt_tokens: 5, completion_tokens: 100, completion_tokens_details: { reasoning_tokens: 40 } }
-    }, responsesRequest, "public")
+    const fromChat = chatResponseToResponses(
+      {
+        id: "chatcmpl-7",
+        choices: [{ finish_reason: "length", message: { content: "partial" } }],
+        usage: { prompt_tokens: 5, completion_tokens: 100, completion_tokens_details: { reasoning_tokens: 40 } }
+      },
+      responsesRequest,
+      "public"
+    )
     expect(fromChat).toMatchObject({
       status: "incomplete",
       incomplete_details: { reason: "max_output_tokens" },
@@ -416,6 +450,9 @@ describe("strict tools", () => {
       messages: [{ role: "user", content: "x" }],
       tools: [{ name: "f", input_schema: weatherSchema, strict: false }]
     }, { maxTokensField: "max_tokens" })
-    expect(messages.tools).toEqual([{ type: "function", function: { name: "f", parameters: weatherSchema, strict: false } }])
+    expect(messages.tools).toEqual([{
+      type: "function",
+      function: { name: "f", parameters: weatherSchema, strict: false }
+    }])
   })
 })

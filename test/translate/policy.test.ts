@@ -47,11 +47,31 @@ describe("the policy", () => {
   })
 
   it("routes under the model's mode", () => {
-    const lenient = routeFor("responses", { style: "anthropic", responsesApi: true, maxTokensField: "max_tokens", defaultMaxTokens: 10 })!
+    const lenient = routeFor("responses", {
+      style: "anthropic",
+      responsesApi: true,
+      maxTokensField: "max_tokens",
+      defaultMaxTokens: 10
+    })!
     expect(lenient.request({ model: "m", input: "x", prompt_cache_key: "k" }).dropped).toEqual(["prompt_cache_key"])
-    const strict = routeFor("responses", { style: "anthropic", responsesApi: true, maxTokensField: "max_tokens", defaultMaxTokens: 10, translation: "strict" })!
-    expect(refusedParam(() => strict.request({ model: "m", input: "x", prompt_cache_key: "k" }))).toBe("prompt_cache_key")
-    expect(routeFor("messages", { style: "anthropic", responsesApi: true, maxTokensField: "max_tokens", defaultMaxTokens: 10 })!.request({ a: 1 }))
+    const strict = routeFor("responses", {
+      style: "anthropic",
+      responsesApi: true,
+      maxTokensField: "max_tokens",
+      defaultMaxTokens: 10,
+      translation: "strict"
+    })!
+    expect(refusedParam(() => strict.request({ model: "m", input: "x", prompt_cache_key: "k" }))).toBe(
+      "prompt_cache_key"
+    )
+    expect(
+      routeFor("messages", {
+        style: "anthropic",
+        responsesApi: true,
+        maxTokensField: "max_tokens",
+        defaultMaxTokens: 10
+      })!.request({ a: 1 })
+    )
       .toEqual({ body: { a: 1 }, dropped: [] })
   })
 })
@@ -74,7 +94,11 @@ describe("messages -> chat (Claude Code on a chat model)", () => {
   const claudeCode: Json = {
     model: "m",
     max_tokens: 32000,
-    system: [{ type: "text", text: "You are Claude Code." }, { type: "text", text: "Be careful.", cache_control: { type: "ephemeral" } }],
+    system: [{ type: "text", text: "You are Claude Code." }, {
+      type: "text",
+      text: "Be careful.",
+      cache_control: { type: "ephemeral" }
+    }],
     messages: [
       { role: "user", content: [{ type: "text", text: "hi", cache_control: { type: "ephemeral" } }] },
       { role: "system", content: "Agents available: none." },
@@ -85,7 +109,14 @@ describe("messages -> chat (Claude Code on a chat model)", () => {
           { type: "tool_use", id: "tgid_ZnVuY3Rpb25zLkJhc2g6MQ", name: "Bash", input: { command: "ls" } }
         ]
       },
-      { role: "user", content: [{ type: "tool_result", tool_use_id: "tgid_ZnVuY3Rpb25zLkJhc2g6MQ", content: [{ type: "text", text: "a.txt" }] }] }
+      {
+        role: "user",
+        content: [{
+          type: "tool_result",
+          tool_use_id: "tgid_ZnVuY3Rpb25zLkJhc2g6MQ",
+          content: [{ type: "text", text: "a.txt" }]
+        }]
+      }
     ],
     tools: [
       { name: "Bash", input_schema: schema, cache_control: { type: "ephemeral" } },
@@ -107,7 +138,15 @@ describe("messages -> chat (Claude Code on a chat model)", () => {
         { role: "system", content: "You are Claude Code.\nBe careful." },
         { role: "user", content: "hi" },
         { role: "system", content: "Agents available: none." },
-        { role: "assistant", content: null, tool_calls: [{ id: "functions.Bash:1", type: "function", function: { name: "Bash", arguments: "{\"command\":\"ls\"}" } }] },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [{
+            id: "functions.Bash:1",
+            type: "function",
+            function: { name: "Bash", arguments: "{\"command\":\"ls\"}" }
+          }]
+        },
         { role: "tool", tool_call_id: "functions.Bash:1", content: "a.txt" }
       ],
       max_tokens: 32000,
@@ -129,7 +168,8 @@ describe("messages -> chat (Claude Code on a chat model)", () => {
 
   it("maps thinking budgets to effort levels; disabled thinking sends none and drops the effort", () => {
     const base = { model: "m", max_tokens: 50_000, messages: [{ role: "user", content: "x" }] }
-    const effort = (thinking: Json, extra: Json = {}) => run((p) => messagesRequestToChat({ ...base, thinking, ...extra }, chat, p))
+    const effort = (thinking: Json, extra: Json = {}) =>
+      run((p) => messagesRequestToChat({ ...base, thinking, ...extra }, chat, p))
     expect(effort({ type: "enabled", budget_tokens: 1024 }).out.reasoning_effort).toBe("low")
     expect(effort({ type: "enabled", budget_tokens: 8000 }).out.reasoning_effort).toBe("medium")
     expect(effort({ type: "enabled", budget_tokens: 32000 }).out.reasoning_effort).toBe("high")
@@ -141,10 +181,18 @@ describe("messages -> chat (Claude Code on a chat model)", () => {
 
   it("maps structured output and strict tools; refuses what the client relies on", () => {
     const base = { model: "m", max_tokens: 5, messages: [{ role: "user", content: "x" }] }
-    const { out } = run((p) => messagesRequestToChat({ ...base, output_config: { format: { type: "json_schema", schema } } }, chat, p))
+    const { out } = run((p) =>
+      messagesRequestToChat({ ...base, output_config: { format: { type: "json_schema", schema } } }, chat, p)
+    )
     expect(out.response_format).toEqual({ type: "json_schema", json_schema: { name: "output", schema, strict: true } })
-    expect(refusedParam(() => messagesRequestToChat({ ...base, container: "c1" }, chat, makePolicy()))).toBe("container")
-    expect(refusedParam(() => messagesRequestToChat({ ...base, output_config: { format: { type: "xml" } } }, chat, makePolicy())))
+    expect(refusedParam(() => messagesRequestToChat({ ...base, container: "c1" }, chat, makePolicy()))).toBe(
+      "container"
+    )
+    expect(
+      refusedParam(() =>
+        messagesRequestToChat({ ...base, output_config: { format: { type: "xml" } } }, chat, makePolicy())
+      )
+    )
       .toBe("output_config.format")
   })
 
@@ -159,12 +207,16 @@ describe("chat -> messages (a chat client on a messages model)", () => {
   it("maps reasoning_effort to thinking with a budget under half the output limit, when Anthropic's rules allow it", () => {
     expect(run((p) => chatRequestToMessages({ ...base, reasoning_effort: "high" }, messages, p)).out.thinking)
       .toEqual({ type: "enabled", budget_tokens: 4500 })
-    expect(run((p) => chatRequestToMessages({ ...base, reasoning_effort: "minimal" }, messages, p)).out.thinking).toBeUndefined()
+    expect(run((p) => chatRequestToMessages({ ...base, reasoning_effort: "minimal" }, messages, p)).out.thinking)
+      .toBeUndefined()
     for (
       const [extra, why] of [
         [{ max_tokens: 1500 }, "the output limit"],
         [{ temperature: 0.2 }, "temperature"],
-        [{ tool_choice: "required", tools: [{ type: "function", function: { name: "f", parameters: schema } }] }, "forced"]
+        [
+          { tool_choice: "required", tools: [{ type: "function", function: { name: "f", parameters: schema } }] },
+          "forced"
+        ]
       ] as const
     ) {
       const r = run((p) => chatRequestToMessages({ ...base, ...extra, reasoning_effort: "low" }, messages, p))
@@ -173,36 +225,53 @@ describe("chat -> messages (a chat client on a messages model)", () => {
     }
     // A tool loop whose calls came without thinking blocks cannot switch thinking on.
     const loop = run((p) =>
-      chatRequestToMessages({
-        ...base,
-        reasoning_effort: "low",
-        messages: [
-          { role: "user", content: "x" },
-          { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: "{}" } }] },
-          { role: "tool", tool_call_id: "c1", content: "ok" }
-        ]
-      }, messages, p)
+      chatRequestToMessages(
+        {
+          ...base,
+          reasoning_effort: "low",
+          messages: [
+            { role: "user", content: "x" },
+            {
+              role: "assistant",
+              content: null,
+              tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: "{}" } }]
+            },
+            { role: "tool", tool_call_id: "c1", content: "ok" }
+          ]
+        },
+        messages,
+        p
+      )
     )
     expect(loop.out.thinking).toBeUndefined()
   })
 
   it("maps structured output, strict tools, the user and rewrites ids; drops storage and cache hints", () => {
     const { out, dropped } = run((p) =>
-      chatRequestToMessages({
-        ...base,
-        messages: [
-          { role: "user", content: "x" },
-          { role: "assistant", content: null, reasoning_content: "earlier", tool_calls: [{ id: "functions.f:0", type: "function", function: { name: "f", arguments: "{}" } }] },
-          { role: "tool", tool_call_id: "functions.f:0", content: "ok" }
-        ],
-        response_format: { type: "json_schema", json_schema: { name: "o", schema, strict: true } },
-        tools: [{ type: "function", function: { name: "f", parameters: schema, strict: true } }],
-        user: "u1",
-        store: true,
-        metadata: { tag: "a" },
-        prompt_cache_key: "k",
-        seed: 7
-      }, messages, p)
+      chatRequestToMessages(
+        {
+          ...base,
+          messages: [
+            { role: "user", content: "x" },
+            {
+              role: "assistant",
+              content: null,
+              reasoning_content: "earlier",
+              tool_calls: [{ id: "functions.f:0", type: "function", function: { name: "f", arguments: "{}" } }]
+            },
+            { role: "tool", tool_call_id: "functions.f:0", content: "ok" }
+          ],
+          response_format: { type: "json_schema", json_schema: { name: "o", schema, strict: true } },
+          tools: [{ type: "function", function: { name: "f", parameters: schema, strict: true } }],
+          user: "u1",
+          store: true,
+          metadata: { tag: "a" },
+          prompt_cache_key: "k",
+          seed: 7
+        },
+        messages,
+        p
+      )
     )
     expect(out.output_config).toEqual({ format: { type: "json_schema", schema } })
     expect(out.tools).toEqual([{ name: "f", input_schema: schema, strict: true }])
@@ -210,7 +279,13 @@ describe("chat -> messages (a chat client on a messages model)", () => {
     const turns = out.messages as Array<any>
     expect(turns[1].content[0].id).toBe(toMessagesId("functions.f:0"))
     expect(turns[2].content[0].tool_use_id).toBe(toMessagesId("functions.f:0"))
-    expect([...dropped].sort()).toEqual(["messages.*.reasoning_content", "metadata", "prompt_cache_key", "seed", "store"])
+    expect([...dropped].sort()).toEqual([
+      "messages.*.reasoning_content",
+      "metadata",
+      "prompt_cache_key",
+      "seed",
+      "store"
+    ])
   })
 })
 
@@ -248,29 +323,55 @@ describe("responses -> messages and chat (Codex and the Agents SDK)", () => {
       stream: true
     })
     // Encrypted reasoning is what this route gives back (the sealed thinking block), so `include` is not dropped.
-    expect([...dropped].sort()).toEqual(["client_metadata", "prompt_cache_key", "tools.*.namespace", "tools.*.web_search"])
+    expect([...dropped].sort()).toEqual([
+      "client_metadata",
+      "prompt_cache_key",
+      "tools.*.namespace",
+      "tools.*.web_search"
+    ])
   })
 
   it("Codex on a chat model: the same, and `include` is dropped too", () => {
     const { out, dropped } = run((p) => responsesRequestToChat({ ...codex, reasoning: { effort: "medium" } }, chat, p))
     expect(out.reasoning_effort).toBe("medium")
     expect(out.messages).toEqual([{ role: "system", content: "Rules." }, { role: "user", content: "run ls" }])
-    expect([...dropped].sort()).toEqual(["client_metadata", "include", "prompt_cache_key", "tools.*.namespace", "tools.*.web_search"])
+    expect([...dropped].sort()).toEqual([
+      "client_metadata",
+      "include",
+      "prompt_cache_key",
+      "tools.*.namespace",
+      "tools.*.web_search"
+    ])
   })
 
   it("reasoning items the gateway sealed go back as thinking blocks; others are dropped", () => {
     const input = [
       { role: "user", content: "x" },
-      { type: "reasoning", id: "rs_1", summary: [{ type: "summary_text", text: "plan" }], encrypted_content: sealThinking("SIG") },
+      {
+        type: "reasoning",
+        id: "rs_1",
+        summary: [{ type: "summary_text", text: "plan" }],
+        encrypted_content: sealThinking("SIG")
+      },
       { type: "function_call", call_id: "functions.f:0", name: "f", arguments: "{}" },
       { type: "function_call_output", call_id: "functions.f:0", output: "ok" },
       { type: "reasoning", id: "rs_2", summary: [], encrypted_content: "gAAAA-openai-opaque" }
     ]
-    const { out, dropped } = run((p) => responsesRequestToMessages({ model: "m", input, reasoning: { effort: "low" } }, messages, p))
+    const { out, dropped } = run((p) =>
+      responsesRequestToMessages({ model: "m", input, reasoning: { effort: "low" } }, messages, p)
+    )
     const id = toMessagesId("functions.f:0")
     expect(out.messages).toEqual([
       { role: "user", content: "x" },
-      { role: "assistant", content: [{ type: "thinking", thinking: "plan", signature: "SIG" }, { type: "tool_use", id, name: "f", input: {} }] },
+      {
+        role: "assistant",
+        content: [{ type: "thinking", thinking: "plan", signature: "SIG" }, {
+          type: "tool_use",
+          id,
+          name: "f",
+          input: {}
+        }]
+      },
       { role: "user", content: [{ type: "tool_result", tool_use_id: id, content: "ok" }] }
     ])
     expect(out.thinking).toEqual({ type: "enabled", budget_tokens: 2000 })
@@ -279,15 +380,34 @@ describe("responses -> messages and chat (Codex and the Agents SDK)", () => {
   })
 
   it("maps structured output on both routes; truncation and verbosity are hints", () => {
-    const body = { model: "m", input: "x", text: { format: { type: "json_schema", name: "o", schema, strict: true }, verbosity: "low" }, truncation: "auto" }
+    const body = {
+      model: "m",
+      input: "x",
+      text: { format: { type: "json_schema", name: "o", schema, strict: true }, verbosity: "low" },
+      truncation: "auto"
+    }
     const toMessages = run((p) => responsesRequestToMessages(body, messages, p))
     expect(toMessages.out.output_config).toEqual({ format: { type: "json_schema", schema } })
     expect([...toMessages.dropped].sort()).toEqual(["text.verbosity", "truncation"])
     const toChat = run((p) => responsesRequestToChat(body, chat, p))
-    expect(toChat.out.response_format).toEqual({ type: "json_schema", json_schema: { name: "o", schema, strict: true } })
-    expect(refusedParam(() => responsesRequestToMessages({ model: "m", input: "x", text: { format: { type: "json_object" } } }, messages, makePolicy())))
+    expect(toChat.out.response_format).toEqual({
+      type: "json_schema",
+      json_schema: { name: "o", schema, strict: true }
+    })
+    expect(
+      refusedParam(() =>
+        responsesRequestToMessages(
+          { model: "m", input: "x", text: { format: { type: "json_object" } } },
+          messages,
+          makePolicy()
+        )
+      )
+    )
       .toBe("text.format")
-    expect(run((p) => responsesRequestToChat({ model: "m", input: "x", text: { format: { type: "json_object" } } }, chat, p)).out.response_format)
+    expect(
+      run((p) => responsesRequestToChat({ model: "m", input: "x", text: { format: { type: "json_object" } } }, chat, p))
+        .out.response_format
+    )
       .toEqual({ type: "json_object" })
   })
 })
@@ -308,13 +428,19 @@ describe("answers carry reasoning and ids back", () => {
   it("messages -> responses: reasoning items with the sealed blocks, in block order", () => {
     const out = messagesResponseToResponses(anthropic, { model: "m", input: "x" }, "pub").output as Array<any>
     expect(out.map((o) => o.type)).toEqual(["reasoning", "reasoning", "message", "function_call"])
-    expect(out[0]).toMatchObject({ summary: [{ type: "summary_text", text: "Let me see." }], encrypted_content: sealThinking("SIG") })
+    expect(out[0]).toMatchObject({
+      summary: [{ type: "summary_text", text: "Let me see." }],
+      encrypted_content: sealThinking("SIG")
+    })
     expect(unsealThinking(out[1].encrypted_content, "")).toEqual({ type: "redacted_thinking", data: "REDACTED" })
     expect(out[3]).toMatchObject({ call_id: "toolu_1", arguments: "{\"a\":1}" })
   })
 
   it("messages -> chat: the thinking as reasoning_content; encoded ids decoded", () => {
-    const answer = { ...anthropic, content: [...anthropic.content, { type: "tool_use", id: toMessagesId("functions.g:1"), name: "g", input: {} }] }
+    const answer = {
+      ...anthropic,
+      content: [...anthropic.content, { type: "tool_use", id: toMessagesId("functions.g:1"), name: "g", input: {} }]
+    }
     const message = (messagesResponseToChat(answer, "pub").choices as Array<any>)[0].message
     expect(message.reasoning_content).toBe("Let me see.")
     expect(message.tool_calls.map((c: any) => c.id)).toEqual(["toolu_1", "functions.g:1"])
@@ -325,7 +451,11 @@ describe("answers carry reasoning and ids back", () => {
       id: "chatcmpl-1",
       choices: [{
         finish_reason: "tool_calls",
-        message: { content: null, reasoning_content: "Think.", tool_calls: [{ id: "functions.f:0", type: "function", function: { name: "f", arguments: "{}" } }] }
+        message: {
+          content: null,
+          reasoning_content: "Think.",
+          tool_calls: [{ id: "functions.f:0", type: "function", function: { name: "f", arguments: "{}" } }]
+        }
       }],
       usage: { prompt_tokens: 1, completion_tokens: 1 }
     }

@@ -14,12 +14,20 @@ import { responsesRequestToMessages } from "../../src/translate/responsesToMessa
 const sha256 = (s: string) => createHash("sha256").update(s).digest("hex")
 const chat = { maxTokensField: "max_tokens" as const }
 const messages = { defaultMaxTokens: 4000 }
-const claudeCodeUser = JSON.stringify({ device_id: "d".repeat(64), account_uuid: "", session_id: "0b7e6a9c-5a43-4b8e-9c51-2f6d7d1e8a10" })
+const claudeCodeUser = JSON.stringify({
+  device_id: "d".repeat(64),
+  account_uuid: "",
+  session_id: "0b7e6a9c-5a43-4b8e-9c51-2f6d7d1e8a10"
+})
 
 describe("user ids across styles", () => {
   it("messages -> chat: user_id up to 64 characters as it is, longer as its SHA-256", () => {
     const user = (user_id: unknown) =>
-      messagesRequestToChat({ model: "m", max_tokens: 10, messages: [{ role: "user", content: "hi" }], metadata: { user_id } }, chat, makePolicy()).user
+      messagesRequestToChat(
+        { model: "m", max_tokens: 10, messages: [{ role: "user", content: "hi" }], metadata: { user_id } },
+        chat,
+        makePolicy()
+      ).user
     expect(user("u-1")).toBe("u-1")
     expect(user("x".repeat(64))).toBe("x".repeat(64))
     expect(claudeCodeUser.length).toBeGreaterThan(64)
@@ -31,14 +39,18 @@ describe("user ids across styles", () => {
   it("chat and responses -> messages: user up to 256 characters as it is, longer as its SHA-256; responses -> chat as it is", () => {
     const long = "u".repeat(300)
     const viaChat = (user: string) =>
-      (chatRequestToMessages({ model: "m", messages: [{ role: "user", content: "hi" }], user }, messages, makePolicy()).metadata as any).user_id
-    const viaResponses = (user: string) => (responsesRequestToMessages({ model: "m", input: "hi", user }, messages, makePolicy()).metadata as any).user_id
+      (chatRequestToMessages({ model: "m", messages: [{ role: "user", content: "hi" }], user }, messages, makePolicy())
+        .metadata as any).user_id
+    const viaResponses = (user: string) =>
+      (responsesRequestToMessages({ model: "m", input: "hi", user }, messages, makePolicy()).metadata as any).user_id
     for (const f of [viaChat, viaResponses]) {
       expect(f("end-user-7")).toBe("end-user-7")
       expect(f("u".repeat(256))).toBe("u".repeat(256))
       expect(f(long)).toBe(sha256(long))
     }
-    expect(responsesRequestToChat({ model: "m", input: "hi", user: "end-user-7" }, chat, makePolicy()).user).toBe("end-user-7")
+    expect(responsesRequestToChat({ model: "m", input: "hi", user: "end-user-7" }, chat, makePolicy()).user).toBe(
+      "end-user-7"
+    )
   })
 })
 
@@ -49,11 +61,15 @@ describe("safety_identifier", () => {
     expect(chatRequestToMessages(chatBody, messages, policy).metadata).toEqual({ user_id: "sid-1" })
     expect(policy.dropped()).toEqual([])
     const both = makePolicy()
-    expect(responsesRequestToMessages({ model: "m", input: "hi", user: "u-1", safety_identifier: "sid-1" }, messages, both).metadata)
+    expect(
+      responsesRequestToMessages({ model: "m", input: "hi", user: "u-1", safety_identifier: "sid-1" }, messages, both)
+        .metadata
+    )
       .toEqual({ user_id: "sid-1" })
     expect(both.dropped()).toEqual(["user"])
     const toChat = makePolicy()
-    expect(responsesRequestToChat({ model: "m", input: "hi", safety_identifier: "sid-1" }, chat, toChat)).not.toHaveProperty("safety_identifier")
+    expect(responsesRequestToChat({ model: "m", input: "hi", safety_identifier: "sid-1" }, chat, toChat)).not
+      .toHaveProperty("safety_identifier")
     expect(toChat.dropped()).toEqual(["safety_identifier"])
   })
 })

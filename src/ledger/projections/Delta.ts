@@ -24,8 +24,18 @@ export type Delta =
   | { readonly _tag: "insert"; readonly table: TableName; readonly row: Row }
   | { readonly _tag: "set"; readonly table: TableName; readonly key: Row; readonly values: Row }
   | { readonly _tag: "delete"; readonly table: TableName; readonly key: Row }
-  | { readonly _tag: "increment"; readonly table: TableName; readonly key: Row; readonly by: Readonly<Record<string, bigint>> }
-  | { readonly _tag: "upsertAdd"; readonly table: TableName; readonly key: Row; readonly by: Readonly<Record<string, bigint>> }
+  | {
+    readonly _tag: "increment"
+    readonly table: TableName
+    readonly key: Row
+    readonly by: Readonly<Record<string, bigint>>
+  }
+  | {
+    readonly _tag: "upsertAdd"
+    readonly table: TableName
+    readonly key: Row
+    readonly by: Readonly<Record<string, bigint>>
+  }
   /**
    * Holds `amount` of a key's quota for a request in flight: in SQL only if quota − used − reserved
    * covers it (otherwise the append is refused: `QuotaUnavailable`); in memory unconditionally, since
@@ -44,7 +54,10 @@ export type Delta =
     readonly at: string
     readonly requests: number
     readonly tokens: number
-    readonly limits?: { readonly requests_per_minute?: number | undefined; readonly tokens_per_minute?: number | undefined } | undefined
+    readonly limits?: {
+      readonly requests_per_minute?: number | undefined
+      readonly tokens_per_minute?: number | undefined
+    } | undefined
   }
 
 export type ColumnKind = "text" | "bigint" | "timestamp" | "date" | "json"

@@ -18,8 +18,7 @@ const param = (v: Value): unknown => {
   return v
 }
 
-const where = (key: Row, offset: number) =>
-  Object.keys(key).map((c, i) => `${c} = $${offset + i + 1}`).join(" AND ")
+const where = (key: Row, offset: number) => Object.keys(key).map((c, i) => `${c} = $${offset + i + 1}`).join(" AND ")
 
 export type Statement = readonly [text: string, params: ReadonlyArray<unknown>]
 
@@ -101,10 +100,12 @@ const deleteMany = (rows: ReadonlyArray<Extract<Delta, { _tag: "delete" }>>): St
   return [`DELETE FROM ${rows[0]!.table} WHERE (${cols.join(", ")}) IN (${tuples.join(", ")})`, params]
 }
 
-const columnsOf = (d: Structural) => Object.keys(d._tag === "insert" ? d.row : d._tag === "delete" ? d.key : d.values).join()
+const columnsOf = (d: Structural) =>
+  Object.keys(d._tag === "insert" ? d.row : d._tag === "delete" ? d.key : d.values).join()
 
 const sameShape = (a: Structural, b: Structural) =>
-  a._tag === b._tag && a.table === b.table && (a._tag === "insert" || a._tag === "delete") && columnsOf(a) === columnsOf(b)
+  a._tag === b._tag && a.table === b.table && (a._tag === "insert" || a._tag === "delete") &&
+  columnsOf(a) === columnsOf(b)
 
 /**
  * The reservations of a batch, summed per key, in one statement that refuses if a key's quota cannot
@@ -192,9 +193,11 @@ export const plan = (deltas: ReadonlyArray<Delta>): ReadonlyArray<Statement> => 
     while (j < structurals.length && sameShape(structurals[i]!, structurals[j]!)) j++
     const run = structurals.slice(i, j)
     const first = run[0]!
-    if (run.length > 1 && first._tag === "insert") out.push(insertMany(run as Array<Extract<Delta, { _tag: "insert" }>>))
-    else if (run.length > 1 && first._tag === "delete") out.push(deleteMany(run as Array<Extract<Delta, { _tag: "delete" }>>))
-    else out.push(...run.map(structural))
+    if (run.length > 1 && first._tag === "insert") {
+      out.push(insertMany(run as Array<Extract<Delta, { _tag: "insert" }>>))
+    } else if (run.length > 1 && first._tag === "delete") {
+      out.push(deleteMany(run as Array<Extract<Delta, { _tag: "delete" }>>))
+    } else out.push(...run.map(structural))
     i = j
   }
   out.push(...rates, ...credits)

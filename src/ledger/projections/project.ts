@@ -9,43 +9,65 @@ import type { Delta } from "./Delta.ts"
 export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<Delta> => {
   switch (event._tag) {
     case "KeyIssued":
-      return [...(event.vendor_id !== null ? [{ _tag: "drawCredit" as const, vendorId: event.vendor_id, amount: event.quota_nanos }] : []), {
-        _tag: "insert",
-        table: "api_keys",
-        row: {
-          key_id: event.key_id,
-          key_hash: event.key_hash,
-          key_hint: event.key_hint,
-          name: event.name,
-          vendor_id: event.vendor_id,
-          server_option: event.server_option,
-          allowed_models: event.allowed_models,
-          quota_nanos: event.quota_nanos,
-          used_nanos: 0n,
-          billed_requests: 0n,
-          reserved_nanos: 0n,
-          rate_limits: event.rate_limits ? stripUndefined(event.rate_limits) : null,
-          idempotency_key: event.idempotency_key ?? null,
-          idempotency_fingerprint: event.idempotency_fingerprint ?? null,
-          metadata: event.metadata,
-          created_at: occurredAt,
-          expires_at: event.expires_at,
-          revoked_at: null
+      return [
+        ...(event.vendor_id !== null
+          ? [{ _tag: "drawCredit" as const, vendorId: event.vendor_id, amount: event.quota_nanos }]
+          : []),
+        {
+          _tag: "insert",
+          table: "api_keys",
+          row: {
+            key_id: event.key_id,
+            key_hash: event.key_hash,
+            key_hint: event.key_hint,
+            name: event.name,
+            vendor_id: event.vendor_id,
+            server_option: event.server_option,
+            allowed_models: event.allowed_models,
+            quota_nanos: event.quota_nanos,
+            used_nanos: 0n,
+            billed_requests: 0n,
+            reserved_nanos: 0n,
+            rate_limits: event.rate_limits ? stripUndefined(event.rate_limits) : null,
+            idempotency_key: event.idempotency_key ?? null,
+            idempotency_fingerprint: event.idempotency_fingerprint ?? null,
+            metadata: event.metadata,
+            created_at: occurredAt,
+            expires_at: event.expires_at,
+            revoked_at: null
+          }
         }
-      }]
+      ]
     case "KeyRevoked":
       return [{ _tag: "set", table: "api_keys", key: { key_id: event.key_id }, values: { revoked_at: occurredAt } }]
     case "QuotaGranted":
       return [
-        ...(event.vendor_id !== undefined ? [{ _tag: "drawCredit" as const, vendorId: event.vendor_id, amount: event.amount_nanos }] : []),
+        ...(event.vendor_id !== undefined
+          ? [{ _tag: "drawCredit" as const, vendorId: event.vendor_id, amount: event.amount_nanos }]
+          : []),
         { _tag: "increment", table: "api_keys", key: { key_id: event.key_id }, by: { quota_nanos: event.amount_nanos } }
       ]
     case "KeyExpiryChanged":
-      return [{ _tag: "set", table: "api_keys", key: { key_id: event.key_id }, values: { expires_at: event.expires_at } }]
+      return [{
+        _tag: "set",
+        table: "api_keys",
+        key: { key_id: event.key_id },
+        values: { expires_at: event.expires_at }
+      }]
     case "VendorCreditGranted":
-      return [{ _tag: "increment", table: "vendors", key: { vendor_id: event.vendor_id }, by: { credit_nanos: event.amount_nanos } }]
+      return [{
+        _tag: "increment",
+        table: "vendors",
+        key: { vendor_id: event.vendor_id },
+        by: { credit_nanos: event.amount_nanos }
+      }]
     case "VendorTokenRevoked":
-      return [{ _tag: "set", table: "vendor_tokens", key: { token_id: event.token_id }, values: { revoked_at: occurredAt } }]
+      return [{
+        _tag: "set",
+        table: "vendor_tokens",
+        key: { token_id: event.token_id },
+        values: { revoked_at: occurredAt }
+      }]
     case "VendorRegistered":
       return [{
         _tag: "insert",
@@ -74,19 +96,30 @@ export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<D
         }
       }]
     case "StreamStarted":
-      return [{ _tag: "reserve", keyId: event.key_id, amount: event.reserved_nanos }, ...(event.rate_limits
-        ? [{ _tag: "rate" as const, keyId: event.key_id, at: occurredAt, requests: 1, tokens: 0, limits: event.rate_limits }]
-        : []), {
-        _tag: "insert",
-        table: "open_requests",
-        row: {
-          request_id: event.request_id,
-          key_id: event.key_id,
-          model: event.model,
-          replica: event.replica,
-          started_at: occurredAt
+      return [
+        { _tag: "reserve", keyId: event.key_id, amount: event.reserved_nanos },
+        ...(event.rate_limits
+          ? [{
+            _tag: "rate" as const,
+            keyId: event.key_id,
+            at: occurredAt,
+            requests: 1,
+            tokens: 0,
+            limits: event.rate_limits
+          }]
+          : []),
+        {
+          _tag: "insert",
+          table: "open_requests",
+          row: {
+            request_id: event.request_id,
+            key_id: event.key_id,
+            model: event.model,
+            replica: event.replica,
+            started_at: occurredAt
+          }
         }
-      }]
+      ]
     case "UsageReported":
     case "OutputCheckpointed":
       return []
@@ -95,7 +128,13 @@ export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<D
       return [
         { _tag: "delete", table: "open_requests", key: { request_id: event.request_id } },
         ...(event.counts_tokens_per_minute
-          ? [{ _tag: "rate" as const, keyId: event.key_id, at: occurredAt, requests: 0, tokens: u.input_tokens + u.output_tokens }]
+          ? [{
+            _tag: "rate" as const,
+            keyId: event.key_id,
+            at: occurredAt,
+            requests: 0,
+            tokens: u.input_tokens + u.output_tokens
+          }]
           : []),
         {
           _tag: "increment",

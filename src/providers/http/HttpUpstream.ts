@@ -13,10 +13,20 @@ import type { IncomingHttpHeaders } from "node:http"
 import { Agent, type Dispatcher } from "undici"
 import type { ProviderConfig } from "../../config/ConfigFile.ts"
 import { betaNames, forwardedBetas, LIST_HEADERS } from "../protocolHeaders.ts"
-import { type ProtocolHeaders, type UpstreamBody, type UpstreamEndpoint, UpstreamError, type UpstreamRequest } from "../Upstream.ts"
+import {
+  type ProtocolHeaders,
+  type UpstreamBody,
+  type UpstreamEndpoint,
+  UpstreamError,
+  type UpstreamRequest
+} from "../Upstream.ts"
 
 const pathOf = (p: ProviderConfig, endpoint: UpstreamEndpoint, model: string) => {
-  if (p.style === "anthropic") return endpoint === "messages.count_tokens" ? "/v1/messages/count_tokens" : "/v1/messages"
+  if (p.style === "anthropic") {
+    return endpoint === "messages.count_tokens"
+      ? "/v1/messages/count_tokens"
+      : "/v1/messages"
+  }
   const tail = endpoint === "chat.completions"
     ? "/chat/completions"
     : endpoint === "responses"
@@ -181,7 +191,9 @@ const release = (body: Dispatcher.ResponseData["body"], completed: boolean) => {
 export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/HttpUpstream", {
   scoped: Effect.gen(function*() {
     const agents = new Map<string, Agent>()
-    yield* Effect.addFinalizer(() => Effect.promise(() => Promise.all([...agents.values()].map((a) => a.close()))).pipe(Effect.ignore))
+    yield* Effect.addFinalizer(() =>
+      Effect.promise(() => Promise.all([...agents.values()].map((a) => a.close()))).pipe(Effect.ignore)
+    )
 
     // One pool per provider and connect timeout: a configuration reloaded with another timeout gets a pool of its own.
     const agentFor = (name: string, p: ProviderConfig) => {
@@ -242,7 +254,10 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
         ).catch((e) =>
           settle(Effect.fail(
             timedOut
-              ? new UpstreamError({ kind: "timeout", message: `The upstream ${request.providerName} did not answer in time.` })
+              ? new UpstreamError({
+                kind: "timeout",
+                message: `The upstream ${request.providerName} did not answer in time.`
+              })
               : connectionError(request.providerName, e)
           ))
         )
@@ -261,13 +276,17 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
               (e) => resume(Effect.fail(connectionError(request.providerName, e)))
             )
           })
-        ).pipe(Effect.tap((res) => Effect.addFinalizer((exit) => Effect.sync(() => release(res.body, Exit.isSuccess(exit))))))
+        ).pipe(
+          Effect.tap((res) => Effect.addFinalizer((exit) => Effect.sync(() => release(res.body, Exit.isSuccess(exit)))))
+        )
       ).pipe(
         Effect.flatMap((res) =>
           res.statusCode >= 200 && res.statusCode < 300
             ? Effect.succeed(bodyReader(res.body, request.providerName))
-            : Effect.flatMap(Effect.promise(() => textOf(res.body)), (text) =>
-              Effect.fail(statusError(request, res.statusCode, res.headers, text)))
+            : Effect.flatMap(
+              Effect.promise(() => textOf(res.body)),
+              (text) => Effect.fail(statusError(request, res.statusCode, res.headers, text))
+            )
         )
       )
 

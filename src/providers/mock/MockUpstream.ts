@@ -4,12 +4,13 @@
  * Usage is realistic: about four characters per token, counted from the request's text.
  */
 import { Effect } from "effect"
+import { createHash } from "node:crypto"
 import { chatEmitter, messagesEmitter, responsesEmitter } from "../../stream/emit.ts"
 import { type FinishReason, fromChatFinish, fromMessagesStop, type Op } from "../../stream/ops.ts"
 import { encode } from "../../stream/sse.ts"
-import { fromChatUsage, fromMessagesUsage, fromResponsesUsage, type Usage } from "../../wire/usage.ts"
-import { createHash } from "node:crypto"
+import type { LooseJson } from "../../wire/json.ts"
 import { textOf } from "../../wire/text.ts"
+import { fromChatUsage, fromMessagesUsage, fromResponsesUsage, type Usage } from "../../wire/usage.ts"
 import type { UpstreamBody, UpstreamReply, UpstreamRequest } from "../Upstream.ts"
 
 const CREATED = 1_750_000_000
@@ -184,7 +185,7 @@ const encoder = new TextEncoder()
 /** The same answer as `send`, streamed in the provider's style, a few words per event. */
 export const open = (request: UpstreamRequest) =>
   Effect.sync(() => {
-    const answer = reply(request).body as any
+    const answer = reply(request).body as LooseJson
     const model = String(request.body.model ?? "mock")
     let text = ""
     let usage: Usage
@@ -210,7 +211,10 @@ export const open = (request: UpstreamRequest) =>
       ? messagesEmitter(model)
       : request.endpoint === "responses"
       ? responsesEmitter(model, request.body)
-      : chatEmitter(model, (request.body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true)
+      : chatEmitter(
+        model,
+        (request.body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true
+      )
     const ops: Array<Op> = [{ _tag: "Start", id, inputTokens: usage.input_tokens }]
     for (const piece of text.match(/\S+\s*/g) ?? []) ops.push({ _tag: "Text", text: piece })
     ops.push({ _tag: "Finish", reason: finish }, { _tag: "Usage", usage })

@@ -49,7 +49,9 @@ export const chatEmitter = (model: string, includeUsage: boolean): Emitter => {
           ensureStart(out)
           const index = toolIndex.size
           toolIndex.set(op.index, index)
-          out.push(chunk({ tool_calls: [{ index, id: op.id, type: "function", function: { name: op.name, arguments: "" } }] }))
+          out.push(
+            chunk({ tool_calls: [{ index, id: op.id, type: "function", function: { name: op.name, arguments: "" } }] })
+          )
           break
         }
         case "ToolArgs":

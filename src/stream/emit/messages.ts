@@ -115,7 +115,9 @@ export const messagesEmitter = (model: string): Emitter => {
         delta: { stop_reason: toMessagesStop(finish.reason), stop_sequence: finish.stopSequence },
         usage: {
           output_tokens: u?.output_tokens ?? 0,
-          ...(u ? { input_tokens: u.input_tokens - u.cached_input_tokens, cache_read_input_tokens: u.cached_input_tokens } : {})
+          ...(u
+            ? { input_tokens: u.input_tokens - u.cached_input_tokens, cache_read_input_tokens: u.cached_input_tokens }
+            : {})
         }
       }))
       out.push(named("message_stop", { type: "message_stop" }))

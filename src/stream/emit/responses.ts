@@ -1,4 +1,5 @@
 /** Canonical ops -> Responses API events, with the accumulated output the final event repeats. */
+import type { LooseJson } from "../../wire/json.ts"
 import type { Usage } from "../../wire/usage.ts"
 import type { FinishReason } from "../ops.ts"
 import { named, type SseEvent } from "../sse.ts"
@@ -10,9 +11,9 @@ export const responsesEmitter = (model: string, request: Record<string, unknown>
   let id = "resp_tollgate"
   const created = now()
   let started = false
-  const items: Array<Record<string, any>> = []
-  let openText: { item: Record<string, any>; outputIndex: number } | undefined
-  const tools = new Map<number, { item: Record<string, any>; outputIndex: number }>()
+  const items: Array<Record<string, LooseJson>> = []
+  let openText: { item: Record<string, LooseJson>; outputIndex: number } | undefined
+  const tools = new Map<number, { item: Record<string, LooseJson>; outputIndex: number }>()
   let finish: FinishReason = "stop"
   let usage: Usage | undefined
   const ev = (type: string, body: Record<string, unknown>) => named(type, { type, sequence_number: seq++, ...body })
@@ -49,13 +50,15 @@ export const responsesEmitter = (model: string, request: Record<string, unknown>
     out.push(ev("response.in_progress", { response: snapshot("in_progress") }))
   }
   /** The reasoning item being streamed: its summary text grows with each Thinking piece. */
-  let openReasoning: { item: Record<string, any>; outputIndex: number; text: string } | undefined
+  let openReasoning: { item: Record<string, LooseJson>; outputIndex: number; text: string } | undefined
   const openReasoningItem = (out: Array<SseEvent>) => {
     if (openReasoning) return openReasoning
-    const item: Record<string, any> = { type: "reasoning", id: `rs_${id.slice(5)}_${items.length}`, summary: [] }
+    const item: Record<string, LooseJson> = { type: "reasoning", id: `rs_${id.slice(5)}_${items.length}`, summary: [] }
     items.push(item)
     openReasoning = { item, outputIndex: items.length - 1, text: "" }
-    out.push(ev("response.output_item.added", { output_index: openReasoning.outputIndex, item: { ...item, summary: [] } }))
+    out.push(
+      ev("response.output_item.added", { output_index: openReasoning.outputIndex, item: { ...item, summary: [] } })
+    )
     return openReasoning
   }
   const closeReasoning = (out: Array<SseEvent>) => {
@@ -63,8 +66,22 @@ export const responsesEmitter = (model: string, request: Record<string, unknown>
     const { item, outputIndex, text } = openReasoning
     if (text !== "") {
       const part = { type: "summary_text", text }
-      out.push(ev("response.reasoning_summary_text.done", { item_id: item.id, output_index: outputIndex, summary_index: 0, text }))
-      out.push(ev("response.reasoning_summary_part.done", { item_id: item.id, output_index: outputIndex, summary_index: 0, part }))
+      out.push(
+        ev("response.reasoning_summary_text.done", {
+          item_id: item.id,
+          output_index: outputIndex,
+          summary_index: 0,
+          text
+        })
+      )
+      out.push(
+        ev("response.reasoning_summary_part.done", {
+          item_id: item.id,
+          output_index: outputIndex,
+          summary_index: 0,
+          part
+        })
+      )
       item.summary = [part]
     }
     out.push(ev("response.output_item.done", { output_index: outputIndex, item }))
@@ -74,7 +91,14 @@ export const responsesEmitter = (model: string, request: Record<string, unknown>
     if (!openText) return
     const { item, outputIndex } = openText
     const part = item.content[0]
-    out.push(ev("response.output_text.done", { item_id: item.id, output_index: outputIndex, content_index: 0, text: part.text }))
+    out.push(
+      ev("response.output_text.done", {
+        item_id: item.id,
+        output_index: outputIndex,
+        content_index: 0,
+        text: part.text
+      })
+    )
     out.push(ev("response.content_part.done", { item_id: item.id, output_index: outputIndex, content_index: 0, part }))
     item.status = "completed"
     out.push(ev("response.output_item.done", { output_index: outputIndex, item }))
@@ -131,7 +155,9 @@ export const responsesEmitter = (model: string, request: Record<string, unknown>
             }
             items.push(item)
             openText = { item, outputIndex: items.length - 1 }
-            out.push(ev("response.output_item.added", { output_index: openText.outputIndex, item: { ...item, content: [] } }))
+            out.push(
+              ev("response.output_item.added", { output_index: openText.outputIndex, item: { ...item, content: [] } })
+            )
             out.push(ev("response.content_part.added", {
               item_id: item.id,
               output_index: openText.outputIndex,
@@ -152,7 +178,14 @@ export const responsesEmitter = (model: string, request: Record<string, unknown>
           start(out)
           closeReasoning(out)
           closeText(out)
-          const item = { type: "function_call", id: `fc_${op.id}`, call_id: op.id, name: op.name, arguments: "", status: "in_progress" }
+          const item = {
+            type: "function_call",
+            id: `fc_${op.id}`,
+            call_id: op.id,
+            name: op.name,
+            arguments: "",
+            status: "in_progress"
+          }
           items.push(item)
           tools.set(op.index, { item, outputIndex: items.length - 1 })
           out.push(ev("response.output_item.added", { output_index: items.length - 1, item: { ...item } }))
@@ -162,7 +195,13 @@ export const responsesEmitter = (model: string, request: Record<string, unknown>
           const t = tools.get(op.index)
           if (!t) break
           t.item.arguments += op.delta
-          out.push(ev("response.function_call_arguments.delta", { item_id: t.item.id, output_index: t.outputIndex, delta: op.delta }))
+          out.push(
+            ev("response.function_call_arguments.delta", {
+              item_id: t.item.id,
+              output_index: t.outputIndex,
+              delta: op.delta
+            })
+          )
           break
         }
         case "Finish":
@@ -180,12 +219,20 @@ export const responsesEmitter = (model: string, request: Record<string, unknown>
       closeReasoning(out)
       closeText(out)
       for (const { item, outputIndex } of tools.values()) {
-        out.push(ev("response.function_call_arguments.done", { item_id: item.id, output_index: outputIndex, arguments: item.arguments }))
+        out.push(
+          ev("response.function_call_arguments.done", {
+            item_id: item.id,
+            output_index: outputIndex,
+            arguments: item.arguments
+          })
+        )
         item.status = "completed"
         out.push(ev("response.output_item.done", { output_index: outputIndex, item }))
       }
       const status = finish === "length" ? "incomplete" : "completed"
-      out.push(ev(status === "incomplete" ? "response.incomplete" : "response.completed", { response: snapshot(status) }))
+      out.push(
+        ev(status === "incomplete" ? "response.incomplete" : "response.completed", { response: snapshot(status) })
+      )
       return out
     }
   }
