@@ -9,7 +9,7 @@
  * recognised instead of duplicated.
  */
 import { SqlClient } from "@effect/sql"
-import { Cause, Effect, Exit, Option, Schema } from "effect"
+import { Cause, Clock, Effect, Exit, Option, Schema } from "effect"
 import { literal, script } from "../db/SqlScript.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import type { LooseJson } from "../wire/json.ts"
@@ -18,8 +18,9 @@ import { currentSchemaVersion, DomainEvent, type EventType } from "./events.ts"
 import { plan, type Statement } from "./projections/applySql.ts"
 import type { Delta } from "./projections/Delta.ts"
 import { project } from "./projections/project.ts"
+import { readEvents, requestSummaryOf } from "./readEvents.ts"
 import { Replica } from "./Replica.ts"
-import { decodeStoredEvent, eventIdOf, type EventRow } from "./storedEvents.ts"
+import { eventIdOf } from "./storedEvents.ts"
 
 export * from "./appendErrors.ts"
 export * from "./storedEvents.ts"
@@ -57,9 +58,6 @@ interface Job {
 
 const MAX_BATCH = 256
 
-const COLUMNS = `position::text, transaction_id::text, event_id::text, stream_id, stream_version, event_type,
-  schema_version, data, metadata, occurred_at`
-
 export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -90,7 +88,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
      * trip and one transaction. It fails as a whole on any conflict or refusal, and the loop then
      * retries its appends one by one, where an error belongs to the one append that caused it.
      */
-    const commit = (jobs: ReadonlyArray<Job>, occurredAt = new Date().toISOString()) =>
+    const commit = (jobs: ReadonlyArray<Job>, occurredAt: string) =>
       Effect.gen(function*() {
         const anyStreams = [
           ...new Set(jobs.filter((j) => j.request.expectedVersion === "any").map((j) => j.request.streamId))
@@ -185,25 +183,26 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       })
 
     // Only a failed script leads to the retry: once a batch has committed, it is settled, never written again.
-    const runAlone = (job: Job) => {
-      const occurredAt = new Date().toISOString()
-      return commit([job], occurredAt).pipe(
-        Effect.matchCauseEffect({
-          onSuccess: (result) => settle([job], result),
-          onFailure: (cause) => {
-            // A defect (an event that cannot be written at all) answers its append too, and the writer goes on.
-            const failure = Cause.failureOption(cause)
-            const error = Option.isSome(failure)
-              ? appendErrorOf(job.request.streamId, failure.value, job.request.occurredAt ?? occurredAt)
-              : new LedgerRejected({ message: `event log append failed: ${Cause.pretty(cause)}`, cause })
-            return Effect.sync(() => {
-              if (error._tag === "LedgerUnavailable") unavailableSince ??= Date.now()
-              job.done(Exit.fail(error))
-            })
-          }
-        })
-      )
-    }
+    const runAlone = (job: Job) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const occurredAt = new Date(now).toISOString()
+        return commit([job], occurredAt).pipe(
+          Effect.matchCauseEffect({
+            onSuccess: (result) => settle([job], result),
+            onFailure: (cause) => {
+              // A defect (an event that cannot be written at all) answers its append too, and the writer goes on.
+              const failure = Cause.failureOption(cause)
+              const error = Option.isSome(failure)
+                ? appendErrorOf(job.request.streamId, failure.value, job.request.occurredAt ?? occurredAt)
+                : new LedgerRejected({ message: `event log append failed: ${Cause.pretty(cause)}`, cause })
+              return Effect.sync(() => {
+                if (error._tag === "LedgerUnavailable") unavailableSince ??= now
+                job.done(Exit.fail(error))
+              })
+            }
+          })
+        )
+      })
 
     // One batch at a time: whatever queued up while the previous transaction was in flight.
     // A batch, once taken, always completes (uninterruptible), so no append is left unanswered.
@@ -216,11 +215,11 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         wake = undefined
       })
     })
-    const writeBatch = Effect.suspend(() => {
+    const writeBatch = Effect.flatMap(Clock.currentTimeMillis, (now) => {
       const batch = pending.splice(0, MAX_BATCH)
       if (batch.length === 0) return Effect.void
       const began = performance.now()
-      return commit(batch).pipe(
+      return commit(batch, new Date(now).toISOString()).pipe(
         Effect.matchCauseEffect({
           onSuccess: (result) => {
             metrics?.writerBatchSize.observe(batch.length)
@@ -282,87 +281,10 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         wakeWriter()
       })
 
-    /**
-     * Reads committed events in log order, (transaction_id, position), after a cursor. Only transactions
-     * below the current snapshot's xmin are returned, so an event committed late by a transaction that
-     * started earlier can never be skipped by a reader that stored a cursor past it.
-     */
-    const read = (options: {
-      readonly after?: { readonly transactionId: string; readonly position: string } | undefined
-      readonly fromPosition?: string | undefined
-      readonly streamId?: string | undefined
-      /** Only events that occurred at or after / before these instants (ISO-8601). */
-      readonly since?: string | undefined
-      readonly until?: string | undefined
-      readonly limit: number
-      /** Replay reads inside its own REPEATABLE READ snapshot, where everything visible is settled. */
-      readonly settledOnly?: boolean
-    }) =>
-      Effect.gen(function*() {
-        const conds: Array<string> = []
-        const params: Array<unknown> = []
-        if (options.settledOnly !== false) conds.push(`transaction_id < pg_snapshot_xmin(pg_current_snapshot())`)
-        if (options.after) {
-          params.push(options.after.transactionId, options.after.position)
-          conds.push(`(transaction_id, position) > ($${params.length - 1}::xid8, $${params.length}::bigint)`)
-        }
-        if (options.fromPosition !== undefined) {
-          params.push(options.fromPosition)
-          conds.push(`position >= $${params.length}::bigint`)
-        }
-        if (options.since !== undefined) {
-          params.push(options.since)
-          conds.push(`occurred_at >= $${params.length}::timestamptz`)
-        }
-        if (options.until !== undefined) {
-          params.push(options.until)
-          conds.push(`occurred_at < $${params.length}::timestamptz`)
-        }
-        if (options.streamId !== undefined) {
-          params.push(options.streamId)
-          conds.push(`stream_id = $${params.length}`)
-        }
-        params.push(options.limit)
-        const rows = yield* sql.unsafe<EventRow>(
-          `SELECT ${COLUMNS}
-             FROM event_log ${conds.length ? "WHERE " + conds.join(" AND ") : ""}
-            ORDER BY event_log.transaction_id, event_log.position LIMIT $${params.length}`,
-          params
-        )
-        return rows.map(decodeStoredEvent)
-      })
-
-    /**
-     * What closing a request stream needs to know, however long the stream: its head version, whether
-     * it has a Billed (and which), its first event and its last checkpoint. Committed events only.
-     */
-    const requestSummary = (streamId: string) =>
-      Effect.gen(function*() {
-        const [head] = yield* sql.unsafe<{ head: number | null }>(
-          `SELECT max(stream_version)::int AS head FROM event_log WHERE stream_id = $1`,
-          [streamId]
-        )
-        if (head?.head == null) return undefined
-        const rows = yield* sql.unsafe<EventRow>(
-          `(SELECT ${COLUMNS} FROM event_log WHERE stream_id = $1 AND stream_version = 1)
-           UNION ALL (SELECT ${COLUMNS} FROM event_log WHERE stream_id = $1 AND event_type = 'Billed')
-           UNION ALL (SELECT ${COLUMNS} FROM event_log WHERE stream_id = $1 AND event_type = 'OutputCheckpointed'
-                       ORDER BY stream_version DESC LIMIT 1)`,
-          [streamId]
-        )
-        const events = rows.map(decodeStoredEvent)
-        return {
-          head: head.head,
-          first: events.find((e) => e.streamVersion === 1),
-          billed: events.find((e) => e.event._tag === "Billed"),
-          lastCheckpoint: events.find((e) => e.event._tag === "OutputCheckpointed")
-        }
-      })
-
     return {
       append,
-      read,
-      requestSummary,
+      read: readEvents(sql),
+      requestSummary: requestSummaryOf(sql),
       replicaId,
       /** Appends waiting for the writer (not counting the batch being committed). */
       queued: Effect.sync(() => pending.length),
