@@ -3,8 +3,21 @@
  * `{"type":"error","error":{"type","code","message","param"},"request_id"}`.
  * The OpenAI SDK reads `error.{message,type,code,param}`, the Anthropic SDK `error.{type,message}`.
  */
-import { HttpServerResponse } from "@effect/platform"
-import { Cause, Effect, Option } from "effect"
+import { HttpApiSchema, HttpServerResponse } from "@effect/platform"
+import { Cause, Effect, Option, type Schema } from "effect"
+import {
+  type ApiError,
+  AuthenticationFailed,
+  InvalidRequest,
+  NotFound,
+  Overloaded,
+  PermissionDenied,
+  RateLimited,
+  RequestTimeout,
+  RequestTooLarge,
+  UnsupportedMediaType,
+  UpstreamFailed
+} from "../api/errors.ts"
 import { isConnectionLoss } from "../db/errors.ts"
 
 export interface EnvelopeError {
@@ -67,36 +80,47 @@ interface Tagged {
   readonly cause?: unknown
 }
 
-/** The envelope for a failure or defect of any kind, or undefined for one the caller must handle. */
+/**
+ * The API's typed errors (api/errors.ts): the status each declares to HttpApi, and what the envelope
+ * says when the error leaves a field out. The status is read from the declaration, never restated.
+ */
+const declared = (
+  error: Schema.Schema.All,
+  message: string,
+  code: string | null = null
+) => ({ status: HttpApiSchema.getStatusError(error), message, code })
+
+const apiErrors: Record<ApiError["_tag"], ReturnType<typeof declared>> = {
+  InvalidRequest: declared(InvalidRequest, "Invalid request."),
+  AuthenticationFailed: declared(AuthenticationFailed, "Invalid API key.", "invalid_api_key"),
+  PermissionDenied: declared(PermissionDenied, "Permission denied."),
+  NotFound: declared(NotFound, "Not found."),
+  RequestTooLarge: declared(RequestTooLarge, "Request too large.", "request_too_large"),
+  UnsupportedMediaType: declared(UnsupportedMediaType, "Unsupported media type.", "unsupported_media_type"),
+  RequestTimeout: declared(RequestTimeout, "The request body stopped arriving.", "request_timeout"),
+  RateLimited: declared(RateLimited, "Rate limited.", "rate_limited"),
+  UpstreamFailed: declared(UpstreamFailed, "The upstream failed.", "upstream_error"),
+  Overloaded: declared(Overloaded, "Overloaded.")
+}
+
+const retryAfter = (e: Tagged) =>
+  e.retryAfterSeconds !== undefined ? { headers: { "retry-after": String(e.retryAfterSeconds) } } : {}
+
+/** The envelope for a failure or defect of any kind. */
 export const toEnvelope = (e: Tagged): EnvelopeError => {
+  const api = e._tag !== undefined && Object.hasOwn(apiErrors, e._tag)
+    ? apiErrors[e._tag as ApiError["_tag"]]
+    : undefined
+  if (api !== undefined) {
+    // An upstream's failure keeps the upstream's own status and type (its 4xx, or 502/504).
+    const status = e._tag === "UpstreamFailed" ? e.status ?? api.status : api.status
+    return {
+      ...make(status, e.message ?? api.message, e.code ?? api.code, e.param ?? null),
+      ...(e._tag === "UpstreamFailed" && e.type ? { type: e.type } : {}),
+      ...retryAfter(e)
+    }
+  }
   switch (e._tag) {
-    case "InvalidRequest":
-      return make(400, e.message ?? "Invalid request.", e.code ?? null, e.param ?? null)
-    case "AuthenticationFailed":
-      return make(401, e.message ?? "Invalid API key.", e.code ?? "invalid_api_key")
-    case "PermissionDenied":
-      return make(403, e.message ?? "Permission denied.", e.code ?? null, e.param ?? null)
-    case "NotFound":
-      return make(404, e.message ?? "Not found.", e.code ?? null, e.param ?? null)
-    case "RequestTooLarge":
-      return make(413, e.message ?? "Request too large.", e.code ?? "request_too_large")
-    case "UnsupportedMediaType":
-      return make(415, e.message ?? "Unsupported media type.", e.code ?? "unsupported_media_type", e.param ?? null)
-    case "RequestTimeout":
-      return make(408, e.message ?? "The request body stopped arriving.", e.code ?? "request_timeout")
-    case "RateLimited":
-      return {
-        ...make(429, e.message ?? "Rate limited.", e.code ?? "rate_limited"),
-        ...(e.retryAfterSeconds !== undefined ? { headers: { "retry-after": String(e.retryAfterSeconds) } } : {})
-      }
-    case "UpstreamFailed":
-      return {
-        ...make(e.status ?? 502, e.message ?? "The upstream failed.", e.code ?? "upstream_error"),
-        ...(e.type ? { type: e.type } : {}),
-        ...(e.retryAfterSeconds !== undefined ? { headers: { "retry-after": String(e.retryAfterSeconds) } } : {})
-      }
-    case "Overloaded":
-      return make(503, e.message ?? "Overloaded.", e.code ?? null)
     case "HttpApiDecodeError": {
       const first = e.issues?.[0]
       const param = first && first.path.length > 0 ? first.path.map(String).join(".") : null
