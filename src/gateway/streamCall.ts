@@ -3,7 +3,7 @@
  * event is in hand), then relay it to the client in the client's style, checkpoint its output while
  * it runs, and bill it when it ends, however it ends.
  */
-import { Cause, Duration, Effect, Exit, Fiber, FiberId, FiberRef, Option, Scope } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, FiberRef, Option, Scope } from "effect"
 import type { Readable } from "node:stream"
 import { observeAttempts } from "../observability/attempts.ts"
 import type { Metrics } from "../observability/Metrics.ts"
@@ -11,11 +11,11 @@ import type { RequestLog } from "../observability/RequestLog.ts"
 import { currentRecord } from "../observability/RequestRecord.ts"
 import { UpstreamError } from "../providers/Upstream.ts"
 import type { Upstreams } from "../providers/Upstreams.ts"
-import { streamAlarm } from "../stream/Alarm.ts"
 import { clientSink } from "../stream/ClientSink.ts"
-import { relayFor, type StreamEndpoint, UpstreamStreamError } from "../stream/Relay.ts"
-import { encode, named, type SseEvent } from "../stream/sse.ts"
-import { sseReader } from "../stream/UpstreamEvents.ts"
+import { bytesOf, pump } from "../stream/Pump.ts"
+import { relayFor, type StreamEndpoint } from "../stream/Relay.ts"
+import { named, type SseEvent } from "../stream/sse.ts"
+import { sseDecoder, sseReader } from "../stream/UpstreamEvents.ts"
 import { textOf } from "../wire/text.ts"
 import { countTokens, ESTIMATOR } from "../wire/tokens.ts"
 import type { Billing, Ticket } from "./Billing.ts"
@@ -24,9 +24,6 @@ import { Exhausted, type RetryPolicy, withFailover } from "./Failover.ts"
 import type { RequestSupervisor } from "./RequestSupervisor.ts"
 import type { Candidate, Generation } from "./Routing.ts"
 import { toFailure } from "./upstreamFailure.ts"
-
-const encoder = new TextEncoder()
-const bytesOf = (events: ReadonlyArray<SseEvent>) => encoder.encode(events.map(encode).join(""))
 
 /** The SSE error event that ends a stream that failed after it started (both styles). */
 const errorEvent = (requestId: string, type: string, code: string, message: string) =>
@@ -57,7 +54,7 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
   Effect.gen(function*() {
     const { billing, upstreams } = deps
     const { candidates, restore, ticket } = s
-    const began = Date.now()
+    const began = yield* Clock.currentTimeMillis
 
     // Each attempt opens the upstream in its own scope; a failed attempt's connection closes at once.
     const open = (c: Candidate) =>
@@ -73,7 +70,8 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
             headers: g.protocolHeaders,
             requestId: g.requestId
           })
-          const pull = sseReader(body)
+          const decoder = sseDecoder()
+          const pull = sseReader(body, decoder)
           let first: ReadonlyArray<SseEvent> = []
           while (first.length === 0) {
             const events = yield* pull
@@ -85,7 +83,7 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
             }
             first = events
           }
-          return { pull, first }
+          return { body, decoder, first }
         }).pipe(
           Scope.extend(scope),
           Effect.timeoutFail({
@@ -127,7 +125,7 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
 
     // The first event is in hand: from here on nothing is retried. The answer is a 200 whatever
     // follows; the request's access line waits for the stream's end.
-    const { candidate, first, pull, scope } = exit.value.value
+    const { body, candidate, decoder, first, scope } = exit.value.value
     if (record) {
       record.firstChunkAt = performance.now()
       record.status = 200
@@ -144,23 +142,21 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
     })
     // A bounded buffer: a slow client slows the upstream reads instead of growing memory.
     const out = clientSink()
-    const offerEvents = (events: ReadonlyArray<SseEvent>) =>
-      events.length === 0 ? Effect.void : out.write(bytesOf(events))
-    // One alarm ends the pump early: the client left (interrupt), or the upstream went quiet for
-    // idle_ms or ran past total_ms (a timeout). One timer per stream, not a timeout per chunk.
-    const alarm = streamAlarm({ idleMs: t.idle_ms, deadline: began + t.total_ms })
+    const clock = yield* Effect.clock
 
     // Checkpoints: every `checkpointMs` the output so far (counted once, in pieces) goes to the log,
-    // off the relay's path; at most one in flight.
+    // off the relay's path, one after the other.
     let countedOutput = 0
     let countedInput: number | undefined
-    let lastCheckpoint = began
-    let checkpointing: Fiber.RuntimeFiber<void> | undefined
+    // The checkpoint in flight, done when it is.
+    let inFlight: Deferred.Deferred<void> | undefined
     // Output text a checkpoint has taken but not counted yet: the final estimate counts it if the
     // checkpoint does not finish.
     let taken = ""
     const checkpoint = Effect.gen(function*() {
       taken = relay.takeText()
+      if (taken === "" && countedInput !== undefined) return
+      inFlight = Deferred.unsafeMake(FiberId.none)
       countedOutput += yield* countTokens(taken)
       taken = ""
       countedInput ??= relay.inputTokens() ?? (yield* countTokens(textOf(g.body)))
@@ -169,80 +165,49 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
         output_tokens: Math.max(countedOutput, relay.usage()?.output_tokens ?? 0),
         estimator: ESTIMATOR
       })
-    })
-    const maybeCheckpoint = Effect.suspend(() => {
-      const now = Date.now()
-      if (now - lastCheckpoint < deps.checkpointMs || checkpointing !== undefined) return Effect.void
-      lastCheckpoint = now
-      return Effect.map(
-        Effect.forkDaemon(Effect.ensuring(checkpoint, Effect.sync(() => (checkpointing = undefined)))),
-        (f) => {
-          checkpointing = f
-        }
-      )
-    })
-
-    const pump = Effect.gen(function*() {
-      yield* offerEvents(first.flatMap(relay.push))
-      // The first read may already hold the terminal event: then there is nothing more to wait for.
-      while (!relay.finished()) {
-        alarm.waiting(true)
-        const events = yield* pull
-        alarm.waiting(false)
-        if (events === undefined) break
-        yield* offerEvents(events.flatMap(relay.push))
-        yield* maybeCheckpoint
-      }
-      if (!relay.finished()) {
-        return yield* Effect.fail(
-          new UpstreamError({ kind: "protocol", message: "The upstream stream ended before its final event." })
-        )
-      }
-      yield* offerEvents(relay.end())
-    }).pipe(
-      Effect.catchAllDefect((d) =>
-        d instanceof UpstreamStreamError
-          ? Effect.fail(
-            new UpstreamError({ kind: "status", status: 502, message: d.message, body: { error: { type: d.type } } })
-          )
-          : Effect.die(d)
-      )
-    )
+    }).pipe(Effect.ensuring(Effect.sync(() => {
+      if (inFlight) Deferred.unsafeDone(inFlight, Exit.void)
+      inFlight = undefined
+    })))
+    const checkpoints = Effect.forever(Effect.zipRight(Effect.sleep(Duration.millis(deps.checkpointMs)), checkpoint))
 
     const finish = Effect.gen(function*() {
-      const result = yield* restore(Effect.raceFirst(pump, alarm.rung)).pipe(Effect.exit)
-      alarm.stop()
+      const checkpointer = yield* Effect.fork(Effect.interruptible(checkpoints))
+      const result = yield* restore(pump({
+        body,
+        decoder,
+        relay,
+        client: out.plain,
+        first,
+        idleMs: t.idle_ms,
+        deadline: began + t.total_ms,
+        now: () => clock.unsafeCurrentTimeMillis()
+      })).pipe(Effect.exit)
+      const ended = Exit.isSuccess(result) ? result.value : undefined
       // A complete stream hands its upstream connection back for reuse; any other end closes it.
-      yield* Scope.close(scope, Exit.isSuccess(result) ? Exit.void : Exit.interrupt(FiberId.none))
-      if (Exit.isFailure(result) && !Exit.isInterrupted(result)) {
+      yield* Scope.close(scope, ended?._tag === "Completed" ? Exit.void : Exit.interrupt(FiberId.none))
+      if (ended?._tag === "Failed") {
         // After the first chunk an error is the stream's last event; for chat no [DONE] follows.
-        const failure = Cause.failureOption(result.cause)
-        const e = Option.isSome(failure) ? failure.value : undefined
-        const upstreamType = (e?.body as { error?: { type?: string } } | undefined)?.error?.type
-        yield* offerEvents([
-          errorEvent(
-            g.requestId,
-            upstreamType ?? "api_error",
-            e?.kind === "timeout" ? "upstream_timeout" : "upstream_error",
-            e?.message ?? "The upstream failed mid-stream."
-          )
-        ]).pipe(Effect.timeout("1 second"), Effect.ignore)
-        if (record) record.code = e?.kind === "timeout" ? "upstream_timeout" : "upstream_error"
+        const e = ended.error
+        const upstreamType = (e.body as { error?: { type?: string } } | undefined)?.error?.type
+        const code = e.kind === "timeout" ? "upstream_timeout" : "upstream_error"
+        yield* out.write(bytesOf([errorEvent(g.requestId, upstreamType ?? "api_error", code, e.message)])).pipe(
+          Effect.timeout("1 second"),
+          Effect.ignore
+        )
+        if (record) record.code = code
       }
-      if (record && Exit.isInterrupted(result)) record.code = "client_closed"
-      // A checkpoint in flight gets part of the bill's wait; then it is stopped (its append may still land).
-      const waitStarted = Date.now()
-      const pending = checkpointing
-      if (pending) {
-        const done = yield* Effect.timeoutOption(Fiber.await(pending), Duration.millis(deps.commitWaitMs / 2))
-        if (Option.isNone(done)) yield* Fiber.interrupt(pending)
-      }
-      const reported = relay.usage()
-      const outcome = Exit.isSuccess(result)
+      const outcome = ended?._tag === "Completed"
         ? "completed" as const
-        : Exit.isInterrupted(result)
-        ? "cancelled" as const
-        : "failed" as const
+        : ended?._tag === "Failed" || Exit.isFailure(result) && !Exit.isInterrupted(result)
+        ? "failed" as const
+        : "cancelled" as const
+      if (record && outcome === "cancelled") record.code = "client_closed"
+      // A checkpoint in flight gets part of the bill's wait; then it is stopped (its append may still land).
+      const waitStarted = yield* Clock.currentTimeMillis
+      if (inFlight) yield* Effect.timeoutOption(Deferred.await(inFlight), Duration.millis(deps.commitWaitMs / 2))
+      yield* Fiber.interrupt(checkpointer)
+      const reported = relay.usage()
       yield* billing.bill(
         ticket,
         outcome === "completed" && reported !== undefined ? { usage: reported, outcome } : yield* estimateStream({
@@ -253,7 +218,7 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
           uncountedText: taken + relay.takeText(),
           outcome
         }),
-        deps.commitWaitMs - (Date.now() - waitStarted)
+        deps.commitWaitMs - ((yield* Clock.currentTimeMillis) - waitStarted)
       )
       // The stream ends once it is billed (or, if the log is slow, kept in the spool), so /v1/usage
       // shows a call as soon as its answer is complete.
@@ -265,7 +230,6 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
         return record ? deps.requestLog.finish(record) : Effect.void
       }))
     )
-    out.onClose(alarm.clientLeft)
     yield* deps.supervisor.fork(finish)
     return { stream: out.readable as Readable, dropped: candidate.dropped }
   })

@@ -2,7 +2,7 @@
  * What every upstream provider offers the gateway: send one request body in the provider's own
  * style to one endpoint, get the status and body back. Errors are typed by what a retry could fix.
  */
-import { Data, type Effect, type Scope } from "effect"
+import { Data, Effect, type Scope } from "effect"
 import type { ProviderConfig } from "../config/ConfigFile.ts"
 
 /** Which upstream API a call goes to. */
@@ -64,8 +64,36 @@ export interface UpstreamClient {
   readonly open: (request: UpstreamRequest) => Effect.Effect<UpstreamBody, UpstreamError, Scope.Scope>
 }
 
-/** A streamed answer's body, read as it arrives. */
+/**
+ * A streamed answer's body, read as it arrives. Plain callbacks, not effects: the relay reads it on
+ * every chunk (stream/Pump.ts), and `readBody` gives the Effect form for the first event.
+ */
 export interface UpstreamBody {
-  /** The bytes that have arrived since the last read (waiting for some), or `undefined` at the end. */
-  readonly read: Effect.Effect<ReadonlyArray<Uint8Array> | undefined, UpstreamError>
+  /**
+   * The bytes that have arrived since the last take; none yet: an empty array; the body is over:
+   * `undefined` (then `failure()` says whether it broke).
+   */
+  readonly take: () => ReadonlyArray<Uint8Array> | undefined
+  /** Why the body ended early (the connection broke), once `take` has answered `undefined`. */
+  readonly failure: () => UpstreamError | undefined
+  /** Calls `f` once, when a take after one that found nothing would find something. Replaces any earlier `f`. */
+  readonly onReady: (f: () => void) => void
+  /** Forgets the `f` given to `onReady`. */
+  readonly cancelReady: () => void
 }
+
+/** The next bytes of a body: waits for some, `undefined` at its end; fails if it broke. */
+export const readBody = (body: UpstreamBody): Effect.Effect<ReadonlyArray<Uint8Array> | undefined, UpstreamError> =>
+  Effect.async((resume) => {
+    const attempt = () => {
+      const chunks = body.take()
+      if (chunks === undefined) {
+        const failure = body.failure()
+        return resume(failure ? Effect.fail(failure) : Effect.succeed(undefined))
+      }
+      if (chunks.length > 0) return resume(Effect.succeed(chunks))
+      body.onReady(attempt)
+    }
+    attempt()
+    return Effect.sync(body.cancelReady)
+  })

@@ -17,6 +17,20 @@ export interface ClientSink {
   readonly end: Effect.Effect<void>
   /** Runs `f` once the response is over: sent in full, or the client went away. */
   readonly onClose: (f: () => void) => void
+  /** The same, as plain calls for the relay's loop (Pump.ts). */
+  readonly plain: PlainSink
+}
+
+/** The client's end without effects: a write says whether the buffer still has room. */
+export interface PlainSink {
+  /** Whether the response is over (the client went away): nothing written reaches anyone. */
+  readonly closed: () => boolean
+  /** Writes bytes; `false`: the buffer is full, wait for `whenDrained` before writing more. */
+  readonly offer: (bytes: Uint8Array) => boolean
+  /** Calls `f` once the buffer has room again, or the response is over. Returns how to forget `f`. */
+  readonly whenDrained: (f: () => void) => () => void
+  /** Calls `f` if the response ends (the client went away). Returns how to forget `f`. */
+  readonly whenClosed: (f: () => void) => () => void
 }
 
 export const clientSink = (highWaterMark = 64 * 1024): ClientSink => {
@@ -42,6 +56,22 @@ export const clientSink = (highWaterMark = 64 * 1024): ClientSink => {
     }),
     onClose: (f) => {
       stream.once("close", f)
+    },
+    plain: {
+      closed: () => stream.destroyed || stream.writableEnded,
+      offer: (bytes) => stream.write(bytes),
+      whenDrained: (f) => {
+        const done = () => {
+          stream.off("drain", done).off("close", done)
+          f()
+        }
+        stream.on("drain", done).on("close", done)
+        return () => void stream.off("drain", done).off("close", done)
+      },
+      whenClosed: (f) => {
+        stream.once("close", f)
+        return () => void stream.off("close", f)
+      }
     }
   }
 }

@@ -1,21 +1,33 @@
 /** An upstream's streamed body read as SSE events. */
 import { Effect } from "effect"
-import type { UpstreamBody } from "../providers/Upstream.ts"
+import { readBody, type UpstreamBody } from "../providers/Upstream.ts"
 import { feed, initialParser, type SseEvent } from "./sse.ts"
+
+/** Turns bytes, split anywhere, into the SSE events they complete. */
+export interface SseDecoder {
+  readonly decode: (chunks: ReadonlyArray<Uint8Array>) => Array<SseEvent>
+}
+
+export const sseDecoder = (): SseDecoder => {
+  const text = new TextDecoder()
+  let state = initialParser
+  return {
+    decode: (chunks) => {
+      let s = ""
+      for (const bytes of chunks) s += text.decode(bytes, { stream: true })
+      const [next, events] = feed(state, s)
+      state = next
+      return events
+    }
+  }
+}
 
 /**
  * Each read yields the events whose bytes arrived complete (maybe none), or `undefined` at the end of
  * the body.
  */
-export const sseReader = (body: UpstreamBody) => {
-  const decoder = new TextDecoder()
-  let state = initialParser
-  return Effect.map(body.read, (chunks): ReadonlyArray<SseEvent> | undefined => {
-    if (chunks === undefined) return undefined
-    let text = ""
-    for (const bytes of chunks) text += decoder.decode(bytes, { stream: true })
-    const [next, events] = feed(state, text)
-    state = next
-    return events
-  })
-}
+export const sseReader = (body: UpstreamBody, decoder: SseDecoder) =>
+  Effect.map(
+    readBody(body),
+    (chunks): ReadonlyArray<SseEvent> | undefined => chunks === undefined ? undefined : decoder.decode(chunks)
+  )

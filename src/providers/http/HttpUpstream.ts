@@ -130,40 +130,42 @@ const statusError = (request: UpstreamRequest, status: number, headers: Incoming
 const textOf = (body: Dispatcher.ResponseData["body"]) => body.text().catch(() => "")
 
 /**
- * Reads a response body as it arrives: each read takes every chunk buffered so far, or waits for the
- * next. Plain stream events, no per-chunk machinery: a stream's bytes usually arrive in a read or two.
+ * A response body read as it arrives: each take has every chunk buffered so far. Plain stream events,
+ * no per-chunk machinery.
  */
 const bodyReader = (body: Dispatcher.ResponseData["body"], providerName: string): UpstreamBody => {
-  let failure: unknown
+  let failure: UpstreamError | undefined
   let ended = false
-  let wake: (() => void) | undefined
-  const poke = () => wake?.()
+  let ready: (() => void) | undefined
+  const poke = () => {
+    const f = ready
+    ready = undefined
+    f?.()
+  }
   body.on("readable", poke).on("end", () => {
     ended = true
     poke()
   }).on("error", (e) => {
-    failure = e
+    failure ??= connectionError(providerName, e)
     poke()
   })
   return {
-    read: Effect.async<ReadonlyArray<Uint8Array> | undefined, UpstreamError>((resume) => {
-      const attempt = () => {
-        const chunks: Array<Uint8Array> = []
-        for (let c = body.read() as Uint8Array | null; c !== null; c = body.read() as Uint8Array | null) chunks.push(c)
-        if (chunks.length > 0) return done(Effect.succeed(chunks))
-        if (failure !== undefined) return done(Effect.fail(connectionError(providerName, failure)))
-        if (ended || body.readableEnded) return done(Effect.succeed(undefined))
-        wake = attempt
+    take: () => {
+      let chunks: Array<Uint8Array> | undefined
+      for (let c = body.read() as Uint8Array | null; c !== null; c = body.read() as Uint8Array | null) {
+        ;(chunks ??= []).push(c)
       }
-      const done = (effect: Effect.Effect<ReadonlyArray<Uint8Array> | undefined, UpstreamError>) => {
-        wake = undefined
-        resume(effect)
-      }
-      attempt()
-      return Effect.sync(() => {
-        wake = undefined
-      })
-    })
+      if (chunks !== undefined) return chunks
+      if (failure !== undefined || ended || body.readableEnded) return undefined
+      return []
+    },
+    failure: () => failure,
+    onReady: (f) => {
+      ready = f
+    },
+    cancelReady: () => {
+      ready = undefined
+    }
   }
 }
 

@@ -220,13 +220,16 @@ export const open = (request: UpstreamRequest) =>
     ops.push({ _tag: "Finish", reason: finish }, { _tag: "Usage", usage })
     const events = [...ops.flatMap(emitter.push), ...emitter.end()]
     let chunks: ReadonlyArray<Uint8Array> | undefined = events.map((e) => encoder.encode(encode(e)))
+    // Everything at once, then the end.
     const body: UpstreamBody = {
-      // Everything at once, then the end.
-      read: Effect.sync(() => {
+      take: () => {
         const out = chunks
         chunks = undefined
         return out
-      })
+      },
+      failure: () => undefined,
+      onReady: (f) => f(),
+      cancelReady: () => {}
     }
     return body
   })
