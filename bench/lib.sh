@@ -78,7 +78,8 @@ YAML
 # SERVE_PID (in PIDS too, for cleanup) and returns once GET /v1 answers.
 start_serve() {
   local log="$1" port="$2"; shift 2
-  env "$@" NODE_OPTIONS="${TOLLGATE_NODE_OPTIONS:-}" TOLLGATE_PORT="$port" TOLLGATE_LOG_LEVEL="${BENCH_LOG_LEVEL:-info}" \
+  # Its own data folder (spool included) per run: a spool left by another run belongs to another database.
+  env TOLLGATE_DATA_DIR="$WORK/data-$port" "$@" NODE_OPTIONS="${TOLLGATE_NODE_OPTIONS:-}" TOLLGATE_PORT="$port" TOLLGATE_LOG_LEVEL="${BENCH_LOG_LEVEL:-info}" \
     "${SERVE_NODE[@]}" "${NODE_FLAGS[@]}" "$ROOT/bin/tollgate.mjs" serve "${SERVE_ARGS[@]}" >"$log" 2>&1 &
   SERVE_PID=$!
   PIDS+=($SERVE_PID)
