@@ -3,7 +3,7 @@
  * event is in hand), then relay it to the client in the client's style, checkpoint its output while
  * it runs, and bill it when it ends, however it ends.
  */
-import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, FiberId, FiberRef, Option, Scope } from "effect"
+import { Cause, Clock, Duration, Effect, Exit, Fiber, FiberId, FiberRef, Option, Runtime, Scope } from "effect"
 import type { Readable } from "node:stream"
 import { observeAttempts } from "../observability/attempts.ts"
 import type { Metrics } from "../observability/Metrics.ts"
@@ -145,18 +145,17 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
     const clock = yield* Effect.clock
 
     // Checkpoints: every `checkpointMs` the output so far (counted once, in pieces) goes to the log,
-    // off the relay's path, one after the other.
+    // off the relay's path, at most one in flight. The pump asks after each read; a stream shorter
+    // than the interval never starts one.
     let countedOutput = 0
     let countedInput: number | undefined
-    // The checkpoint in flight, done when it is.
-    let inFlight: Deferred.Deferred<void> | undefined
+    let lastCheckpoint = began
+    let inFlight: Fiber.RuntimeFiber<void> | undefined
     // Output text a checkpoint has taken but not counted yet: the final estimate counts it if the
     // checkpoint does not finish.
     let taken = ""
     const checkpoint = Effect.gen(function*() {
       taken = relay.takeText()
-      if (taken === "" && countedInput !== undefined) return
-      inFlight = Deferred.unsafeMake(FiberId.none)
       countedOutput += yield* countTokens(taken)
       taken = ""
       countedInput ??= relay.inputTokens() ?? (yield* countTokens(textOf(g.body)))
@@ -165,14 +164,16 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
         output_tokens: Math.max(countedOutput, relay.usage()?.output_tokens ?? 0),
         estimator: ESTIMATOR
       })
-    }).pipe(Effect.ensuring(Effect.sync(() => {
-      if (inFlight) Deferred.unsafeDone(inFlight, Exit.void)
-      inFlight = undefined
-    })))
-    const checkpoints = Effect.forever(Effect.zipRight(Effect.sleep(Duration.millis(deps.checkpointMs)), checkpoint))
+    }).pipe(Effect.ensuring(Effect.sync(() => (inFlight = undefined))), Effect.interruptible)
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    const maybeCheckpoint = () => {
+      const now = clock.unsafeCurrentTimeMillis()
+      if (now - lastCheckpoint < deps.checkpointMs || inFlight !== undefined) return
+      lastCheckpoint = now
+      inFlight = runFork(checkpoint)
+    }
 
     const finish = Effect.gen(function*() {
-      const checkpointer = yield* Effect.fork(Effect.interruptible(checkpoints))
       const result = yield* restore(pump({
         body,
         decoder,
@@ -181,7 +182,8 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
         first,
         idleMs: t.idle_ms,
         deadline: began + t.total_ms,
-        now: () => clock.unsafeCurrentTimeMillis()
+        now: () => clock.unsafeCurrentTimeMillis(),
+        onRead: maybeCheckpoint
       })).pipe(Effect.exit)
       const ended = Exit.isSuccess(result) ? result.value : undefined
       // A complete stream hands its upstream connection back for reuse; any other end closes it.
@@ -205,8 +207,11 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
       if (record && outcome === "cancelled") record.code = "client_closed"
       // A checkpoint in flight gets part of the bill's wait; then it is stopped (its append may still land).
       const waitStarted = yield* Clock.currentTimeMillis
-      if (inFlight) yield* Effect.timeoutOption(Deferred.await(inFlight), Duration.millis(deps.commitWaitMs / 2))
-      yield* Fiber.interrupt(checkpointer)
+      const pending = inFlight
+      if (pending) {
+        const done = yield* Effect.timeoutOption(Fiber.await(pending), Duration.millis(deps.commitWaitMs / 2))
+        if (Option.isNone(done)) yield* Fiber.interrupt(pending)
+      }
       const reported = relay.usage()
       yield* billing.bill(
         ticket,

@@ -34,6 +34,8 @@ export interface PumpOptions {
   /** The instant (ms, on `now`'s clock) past which the stream is cut as a timeout. */
   readonly deadline: number
   readonly now: () => number
+  /** Called after each read relayed (the stream's checkpoints hang off it). */
+  readonly onRead?: () => void
 }
 
 const encoder = new TextEncoder()
@@ -128,7 +130,9 @@ export const pump = (o: PumpOptions): Effect.Effect<PumpEnd> =>
           return body.onReady(step)
         }
         waitingSince = undefined
-        if (!send(o.decoder.decode(chunks))) {
+        const room = send(o.decoder.decode(chunks))
+        o.onRead?.()
+        if (!room) {
           forgetDrain = client.whenDrained(step)
           return
         }
