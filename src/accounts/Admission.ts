@@ -12,6 +12,11 @@ import type { KeyRecord } from "./KeyRecord.ts"
 
 export interface Reservation {
   readonly amount: bigint
+  /**
+   * Whether the key had room for this call twice over: then only spending by another process could
+   * make the authoritative check refuse it.
+   */
+  readonly ample: boolean
   readonly release: Effect.Effect<void>
 }
 
@@ -38,6 +43,7 @@ export class Admission extends Effect.Service<Admission>()("Accounts/Admission",
         let released = false
         return Effect.succeed({
           amount: worstCase,
+          ample: left >= 2n * worstCase,
           release: Effect.sync(() => {
             if (released) return
             released = true

@@ -198,7 +198,7 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
                 outcome: "failed",
                 estimate: {
                   basis: "the event log did not confirm this request's StreamStarted; the request was refused (503) " +
-                    "and never sent upstream: nothing to bill, the reservation is released",
+                    "and not served: nothing to bill, the reservation is released",
                   estimator: "none"
                 }
               }, at)
@@ -321,6 +321,12 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
         }).pipe(Effect.ensuring(t.reservation.release))
       })
 
-    return { start, checkpoint, bill } as const
+    return {
+      start,
+      checkpoint,
+      bill,
+      /** Whether the log's last commits went through (false from a commit that failed for want of the database until one succeeds). */
+      logAnswering: Effect.map(log.writerHealth, (h) => h.unavailableSince === undefined)
+    } as const
   })
 }) {}

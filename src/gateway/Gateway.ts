@@ -1,45 +1,37 @@
 /**
  * The life of one generation request (architecture §2): route, admit (the call's bound held against
- * the key's quota), StreamStarted (durable before anything goes upstream), call the upstream with
+ * the key's quota), StreamStarted (durable before anything reaches the client), call the upstream with
  * retries and failover while nothing has reached the client, answer (JSON, or SSE in the client's
  * style), then UsageReported and Billed, exactly once, on every ending, defects included.
  * The request runs in the server-owned supervisor; its billing steps are uninterruptible.
  */
-import { Cause, Effect, Exit, FiberRef, Option } from "effect"
+import { Effect, Exit, Fiber, FiberRef, Option } from "effect"
 import type { Readable } from "node:stream"
 import { Admission } from "../accounts/Admission.ts"
 import { Catalog } from "../accounts/Catalog.ts"
 import type { QuotaExceeded } from "../accounts/errors.ts"
 import { costOf, type PriceSheet, zeroUsage } from "../accounts/Pricing.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
-import { observeAttempts } from "../observability/attempts.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { RequestLog } from "../observability/RequestLog.ts"
 import { currentRecord } from "../observability/RequestRecord.ts"
 import { noStackTrace } from "../observability/Tracing.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
-import { attempt, type Json } from "../translate/Untranslatable.ts"
 import { textOf } from "../wire/text.ts"
 import { cheapTokens } from "../wire/tokens.ts"
-import { usageOfReply } from "../wire/usage.ts"
 import { Billing, type Ticket } from "./Billing.ts"
 import type { CallBound } from "./Bound.ts"
 import type { BadRequest, LedgerDown, ModelNotFound, RateLimitReached, UpstreamFailure } from "./errors.ts"
-import { cancelledBeforeAnswer, estimateReply } from "./estimates.ts"
-import { withFailover } from "./Failover.ts"
+import { estimateReply } from "./estimates.ts"
+import { type GenerationResult, jsonCall } from "./jsonCall.ts"
 import { RequestSupervisor } from "./RequestSupervisor.ts"
 import { type Generation, makeRouter } from "./Routing.ts"
-import { type Started, streamCall } from "./streamCall.ts"
-import { notAnObject, toFailure, untranslatableAnswer } from "./upstreamFailure.ts"
+import type { Started } from "./started.ts"
+import { streamCall } from "./streamCall.ts"
 
 export type { Generation } from "./Routing.ts"
 
-export interface GenerationResult {
-  readonly status: number
-  readonly body: unknown
-  /** The client's advisory fields the translation dropped (the `tollgate-dropped-params` header). */
-  readonly dropped: ReadonlyArray<string>
-}
+export type { GenerationResult } from "./jsonCall.ts"
 
 export type Refusal = ModelNotFound | BadRequest | QuotaExceeded | RateLimitReached | UpstreamFailure | LedgerDown
 
@@ -63,6 +55,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
     const policy = config.file.server.retries
     const metrics = yield* Metrics
     const requestLog = yield* RequestLog
+    const runJson = jsonCall({ upstreams, billing, metrics, policy })
     const runStream = streamCall({
       upstreams,
       metrics,
@@ -79,6 +72,13 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
      * restores: admits it and appends StreamStarted; then runs `body`, which bills. Whatever ends the
      * request (a failure, a defect, an interruption), it is billed once and its reservation released.
      * `leaves` says whether the request is over when `body` returns (a stream goes on after it).
+     *
+     * When the append will not refuse the request unless another process acts meanwhile (the key has
+     * room for the call twice over, no rate limit, which is counted in the append, and the log has
+     * been answering), the append commits while `body` calls
+     * the upstream: the commit's latency hides behind the upstream's. `body` awaits it before anything
+     * reaches the client or the bill, so no call is served without its StreamStarted; a refusal there
+     * (another process took the quota meanwhile) drops the upstream's answer.
      */
     const supervised = <A>(
       g: Generation,
@@ -89,32 +89,36 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
         supervisor.run(
           withRecord(Effect.uninterruptibleMask((restore) =>
             Effect.gen(function*() {
-              const inputEstimateTokens = cheapTokens(textOf(g.body))
-              // The quota check and StreamStarted: one span, `tollgate.admission`, when traces are exported.
-              const admitted = Effect.gen(function*() {
-                const reservation = yield* admission.admit(g.key, worstCase(routed.bound, routed.prices))
-                yield* supervisor.enter(g.requestId)
-                const first = routed.candidates[0]!
-                const ticket = yield* billing.start({
-                  requestId: g.requestId,
-                  key: g.key,
-                  model: g.model,
-                  endpoint: g.endpoint,
-                  stream: g.stream,
-                  provider: first.deployment.providerName,
-                  upstreamModel: first.deployment.upstreamModel,
-                  prices: routed.prices,
-                  reservation,
-                  bound: routed.bound,
-                  rateLimits: routed.rateLimits,
-                  inputEstimateTokens
-                }).pipe(Effect.onError(() => supervisor.leave(g.requestId)))
-                return { reservation, ticket }
-              }).pipe(Effect.withSpan("tollgate.admission", noStackTrace))
-              const { reservation, ticket } = yield* admitted
+              const reservation = yield* admission.admit(g.key, worstCase(routed.bound, routed.prices))
+              yield* supervisor.enter(g.requestId)
+              const first = routed.candidates[0]!
+              // The authoritative quota check and StreamStarted: one span, `tollgate.admission`.
+              const start = billing.start({
+                requestId: g.requestId,
+                key: g.key,
+                model: g.model,
+                endpoint: g.endpoint,
+                stream: g.stream,
+                provider: first.deployment.providerName,
+                upstreamModel: first.deployment.upstreamModel,
+                prices: routed.prices,
+                reservation,
+                bound: routed.bound,
+                rateLimits: routed.rateLimits,
+                inputEstimateTokens: cheapTokens(textOf(g.body))
+              }).pipe(
+                Effect.onError(() => Effect.zipRight(reservation.release, supervisor.leave(g.requestId))),
+                Effect.withSpan("tollgate.admission", noStackTrace)
+              )
+              const committed = reservation.ample && routed.rateLimits === undefined && (yield* billing.logAnswering)
+                ? Effect.flatten(Fiber.await(yield* Effect.fork(start)))
+                : Effect.succeed(yield* start)
               const close = (exit: Exit.Exit<unknown, unknown>) =>
-                Effect.zipRight(billedAnyway(g, ticket, exit), supervisor.leave(g.requestId))
-              return yield* body({ candidates: routed.candidates, ticket, restore, close }).pipe(
+                Effect.flatMap(Effect.exit(committed), (ticket) =>
+                  Exit.isSuccess(ticket)
+                    ? Effect.zipRight(billedAnyway(g, ticket.value, exit), supervisor.leave(g.requestId))
+                    : Effect.void)
+              return yield* body({ candidates: routed.candidates, committed, restore, close }).pipe(
                 Effect.onExit((exit) => (Exit.isFailure(exit) || leaves(exit.value) ? close(exit) : Effect.void)),
                 // Released by the bill; on a failure before it too (release is idempotent).
                 Effect.onError(() => reservation.release)
@@ -175,60 +179,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
       })
 
     const generate = (g: Generation): Effect.Effect<GenerationResult, Refusal> =>
-      supervised(g, () => true, ({ candidates, restore, ticket }) =>
-        Effect.gen(function*() {
-          const call = withFailover(
-            candidates,
-            policy,
-            observeAttempts(metrics, (c) =>
-              upstreams.send({
-                providerName: c.deployment.providerName,
-                provider: c.deployment.provider,
-                endpoint: c.path.upstreamEndpoint,
-                body: c.upstreamBody,
-                headers: g.protocolHeaders,
-                requestId: g.requestId,
-                // A non-streamed answer arrives whole: its first byte is its last.
-                answerWithinMs: Math.min(
-                  c.deployment.provider.timeouts.first_byte_ms,
-                  c.deployment.provider.timeouts.total_ms
-                )
-              }))
-          )
-          // A client that leaves interrupts this fiber: only the restored upstream call stops.
-          const exit = yield* restore(call).pipe(Effect.exit)
-
-          if (Exit.isSuccess(exit)) {
-            const { candidate, value } = exit.value
-            const endpoint = candidate.path.upstreamEndpoint
-            ticket.answered = { endpoint, body: value.body }
-            const usage = usageOfReply(endpoint, value.body)
-            yield* billing.bill(
-              ticket,
-              usage ? { usage, outcome: "completed" } : yield* estimateReply(g.body, endpoint, value.body)
-            )
-            if (value.body === null || typeof value.body !== "object" || Array.isArray(value.body)) {
-              return yield* notAnObject(candidate.deployment.providerName)
-            }
-            const translated = attempt(() => candidate.path.response(value.body as Json, g.body, g.model))
-            if (!translated.ok) return yield* untranslatableAnswer(translated.error.message)
-            return { status: value.status, body: translated.value, dropped: candidate.dropped }
-          }
-          if (Exit.isInterrupted(exit)) {
-            // The client left while the upstream worked: bill the prompt it read, from an estimate.
-            yield* billing.bill(ticket, yield* cancelledBeforeAnswer(g.body))
-            return yield* Effect.interrupt
-          }
-          yield* billing.bill(ticket, { usage: zeroUsage, outcome: "failed" })
-          const failure = Cause.failureOption(exit.cause)
-          if (Option.isSome(failure)) {
-            yield* Effect.logWarning(
-              `${g.requestId}: upstream failed after ${failure.value.attempts} attempt(s): ${failure.value.last.message}`
-            )
-            return yield* toFailure(failure.value.last)
-          }
-          return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
-        }))
+      supervised(g, () => true, (s) => runJson(g, s))
 
     /**
      * A streamed generation: resolves once the first upstream event is in hand (until then failures

@@ -22,7 +22,7 @@ export class UpstreamFailure extends Data.TaggedError("UpstreamFailure")<{
   readonly retryAfterMs?: number
 }> {}
 
-/** The event log cannot take the request's StreamStarted: nothing is sent upstream. */
+/** The event log cannot take the request's StreamStarted: the request is not served. */
 export class LedgerDown extends Data.TaggedError("LedgerDown")<{ readonly message: string }> {}
 
 /** The key's rate limit for the current minute is reached. */

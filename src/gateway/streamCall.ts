@@ -1,5 +1,5 @@
 /**
- * A streamed call, after StreamStarted: open the upstream (retried and failed over until its first
+ * A streamed call, once admitted: open the upstream (retried and failed over until its first
  * event is in hand), then relay it to the client in the client's style, checkpoint its output while
  * it runs, and bill it when it ends, however it ends.
  */
@@ -18,11 +18,12 @@ import { named, type SseEvent } from "../stream/sse.ts"
 import { sseDecoder, sseReader } from "../stream/UpstreamEvents.ts"
 import { textOf } from "../wire/text.ts"
 import { countTokens, ESTIMATOR } from "../wire/tokens.ts"
-import type { Billing, Ticket } from "./Billing.ts"
+import type { Billing } from "./Billing.ts"
 import { cancelledBeforeAnswer, estimateStream } from "./estimates.ts"
 import { Exhausted, type RetryPolicy, withFailover } from "./Failover.ts"
 import type { RequestSupervisor } from "./RequestSupervisor.ts"
 import type { Candidate, Generation } from "./Routing.ts"
+import type { Started } from "./started.ts"
 import { toFailure } from "./upstreamFailure.ts"
 
 /** The SSE error event that ends a stream that failed after it started (both styles). */
@@ -42,18 +43,10 @@ export interface StreamDeps {
   readonly commitWaitMs: number
 }
 
-export interface Started {
-  readonly candidates: ReadonlyArray<Candidate>
-  readonly ticket: Ticket
-  readonly restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-  /** Ends the request once it is over (after billing): runs on every exit of the relay. */
-  readonly close: (exit: Exit.Exit<unknown, unknown>) => Effect.Effect<void>
-}
-
 export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly includeUsage: boolean }, s: Started) =>
   Effect.gen(function*() {
     const { billing, upstreams } = deps
-    const { candidates, restore, ticket } = s
+    const { candidates, restore } = s
     const began = yield* Clock.currentTimeMillis
 
     // Each attempt opens the upstream in its own scope; a failed attempt's connection closes at once.
@@ -103,6 +96,14 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
     const exit = yield* restore(withFailover(candidates, deps.policy, observeAttempts(deps.metrics, open))).pipe(
       Effect.exit
     )
+    // Nothing reaches the client or the bill before the request's StreamStarted has landed; a refusal
+    // there (its quota taken by another process meanwhile) drops the upstream's stream unread.
+    const committed = yield* Effect.exit(s.committed)
+    if (Exit.isFailure(committed)) {
+      if (Exit.isSuccess(exit)) yield* Scope.close(exit.value.value.scope, Exit.interrupt(FiberId.none))
+      return yield* Exit.isInterrupted(exit) ? Effect.interrupt : Effect.failCause(committed.cause)
+    }
+    const ticket = committed.value
 
     if (Exit.isFailure(exit)) {
       if (Exit.isInterrupted(exit)) {

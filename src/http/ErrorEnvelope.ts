@@ -138,7 +138,7 @@ export const toEnvelope = (e: Tagged): EnvelopeError => {
     case "LedgerUnavailable":
       return make(
         503,
-        "The gateway's event log is unavailable; nothing was sent upstream. Retry shortly.",
+        "The gateway's event log is unavailable; the request was not served. Retry shortly.",
         "ledger_unavailable"
       )
     case "LedgerRejected":

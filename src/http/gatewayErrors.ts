@@ -51,7 +51,7 @@ export const toApiError = (e: GatewayRefusal) => {
       })
     case "LedgerDown":
       return new Overloaded({
-        message: "The gateway's event log is unavailable; nothing was sent upstream. Retry shortly.",
+        message: "The gateway's event log is unavailable; the request was not served. Retry shortly.",
         code: "ledger_unavailable"
       })
   }

@@ -1,0 +1,91 @@
+/**
+ * A non-streamed call, once admitted: call the upstream with retries and failover, then bill what it
+ * reports (or an estimate) and answer in the client's style. A client that leaves stops the upstream
+ * call; the call is billed all the same.
+ */
+import { Cause, Effect, Exit, Option } from "effect"
+import { zeroUsage } from "../accounts/Pricing.ts"
+import { observeAttempts } from "../observability/attempts.ts"
+import type { Metrics } from "../observability/Metrics.ts"
+import type { Upstreams } from "../providers/Upstreams.ts"
+import { attempt, type Json } from "../translate/Untranslatable.ts"
+import { usageOfReply } from "../wire/usage.ts"
+import type { Billing } from "./Billing.ts"
+import { cancelledBeforeAnswer, estimateReply } from "./estimates.ts"
+import { type RetryPolicy, withFailover } from "./Failover.ts"
+import type { Generation } from "./Routing.ts"
+import type { Started } from "./started.ts"
+import { notAnObject, toFailure, untranslatableAnswer } from "./upstreamFailure.ts"
+
+export interface JsonDeps {
+  readonly upstreams: Upstreams
+  readonly billing: Billing
+  readonly metrics: Metrics
+  readonly policy: RetryPolicy
+}
+
+export interface GenerationResult {
+  readonly status: number
+  readonly body: unknown
+  /** The client's advisory fields the translation dropped (the `tollgate-dropped-params` header). */
+  readonly dropped: ReadonlyArray<string>
+}
+
+export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started) =>
+  Effect.gen(function*() {
+    const { billing, metrics, upstreams } = deps
+    const call = withFailover(
+      s.candidates,
+      deps.policy,
+      observeAttempts(metrics, (c) =>
+        upstreams.send({
+          providerName: c.deployment.providerName,
+          provider: c.deployment.provider,
+          endpoint: c.path.upstreamEndpoint,
+          body: c.upstreamBody,
+          headers: g.protocolHeaders,
+          requestId: g.requestId,
+          // A non-streamed answer arrives whole: its first byte is its last.
+          answerWithinMs: Math.min(
+            c.deployment.provider.timeouts.first_byte_ms,
+            c.deployment.provider.timeouts.total_ms
+          )
+        }))
+    )
+    // A client that leaves interrupts this fiber: only the restored upstream call stops.
+    const exit = yield* s.restore(call).pipe(Effect.exit)
+    // Nothing is answered or billed before the request's StreamStarted has landed; a refusal there
+    // (its quota taken by another process meanwhile) discards the upstream's answer.
+    const ticket = yield* s.committed
+
+    if (Exit.isSuccess(exit)) {
+      const { candidate, value } = exit.value
+      const endpoint = candidate.path.upstreamEndpoint
+      ticket.answered = { endpoint, body: value.body }
+      const usage = usageOfReply(endpoint, value.body)
+      yield* billing.bill(
+        ticket,
+        usage ? { usage, outcome: "completed" } : yield* estimateReply(g.body, endpoint, value.body)
+      )
+      if (value.body === null || typeof value.body !== "object" || Array.isArray(value.body)) {
+        return yield* notAnObject(candidate.deployment.providerName)
+      }
+      const translated = attempt(() => candidate.path.response(value.body as Json, g.body, g.model))
+      if (!translated.ok) return yield* untranslatableAnswer(translated.error.message)
+      return { status: value.status, body: translated.value, dropped: candidate.dropped } as GenerationResult
+    }
+    if (Exit.isInterrupted(exit)) {
+      // The client left while the upstream worked: bill the prompt it read, from an estimate.
+      yield* billing.bill(ticket, yield* cancelledBeforeAnswer(g.body))
+      return yield* Effect.interrupt
+    }
+    yield* billing.bill(ticket, { usage: zeroUsage, outcome: "failed" })
+    const failure = Cause.failureOption(exit.cause)
+    if (Option.isSome(failure)) {
+      yield* Effect.logWarning(
+        `${g.requestId}: upstream failed after ${failure.value.attempts} attempt(s): ${failure.value.last.message}`
+      )
+      return yield* toFailure(failure.value.last)
+    }
+    return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
+  })

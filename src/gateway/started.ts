@@ -1,0 +1,19 @@
+/** What an admitted request's call gets from the lifecycle (Gateway.ts). */
+import type { Effect, Exit } from "effect"
+import type { QuotaExceeded } from "../accounts/errors.ts"
+import type { Ticket } from "./Billing.ts"
+import type { LedgerDown, RateLimitReached } from "./errors.ts"
+import type { Candidate } from "./Routing.ts"
+
+export interface Started {
+  readonly candidates: ReadonlyArray<Candidate>
+  /**
+   * The request's StreamStarted: its ticket once the append has landed, or the refusal the append
+   * met. The call awaits it before anything reaches the client or the bill (it may still be in
+   * flight while the upstream is called).
+   */
+  readonly committed: Effect.Effect<Ticket, QuotaExceeded | RateLimitReached | LedgerDown>
+  readonly restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** Ends the request once it is over (after billing): runs on every exit of a stream's relay. */
+  readonly close: (exit: Exit.Exit<unknown, unknown>) => Effect.Effect<void>
+}
