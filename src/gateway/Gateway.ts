@@ -5,7 +5,7 @@
  * style), then UsageReported and Billed, exactly once, on every ending, defects included.
  * The request runs in the server-owned supervisor; its billing steps are uninterruptible.
  */
-import { Cause, Effect, Exit, FiberRef, Option } from "effect"
+import { Cause, Clock, Effect, Exit, FiberRef, Option } from "effect"
 import type { Readable } from "node:stream"
 import { Admission } from "../accounts/Admission.ts"
 import { Catalog } from "../accounts/Catalog.ts"
@@ -210,7 +210,8 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
             if (value.body === null || typeof value.body !== "object" || Array.isArray(value.body)) {
               return yield* notAnObject(candidate.deployment.providerName)
             }
-            const translated = attempt(() => candidate.path.response(value.body as Json, g.body, g.model))
+            const now = yield* Clock.currentTimeMillis
+            const translated = attempt(() => candidate.path.response(value.body as Json, g.body, g.model, now))
             if (!translated.ok) return yield* untranslatableAnswer(translated.error.message)
             return { status: value.status, body: translated.value, dropped: candidate.dropped }
           }
