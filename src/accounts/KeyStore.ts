@@ -12,7 +12,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Option, Schedule, Stream } from "effect"
+import { Clock, Effect, Layer, Option, Schedule, Stream } from "effect"
 import { EventLog } from "../ledger/EventLog.ts"
 import { fromRow, KEY_COLUMNS, type KeyRecord, type KeyRow } from "./KeyRecord.ts"
 import { hashSecret } from "./secrets.ts"
@@ -174,22 +174,24 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
       const hash = hashSecret(secret)
       const hit = byHash.get(hash)
       if (hit) return Effect.succeed(hit)
-      const missedAt = unknown.get(hash)
-      if (missedAt !== undefined && Date.now() - missedAt < NEGATIVE_TTL_MS) return Effect.succeed(undefined)
-      return sql.unsafe<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE key_hash = $1`, [hash]).pipe(
-        Effect.map((rows) => {
-          rowsRead += rows.length
-          if (rows.length === 0) {
-            if (unknown.size >= NEGATIVE_MAX) unknown.clear()
-            unknown.set(hash, Date.now())
-            return undefined
-          }
-          const key = fromRow(rows[0]!)
-          put(key)
-          return byId.get(key.keyId)
-        }),
-        Effect.orDie
-      )
+      return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const missedAt = unknown.get(hash)
+        if (missedAt !== undefined && now - missedAt < NEGATIVE_TTL_MS) return Effect.succeed(undefined)
+        return sql.unsafe<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE key_hash = $1`, [hash]).pipe(
+          Effect.map((rows) => {
+            rowsRead += rows.length
+            if (rows.length === 0) {
+              if (unknown.size >= NEGATIVE_MAX) unknown.clear()
+              unknown.set(hash, now)
+              return undefined
+            }
+            const key = fromRow(rows[0]!)
+            put(key)
+            return byId.get(key.keyId)
+          }),
+          Effect.orDie
+        )
+      })
     }
 
     return {

@@ -6,7 +6,7 @@
  * token costs one query, as for API keys.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import { EventLog } from "../ledger/EventLog.ts"
 import { streamOf } from "../ledger/events.ts"
 import * as Bounds from "./bounds.ts"
@@ -161,33 +161,34 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
       })
 
     /** The vendor behind a token, if the token exists, is not revoked and has not expired. */
-    const authenticate = (token: string): Effect.Effect<VendorSession | undefined> => {
-      const hash = hashSecret(token)
-      const missedAt = unknownTokens.get(hash)
-      if (missedAt !== undefined && Date.now() - missedAt < NEGATIVE_TTL_MS) return Effect.succeed(undefined)
-      lookups++
-      return sql.unsafe<
-        VendorRow & { token_id: string; scopes: unknown; expires_at: Date | string | null; revoked_at: unknown }
-      >(
-        `SELECT ${VENDOR_COLUMNS}, t.token_id, t.scopes, t.expires_at, t.revoked_at
-           FROM vendor_tokens t JOIN vendors v ON v.vendor_id = t.vendor_id
-          WHERE t.token_hash = $1`,
-        [hash]
-      ).pipe(
-        Effect.orDie,
-        Effect.map((rows): VendorSession | undefined => {
-          const r = rows[0]
-          if (!r) {
-            if (unknownTokens.size >= NEGATIVE_MAX) unknownTokens.clear()
-            unknownTokens.set(hash, Date.now())
-            return undefined
-          }
-          if (r.revoked_at !== null) return undefined
-          if (r.expires_at !== null && new Date(r.expires_at).getTime() <= Date.now()) return undefined
-          return { vendor: fromRow(r), tokenId: r.token_id, scopes: new Set(json(r.scopes) as Array<string>) }
-        })
-      )
-    }
+    const authenticate = (token: string): Effect.Effect<VendorSession | undefined> =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const hash = hashSecret(token)
+        const missedAt = unknownTokens.get(hash)
+        if (missedAt !== undefined && now - missedAt < NEGATIVE_TTL_MS) return Effect.succeed(undefined)
+        lookups++
+        return sql.unsafe<
+          VendorRow & { token_id: string; scopes: unknown; expires_at: Date | string | null; revoked_at: unknown }
+        >(
+          `SELECT ${VENDOR_COLUMNS}, t.token_id, t.scopes, t.expires_at, t.revoked_at
+             FROM vendor_tokens t JOIN vendors v ON v.vendor_id = t.vendor_id
+            WHERE t.token_hash = $1`,
+          [hash]
+        ).pipe(
+          Effect.orDie,
+          Effect.map((rows): VendorSession | undefined => {
+            const r = rows[0]
+            if (!r) {
+              if (unknownTokens.size >= NEGATIVE_MAX) unknownTokens.clear()
+              unknownTokens.set(hash, now)
+              return undefined
+            }
+            if (r.revoked_at !== null) return undefined
+            if (r.expires_at !== null && new Date(r.expires_at).getTime() <= now) return undefined
+            return { vendor: fromRow(r), tokenId: r.token_id, scopes: new Set(json(r.scopes) as Array<string>) }
+          })
+        )
+      })
 
     const list = sql.unsafe<VendorRow>(`SELECT ${VENDOR_COLUMNS} FROM vendors v ORDER BY v.created_at, v.vendor_id`)
       .pipe(

@@ -4,7 +4,7 @@
  * holds) and inside a running server that holds the embedded data folder (over its operator socket).
  * Results are plain JSON (money as decimal strings), so `--json` output is the result itself.
  */
-import { Data, Effect, Schema } from "effect"
+import { Clock, Data, Effect, Schema } from "effect"
 import * as Bounds from "../accounts/bounds.ts"
 import { type KeyRecord, keyStatus } from "../accounts/KeyRecord.ts"
 import { Keys } from "../accounts/Keys.ts"
@@ -66,7 +66,8 @@ export const ExportRequest = Schema.TaggedStruct("events.export", {
 })
 export type ExportRequest = typeof ExportRequest.Type
 
-const keyJson = (k: KeyRecord) => ({
+/** A key for output, its status as of `now`. */
+const keyJson = (k: KeyRecord, now: number) => ({
   id: k.keyId,
   name: k.name,
   hint: k.keyHint,
@@ -80,8 +81,11 @@ const keyJson = (k: KeyRecord) => ({
   expires_at: k.expiresAt,
   revoked_at: k.revokedAt,
   rate_limits: k.rateLimits ?? null,
-  status: keyStatus(k, Date.now())
+  status: keyStatus(k, now)
 })
+
+const keysJson = (keys: ReadonlyArray<KeyRecord>) =>
+  Effect.map(Clock.currentTimeMillis, (now) => keys.map((k) => keyJson(k, now)))
 
 const vendorJson = (v: Vendor) => ({
   vendor_id: v.vendorId,
@@ -118,13 +122,13 @@ export const run = (op: Operation) => {
             })
           )
         )
-        return { ...keyJson(issued.key), key: issued.secret }
+        return { ...keyJson(issued.key, yield* Clock.currentTimeMillis), key: issued.secret }
       })
     case "keys.list":
-      return Effect.flatMap(Keys, (keys) => keys.list()).pipe(Effect.map((list) => list.map(keyJson)))
+      return Effect.flatMap(Keys, (keys) => keys.list()).pipe(Effect.flatMap(keysJson))
     case "keys.revoke":
       return Effect.flatMap(Keys, (keys) => keys.revoke(op.keyId, "operator")).pipe(
-        Effect.map(keyJson),
+        Effect.zipWith(Clock.currentTimeMillis, keyJson),
         Effect.mapError((e) => new OperationFailed({ message: e.message }))
       )
     case "keys.grant":
@@ -141,7 +145,7 @@ export const run = (op: Operation) => {
             })
           )
         )
-        return keyJson(key)
+        return keyJson(key, yield* Clock.currentTimeMillis)
       })
     case "vendors.create":
       return Effect.gen(function*() {
@@ -205,7 +209,7 @@ export const run = (op: Operation) => {
             (yield* keys.get(op.keyId).pipe(Effect.mapError((e) => new OperationFailed({ message: e.message }))))
           return yield* report.forKey(key, { from: op.from, to: op.to })
         }
-        return (yield* keys.list()).map(keyJson)
+        return yield* keysJson(yield* keys.list())
       })
     case "events":
       return Effect.flatMap(

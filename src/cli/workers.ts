@@ -50,11 +50,13 @@ export const supervise = (workers: number) =>
     }
 
     let stopping = false
+    // The clock, for node:cluster's exit callback (which runs outside any fiber).
+    const clock = yield* Effect.clock
     const recentDeaths: Array<number> = []
     // Registered before `allExited` waits, so a replacement is forked before that count is taken.
     const onExit = (worker: Worker, code: number | null, signal: string | null) => {
       if (stopping) return
-      const now = Date.now()
+      const now = clock.unsafeCurrentTimeMillis()
       recentDeaths.push(now)
       while (recentDeaths.length > 0 && recentDeaths[0]! < now - RESTART_WINDOW_MS) recentDeaths.shift()
       if (recentDeaths.length > workers * 2) {

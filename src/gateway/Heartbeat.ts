@@ -7,7 +7,7 @@
  * depends on it, so it outlives the requests).
  */
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Schedule } from "effect"
+import { Clock, Duration, Effect, Schedule } from "effect"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { EventLog } from "../ledger/EventLog.ts"
 
@@ -20,7 +20,7 @@ export class Heartbeat extends Effect.Service<Heartbeat>()("Gateway/Heartbeat", 
     const beat = sql`
       INSERT INTO replicas (replica) VALUES (${self})
       ON CONFLICT (replica) DO UPDATE SET last_seen = now()`.pipe(
-      Effect.tap(() => Effect.sync(() => void (connectedSince ??= Date.now()))),
+      Effect.zipLeft(Effect.map(Clock.currentTimeMillis, (now) => void (connectedSince ??= now))),
       Effect.tapError(() => Effect.sync(() => void (connectedSince = undefined)))
     )
     yield* beat.pipe(Effect.orDie)
@@ -30,7 +30,10 @@ export class Heartbeat extends Effect.Service<Heartbeat>()("Gateway/Heartbeat", 
     return {
       replicaId: self,
       /** How long this process's heartbeats have succeeded without a break (0 while they fail). */
-      connectedFor: () => (connectedSince === undefined ? 0 : Date.now() - connectedSince)
+      connectedFor: Effect.map(
+        Clock.currentTimeMillis,
+        (now) => (connectedSince === undefined ? 0 : now - connectedSince)
+      )
     } as const
   })
 }) {}

@@ -50,17 +50,16 @@ export class Reconciler extends Effect.Service<Reconciler>()("Gateway/Reconciler
     // On Postgres another process is taken for dead only when its heartbeat is older than the timeout
     // and this one has been connected at least that long (after an outage every heartbeat is stale).
     // On the embedded backend any other process is gone: only one can hold the data folder.
-    const candidates = Effect.suspend(() =>
+    const candidates = Effect.flatMap(heartbeat.connectedFor, (connectedFor) =>
       db.backend === "pglite"
         ? sql<OpenRow>`SELECT request_id, replica FROM open_requests`
-        : heartbeat.connectedFor() < timeoutMs
+        : connectedFor < timeoutMs
         ? sql<OpenRow>`SELECT request_id, replica FROM open_requests WHERE replica = ${self}`
         : sql<OpenRow>`
           SELECT o.request_id, o.replica FROM open_requests o
            WHERE o.replica = ${self}
               OR NOT EXISTS (SELECT 1 FROM replicas r WHERE r.replica = o.replica
-                               AND r.last_seen > now() - make_interval(secs => ${timeoutMs / 1000}))`
-    )
+                               AND r.last_seen > now() - make_interval(secs => ${timeoutMs / 1000}))`)
 
     /** Open, and nobody will bill it: its process is gone, or it is this one and no longer serves it. */
     const orphaned = (row: OpenRow) =>

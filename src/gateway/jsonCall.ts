@@ -3,7 +3,7 @@
  * reports (or an estimate) and answer in the client's style. A client that leaves stops the upstream
  * call; the call is billed all the same.
  */
-import { Cause, Effect, Exit, Option } from "effect"
+import { Cause, Clock, Effect, Exit, Option } from "effect"
 import { zeroUsage } from "../accounts/Pricing.ts"
 import { observeAttempts } from "../observability/attempts.ts"
 import type { Metrics } from "../observability/Metrics.ts"
@@ -70,7 +70,8 @@ export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started) =>
       if (value.body === null || typeof value.body !== "object" || Array.isArray(value.body)) {
         return yield* notAnObject(candidate.deployment.providerName)
       }
-      const translated = attempt(() => candidate.path.response(value.body as Json, g.body, g.model))
+      const now = yield* Clock.currentTimeMillis
+      const translated = attempt(() => candidate.path.response(value.body as Json, g.body, g.model, now))
       if (!translated.ok) return yield* untranslatableAnswer(translated.error.message)
       return { status: value.status, body: translated.value, dropped: candidate.dropped } as GenerationResult
     }

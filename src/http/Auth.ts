@@ -4,7 +4,7 @@
  * Bearer`, compared in constant time).
  */
 import { HttpServerRequest } from "@effect/platform"
-import { Effect, Layer, Option, Redacted } from "effect"
+import { Clock, Effect, Layer, Option, Redacted } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { unusableReason } from "../accounts/KeyRecord.ts"
 import { KeyStore } from "../accounts/KeyStore.ts"
@@ -53,7 +53,7 @@ export const ApiKeyAuthLive = Layer.effect(
         const key = yield* keys.findBySecret(secret)
         if (!key) continue
         yield* note((r) => void (r.keyId = key.keyId))
-        const unusable = unusableReason(key, Date.now())
+        const unusable = unusableReason(key, yield* Clock.currentTimeMillis)
         if (unusable) {
           return yield* new AuthenticationFailed({
             message: unusable,

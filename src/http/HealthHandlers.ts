@@ -4,13 +4,27 @@
  */
 import { HttpApiBuilder } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import { Overloaded } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { EventLog } from "../ledger/EventLog.ts"
 
 /** Appends waiting beyond this mean the writer cannot keep up: not ready for more. */
 const MAX_QUEUED = 10_000
+
+/** The event writer's readiness from its health, as of the clock's time. */
+export const writerReadiness = (
+  health: Effect.Effect<{ readonly queued: number; readonly unavailableSince: number | undefined }>
+) =>
+  Effect.zipWith(health, Clock.currentTimeMillis, ({ queued, unavailableSince }, now) =>
+    unavailableSince !== undefined
+      ? {
+        ok: false,
+        detail: `commits have failed for want of the database for ${Math.round((now - unavailableSince) / 1000)} s`
+      }
+      : queued > MAX_QUEUED
+      ? { ok: false, detail: `${queued} appends waiting` }
+      : { ok: true, detail: `${queued} appends waiting` })
 
 export const HealthHandlers = HttpApiBuilder.group(GatewayApi, "health", (handlers) =>
   Effect.gen(function*() {
@@ -21,17 +35,7 @@ export const HealthHandlers = HttpApiBuilder.group(GatewayApi, "health", (handle
       Effect.as({ ok: true, detail: "answers" }),
       Effect.catchAllCause(() => Effect.succeed({ ok: false, detail: "does not answer within a second" }))
     )
-    const writer = Effect.map(log.writerHealth, ({ queued, unavailableSince }) =>
-      unavailableSince !== undefined
-        ? {
-          ok: false,
-          detail: `commits have failed for want of the database for ${
-            Math.round((Date.now() - unavailableSince) / 1000)
-          } s`
-        }
-        : queued > MAX_QUEUED
-        ? { ok: false, detail: `${queued} appends waiting` }
-        : { ok: true, detail: `${queued} appends waiting` })
+    const writer = writerReadiness(log.writerHealth)
     const readiness = yield* Effect.cachedWithTTL(Effect.all({ database, event_writer: writer }), "1 second")
     return handlers
       .handle("live", () => Effect.succeed({ status: "ok" as const }))

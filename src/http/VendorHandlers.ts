@@ -1,5 +1,5 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import * as Bounds from "../accounts/bounds.ts"
 import { Catalog } from "../accounts/Catalog.ts"
 import type {
@@ -49,7 +49,8 @@ const refused = (e: InvalidInput | CreditInsufficient | AccountNotFound | Idempo
   }
 }
 
-const vendorKeyJson = (k: KeyDetails) => ({
+/** A key as the vendor area shows it, its status as of the clock's time when shown. */
+const keyJsonAt = (clock: Clock.Clock) => (k: KeyDetails) => ({
   object: "api_key" as const,
   id: k.keyId,
   name: k.name,
@@ -59,7 +60,7 @@ const vendorKeyJson = (k: KeyDetails) => ({
   quota_usd: formatUsd(k.quotaNanos),
   used_usd: formatUsd(k.usedNanos),
   requests: Number(k.billedRequests),
-  status: keyStatus(k, Date.now()),
+  status: keyStatus(k, clock.unsafeCurrentTimeMillis()),
   created_at: k.createdAt,
   expires_at: k.expiresAt,
   revoked_at: k.revokedAt,
@@ -69,8 +70,11 @@ const vendorKeyJson = (k: KeyDetails) => ({
 const futureInstant = (value: string, param: string) => {
   const at = Bounds.parseInstant(param, value)
   if (typeof at !== "number") return Effect.fail(refused(at))
-  if (at <= Date.now()) return Effect.fail(new InvalidRequest({ message: `\`${param}\` is in the past.`, param }))
-  return Effect.void
+  return Effect.flatMap(
+    Clock.currentTimeMillis,
+    (now) =>
+      at <= now ? Effect.fail(new InvalidRequest({ message: `\`${param}\` is in the past.`, param })) : Effect.void
+  )
 }
 
 /** A grant's refusal speaks of the field the vendor sent. */
@@ -86,6 +90,7 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
     const catalog = yield* Catalog
     const report = yield* UsageReport
     const limits = bodyLimitsOf((yield* GatewayConfig).file.server)
+    const vendorKeyJson = keyJsonAt(yield* Effect.clock)
 
     return handlers
       .handleRaw("createKey", ({ request }) =>

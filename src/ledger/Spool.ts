@@ -10,7 +10,7 @@
  * landing is idempotent. If a file cannot be written at all (disk full), the append is kept in memory
  * and landed all the same while the process lives, and the failure is logged as an error.
  */
-import { Effect, Option, Schedule, Schema } from "effect"
+import { Clock, Effect, Option, Schedule, Schema } from "effect"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
@@ -209,7 +209,7 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
         }
         const landing = landed.right
         if (landing._tag === "not-started" && entry.kind === "close-if-started") {
-          const now = Date.now()
+          const now = yield* Clock.currentTimeMillis
           waiter.notStartedSince ??= now
           if (now - waiter.notStartedSince < NOT_STARTED_MS) continue
         }

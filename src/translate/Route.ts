@@ -33,8 +33,8 @@ export interface Route {
   readonly passthrough: boolean
   /** The client's body in the upstream's style (may throw `Untranslatable`). */
   readonly request: (body: Json) => Translated
-  /** The upstream's answer in the client's style. */
-  readonly response: (answer: Json, clientBody: Json, model: string) => Json
+  /** The upstream's answer in the client's style; `now` (epoch milliseconds) dates it where the style has a date. */
+  readonly response: (answer: Json, clientBody: Json, model: string, now: number) => Json
 }
 
 const passthrough = (endpoint: ClientEndpoint): Route => ({
@@ -63,7 +63,7 @@ export const routeFor = (endpoint: ClientEndpoint, upstream: UpstreamTraits): Ro
         upstreamEndpoint: "messages",
         passthrough: false,
         request: translating(mode, (body, policy) => chatRequestToMessages(body, messagesTarget, policy)),
-        response: (answer, _, model) => messagesResponseToChat(answer, model)
+        response: (answer, _, model, now) => messagesResponseToChat(answer, model, now)
       }
     case "messages":
       return upstream.style === "anthropic" ? passthrough(endpoint) : {
@@ -78,14 +78,14 @@ export const routeFor = (endpoint: ClientEndpoint, upstream: UpstreamTraits): Ro
           upstreamEndpoint: "messages",
           passthrough: false,
           request: translating(mode, (body, policy) => responsesRequestToMessages(body, messagesTarget, policy)),
-          response: (answer, body, model) => messagesResponseToResponses(answer, body, model)
+          response: (answer, body, model, now) => messagesResponseToResponses(answer, body, model, now)
         }
       }
       return upstream.responsesApi ? passthrough(endpoint) : {
         upstreamEndpoint: "chat.completions",
         passthrough: false,
         request: translating(mode, (body, policy) => responsesRequestToChat(body, chatTarget, policy)),
-        response: (answer, body, model) => chatResponseToResponses(answer, body, model)
+        response: (answer, body, model, now) => chatResponseToResponses(answer, body, model, now)
       }
     case "images.generations":
       return upstream.style === "openai" ? passthrough(endpoint) : undefined

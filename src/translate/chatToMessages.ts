@@ -230,8 +230,8 @@ const translateToolChoice = (choice: unknown): Json | undefined => {
   return refuse("tool_choice", "this tool choice has no equivalent")
 }
 
-/** Messages answer -> chat completion answer. */
-export const messagesResponseToChat = (message: Json, model: string): Json => {
+/** Messages answer -> chat completion answer, `created` at `now` (epoch milliseconds). */
+export const messagesResponseToChat = (message: Json, model: string, now: number): Json => {
   const content = Array.isArray(message.content) ? message.content : []
   const text = content.filter((b) => isObject(b) && b.type === "text").map((b) => String((b as Json).text)).join("")
   const reasoning = content.filter((b) => isObject(b) && b.type === "thinking").map((b) =>
@@ -252,7 +252,7 @@ export const messagesResponseToChat = (message: Json, model: string): Json => {
   return {
     id: message.id,
     object: "chat.completion",
-    created: Math.floor(Date.now() / 1000),
+    created: Math.floor(now / 1000),
     model,
     choices: [{
       index: 0,

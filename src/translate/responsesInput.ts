@@ -245,13 +245,14 @@ export const readResponsesInput = (body: Json, policy: Policy, target: Responses
   }
 }
 
-/** The Response object the SDK expects, around translated output items and usage. */
+/** The Response object the SDK expects, around translated output items and usage, created at `now` (epoch milliseconds). */
 export const responseEnvelope = (options: {
   readonly id: string
   readonly model: string
   readonly request: Json
   readonly output: ReadonlyArray<Json>
   readonly incomplete: boolean
+  readonly now: number
   readonly usage: {
     readonly input: number
     readonly cached: number
@@ -261,7 +262,7 @@ export const responseEnvelope = (options: {
 }): Json => ({
   id: options.id.startsWith("resp_") ? options.id : `resp_${options.id}`,
   object: "response",
-  created_at: Math.floor(Date.now() / 1000),
+  created_at: Math.floor(options.now / 1000),
   status: options.incomplete ? "incomplete" : "completed",
   error: null,
   incomplete_details: options.incomplete ? { reason: "max_output_tokens" } : null,

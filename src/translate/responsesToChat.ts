@@ -77,7 +77,7 @@ export const responsesRequestToChat = (body: Json, target: ChatTarget, policy: P
   return out
 }
 
-export const chatResponseToResponses = (chat: Json, request: Json, model: string): Json => {
+export const chatResponseToResponses = (chat: Json, request: Json, model: string, now: number): Json => {
   const choice = Array.isArray(chat.choices) && isObject(chat.choices[0]) ? chat.choices[0] : {}
   const message = isObject(choice.message) ? choice.message : {}
   const id = String(chat.id ?? "").replace(/^chatcmpl-/, "")
@@ -101,6 +101,7 @@ export const chatResponseToResponses = (chat: Json, request: Json, model: string
     request,
     output,
     incomplete: choice.finish_reason === "length",
+    now,
     usage: {
       input: Number(usage.prompt_tokens ?? 0),
       cached: Number(prompt.cached_tokens ?? 0),

@@ -115,7 +115,7 @@ export const responsesRequestToMessages = (
   return out
 }
 
-export const messagesResponseToResponses = (message: Json, request: Json, model: string): Json => {
+export const messagesResponseToResponses = (message: Json, request: Json, model: string, now: number): Json => {
   const content = Array.isArray(message.content) ? message.content : []
   const id = String(message.id ?? "").replace(/^msg_/, "")
   const output: Array<Json> = []
@@ -150,6 +150,7 @@ export const messagesResponseToResponses = (message: Json, request: Json, model:
     request,
     output,
     incomplete: message.stop_reason === "max_tokens",
+    now,
     usage: {
       input: Number(usage.input_tokens ?? 0) + cached + Number(usage.cache_creation_input_tokens ?? 0),
       cached,

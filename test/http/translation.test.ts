@@ -140,6 +140,22 @@ describe("translation policy over HTTP", () => {
         expect(fake.received.at(-1)!.body.thinking).toEqual({ type: "enabled", budget_tokens: 2048 })
       }))
 
+    it.effect("a translated answer is dated when the gateway answers: created and created_at in Unix seconds", () =>
+      Effect.gen(function*() {
+        const { openai } = yield* clients
+        const seconds = () => Math.floor(Date.now() / 1000)
+        const before = seconds()
+        const chat = yield* Effect.promise(() =>
+          openai.chat.completions.create({ model: "claude-up", messages: [{ role: "user", content: "hi" }] })
+        )
+        const response = yield* Effect.promise(() => openai.responses.create({ model: "claude-up", input: "hi" }))
+        const after = seconds()
+        for (const at of [chat.created, response.created_at]) {
+          expect(at).toBeGreaterThanOrEqual(before)
+          expect(at).toBeLessThanOrEqual(after)
+        }
+      }))
+
     it.effect("protocol headers reach an upstream of the client's style only; credentials and other headers never", () =>
       Effect.gen(function*() {
         const { anthropic, fake, openai, secret } = yield* clients

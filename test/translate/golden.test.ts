@@ -26,6 +26,10 @@ const responsesRequestToMessages = (body: Record<string, unknown>, defaultMaxTok
 const responsesRequestToChat = (body: Record<string, unknown>, target: ChatTarget) =>
   R2C.responsesRequestToChat(body, target, makePolicy())
 
+// The time an answer is translated at (epoch milliseconds): its `created` / `created_at` in seconds.
+const NOW = Date.UTC(2031, 2, 4, 5, 6, 7, 750)
+const NOW_SECONDS = Date.UTC(2031, 2, 4, 5, 6, 7) / 1000
+
 const weatherSchema = { type: "object", properties: { city: { type: "string" } }, required: ["city"] }
 
 /** A chat request with everything that has an equivalent in messages style. */
@@ -137,10 +141,11 @@ describe("chat -> messages", () => {
       stop_sequence: null,
       usage: { input_tokens: 10, output_tokens: 20, cache_read_input_tokens: 100, cache_creation_input_tokens: 5 }
     }
-    const chat = messagesResponseToChat(answer, "public-model")
+    const chat = messagesResponseToChat(answer, "public-model", NOW)
     expect(chat).toMatchObject({
       id: "msg_1",
       object: "chat.completion",
+      created: NOW_SECONDS,
       model: "public-model",
       choices: [{
         index: 0,
@@ -162,7 +167,7 @@ describe("chat -> messages", () => {
       }
     })
     const reason = (stop_reason: string) =>
-      (messagesResponseToChat({ ...answer, stop_reason }, "m").choices as Array<{ finish_reason: string }>)[0]!
+      (messagesResponseToChat({ ...answer, stop_reason }, "m", NOW).choices as Array<{ finish_reason: string }>)[0]!
         .finish_reason
     expect([reason("end_turn"), reason("max_tokens"), reason("stop_sequence"), reason("refusal")]).toEqual([
       "stop",
@@ -387,10 +392,12 @@ describe("responses -> messages and chat", () => {
         usage: { input_tokens: 3, output_tokens: 4, cache_read_input_tokens: 6 }
       },
       responsesRequest,
-      "public"
+      "public",
+      NOW
     )
     expect(fromMessages).toMatchObject({
       object: "response",
+      created_at: NOW_SECONDS,
       status: "completed",
       model: "public",
       output: [
@@ -406,9 +413,11 @@ describe("responses -> messages and chat", () => {
         usage: { prompt_tokens: 5, completion_tokens: 100, completion_tokens_details: { reasoning_tokens: 40 } }
       },
       responsesRequest,
-      "public"
+      "public",
+      NOW
     )
     expect(fromChat).toMatchObject({
+      created_at: NOW_SECONDS,
       status: "incomplete",
       incomplete_details: { reason: "max_output_tokens" },
       output: [{ type: "message", content: [{ type: "output_text", text: "partial" }] }],

@@ -426,7 +426,7 @@ describe("answers carry reasoning and ids back", () => {
   }
 
   it("messages -> responses: reasoning items with the sealed blocks, in block order", () => {
-    const out = messagesResponseToResponses(anthropic, { model: "m", input: "x" }, "pub").output as Array<any>
+    const out = messagesResponseToResponses(anthropic, { model: "m", input: "x" }, "pub", 0).output as Array<any>
     expect(out.map((o) => o.type)).toEqual(["reasoning", "reasoning", "message", "function_call"])
     expect(out[0]).toMatchObject({
       summary: [{ type: "summary_text", text: "Let me see." }],
@@ -441,7 +441,7 @@ describe("answers carry reasoning and ids back", () => {
       ...anthropic,
       content: [...anthropic.content, { type: "tool_use", id: toMessagesId("functions.g:1"), name: "g", input: {} }]
     }
-    const message = (messagesResponseToChat(answer, "pub").choices as Array<any>)[0].message
+    const message = (messagesResponseToChat(answer, "pub", 0).choices as Array<any>)[0].message
     expect(message.reasoning_content).toBe("Let me see.")
     expect(message.tool_calls.map((c: any) => c.id)).toEqual(["toolu_1", "functions.g:1"])
   })
@@ -463,7 +463,7 @@ describe("answers carry reasoning and ids back", () => {
       { type: "thinking", thinking: "Think.", signature: "" },
       { type: "tool_use", id: toMessagesId("functions.f:0"), name: "f", input: {} }
     ])
-    const items = chatResponseToResponses(answer, { model: "m", input: "x" }, "pub").output as Array<any>
+    const items = chatResponseToResponses(answer, { model: "m", input: "x" }, "pub", 0).output as Array<any>
     expect(items[0]).toEqual({ type: "reasoning", id: "rs_1", summary: [{ type: "summary_text", text: "Think." }] })
     expect(items[1]).toMatchObject({ type: "function_call", call_id: "functions.f:0" })
   })

@@ -1,0 +1,95 @@
+/**
+ * Time in the gateway's background work comes from Effect's Clock, so TestClock drives it: how long
+ * this process has been connected (which decides whether it may judge other processes dead), how long
+ * `/readyz` says commits have failed, and how long the spool waits before it takes a request for never
+ * started.
+ */
+import { describe, expect, layer } from "@effect/vitest"
+import { Clock, Effect, Layer, TestClock } from "effect"
+import { zeroUsage } from "../../src/accounts/Pricing.ts"
+import { GatewayConfig } from "../../src/config/GatewayConfig.ts"
+import { Heartbeat } from "../../src/gateway/Heartbeat.ts"
+import { writerReadiness } from "../../src/http/HealthHandlers.ts"
+import { EventLog } from "../../src/ledger/EventLog.ts"
+import { streamOf } from "../../src/ledger/events.ts"
+import { Spool } from "../../src/ledger/Spool.ts"
+import { tempDir } from "../support/Processes.ts"
+import { TestDatabase } from "../support/TestDatabase.ts"
+
+const TestLayer = Layer.mergeAll(Heartbeat.Default, Spool.Default).pipe(
+  Layer.provideMerge(EventLog.Default),
+  Layer.provideMerge(TestDatabase),
+  Layer.provideMerge(GatewayConfig.forTest({ dataDir: tempDir("clock") }))
+)
+
+const zeroPrices = {
+  input_per_mtok_nanos: 0n,
+  cached_input_per_mtok_nanos: 0n,
+  output_per_mtok_nanos: 0n,
+  per_image_nanos: 0n,
+  price_percent: 100
+}
+
+describe("time in the gateway's background work follows the Clock", () => {
+  layer(TestLayer, { timeout: 60_000 })((it) => {
+    it.effect("the heartbeat counts the time connected by the clock", () =>
+      Effect.gen(function*() {
+        const heartbeat = yield* Heartbeat
+        const before = yield* heartbeat.connectedFor
+        yield* TestClock.adjust("90 seconds")
+        expect((yield* heartbeat.connectedFor) - before).toBe(90_000)
+      }))
+
+    it.effect("readiness says for how long the event writer's commits have failed, by the clock", () =>
+      Effect.gen(function*() {
+        const since = yield* Clock.currentTimeMillis
+        const readiness = writerReadiness(Effect.succeed({ queued: 3, unavailableSince: since }))
+        const failedFor = (s: number) => ({
+          ok: false,
+          detail: `commits have failed for want of the database for ${s} s`
+        })
+        expect(yield* readiness).toEqual(failedFor(0))
+        yield* TestClock.adjust("42 seconds")
+        expect(yield* readiness).toEqual(failedFor(42))
+        expect(yield* writerReadiness(Effect.succeed({ queued: 3, unavailableSince: undefined }))).toEqual({
+          ok: true,
+          detail: "3 appends waiting"
+        })
+      }))
+
+    it.effect("the spool takes a request for never started only once it has been absent five seconds by the clock", () =>
+      Effect.gen(function*() {
+        const spool = yield* Spool
+        const requestId = "req_clock_never_started"
+        const streamId = streamOf.request(requestId)
+        yield* spool.put({
+          kind: "close-if-started",
+          streamId,
+          occurredAt: new Date(yield* Clock.currentTimeMillis).toISOString(),
+          metadata: { request_id: requestId },
+          events: [
+            { _tag: "UsageReported", request_id: requestId, usage: zeroUsage, source: "upstream" },
+            {
+              _tag: "Billed",
+              request_id: requestId,
+              key_id: "key_clock",
+              model: "m",
+              usage: zeroUsage,
+              cost: { input_nanos: 0n, cached_input_nanos: 0n, output_nanos: 0n, image_nanos: 0n, total_nanos: 0n },
+              estimated: false,
+              outcome: "completed",
+              prices: zeroPrices
+            }
+          ]
+        })
+        yield* spool.drain
+        expect(spool.has(streamId)).toBe(true)
+        yield* TestClock.adjust("4999 millis")
+        yield* spool.drain
+        expect(spool.has(streamId)).toBe(true)
+        yield* TestClock.adjust("1 millis")
+        yield* spool.drain
+        expect(spool.has(streamId)).toBe(false)
+      }))
+  })
+})
