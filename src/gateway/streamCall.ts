@@ -139,7 +139,8 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
       upstream: candidate.path.upstreamEndpoint as StreamEndpoint,
       model: g.model,
       includeUsage: g.includeUsage,
-      request: g.body
+      request: g.body,
+      created: Math.floor(began / 1000)
     })
     // A bounded buffer: a slow client slows the upstream reads instead of growing memory.
     const out = clientSink()

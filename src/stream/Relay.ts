@@ -50,6 +50,8 @@ interface Options {
   readonly model: string
   /** chat clients: whether they asked for the usage chunk (`stream_options.include_usage`). */
   readonly includeUsage: boolean
+  /** When the stream started, in seconds since the epoch (the `created` of translated events). */
+  readonly created: number
   readonly request: Record<string, unknown>
 }
 
@@ -91,10 +93,10 @@ const decoderFor = (upstream: StreamEndpoint): Decoder => (upstream === "message
 
 const emitterFor = (o: Options): Emitter =>
   o.client === "chat.completions"
-    ? chatEmitter(o.model, o.includeUsage)
+    ? chatEmitter(o.model, o.includeUsage, o.created)
     : o.client === "messages"
     ? messagesEmitter(o.model)
-    : responsesEmitter(o.model, o.request)
+    : responsesEmitter(o.model, o.request, o.created)
 
 const isTerminal = (upstream: StreamEndpoint, event: SseEvent, json: LooseJson) =>
   upstream === "messages"

@@ -115,6 +115,7 @@ const options = (
   first,
   decoder: sseDecoder(),
   relay: relayFor({
+    created: 1_700_000_000,
     client: "chat.completions",
     upstream: "chat.completions",
     model: "public",

@@ -37,6 +37,7 @@ const thinkingStream = [
 describe("reasoning across styles in streams", () => {
   it("messages -> chat: thinking streams as reasoning_content deltas before the text", () => {
     const out = relayAll({
+      created: 1_700_000_000,
       client: "chat.completions",
       upstream: "messages",
       model: "pub",
@@ -50,6 +51,7 @@ describe("reasoning across styles in streams", () => {
 
   it("chat -> responses: reasoning_content becomes a reasoning item with its summary, closed before the message", () => {
     const out = relayAll({
+      created: 1_700_000_000,
       client: "responses",
       upstream: "chat.completions",
       model: "pub",
@@ -84,6 +86,7 @@ describe("reasoning across styles in streams", () => {
 
   it("chat -> messages: a tool id outside the messages pattern is rewritten in the stream", () => {
     const out = relayAll({
+      created: 1_700_000_000,
       client: "messages",
       upstream: "chat.completions",
       model: "pub",
@@ -102,6 +105,7 @@ describe("reasoning across styles in streams", () => {
 
   it("messages -> chat: an id the gateway rewrote comes back decoded", () => {
     const out = relayAll({
+      created: 1_700_000_000,
       client: "chat.completions",
       upstream: "messages",
       model: "pub",

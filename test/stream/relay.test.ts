@@ -52,6 +52,7 @@ describe("relay", () => {
       done
     ]
     const asked = relayFor({
+      created: 1_700_000_000,
       client: "chat.completions",
       upstream: "chat.completions",
       model: "public",
@@ -68,6 +69,7 @@ describe("relay", () => {
     expect(asked.takeText()).toBe("") // taken once
 
     const notAsked = relayFor({
+      created: 1_700_000_000,
       client: "chat.completions",
       upstream: "chat.completions",
       model: "public",
@@ -81,6 +83,7 @@ describe("relay", () => {
 
   it("messages to chat: decoded and re-emitted as chat chunks, with the usage the upstream reported", () => {
     const relay = relayFor({
+      created: 1_700_000_000,
       client: "chat.completions",
       upstream: "messages",
       model: "public",
@@ -100,6 +103,7 @@ describe("relay", () => {
     expect(out.at(-1)).toBe("[DONE]")
     const chunks = out.slice(0, -1) as Array<any>
     expect(chunks.every((c) => c.object === "chat.completion.chunk" && c.model === "public")).toBe(true)
+    expect(chunks.every((c) => c.created === 1_700_000_000)).toBe(true) // the stream's start, as given
     expect(chunks.map((c) => c.choices?.[0]?.delta?.content ?? "").join("")).toBe("Hi there")
     expect(chunks.find((c) => c.choices?.[0]?.finish_reason)?.choices[0].finish_reason).toBe("stop")
     expect(relay.usage()).toMatchObject({ input_tokens: 11, output_tokens: 2 })
@@ -109,6 +113,7 @@ describe("relay", () => {
 
   it("an error event from the upstream is surfaced, not forwarded as an answer", () => {
     const relay = relayFor({
+      created: 1_700_000_000,
       client: "messages",
       upstream: "messages",
       model: "public",
@@ -119,6 +124,7 @@ describe("relay", () => {
       UpstreamStreamError
     )
     const chat = relayFor({
+      created: 1_700_000_000,
       client: "chat.completions",
       upstream: "chat.completions",
       model: "public",
@@ -132,6 +138,7 @@ describe("relay", () => {
 
   it("a stream that ends without its terminal event is not finished", () => {
     const relay = relayFor({
+      created: 1_700_000_000,
       client: "chat.completions",
       upstream: "chat.completions",
       model: "public",

@@ -8,7 +8,7 @@
  * connection failures become typed `UpstreamError`s whose messages name the provider, never its URL
  * or credential. Interrupting a call aborts it, which closes its connection.
  */
-import { Effect, Exit, Redacted } from "effect"
+import { Clock, Effect, Exit, Redacted } from "effect"
 import type { IncomingHttpHeaders } from "node:http"
 import { Agent, type Dispatcher } from "undici"
 import type { ProviderConfig } from "../../config/ConfigFile.ts"
@@ -107,25 +107,28 @@ const header = (headers: IncomingHttpHeaders, name: string) => {
   return Array.isArray(v) ? v[0] : v
 }
 
-const retryAfterMs = (value: string | undefined): number | undefined => {
+const retryAfterMs = (value: string | undefined, now: number): number | undefined => {
   if (!value) return undefined
   const seconds = Number(value)
   if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000)
   const at = Date.parse(value)
-  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now())
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now)
 }
 
 /** A non-2xx answer, its body (JSON when it is) and Retry-After kept for the gateway. */
-const statusError = (request: UpstreamRequest, status: number, headers: IncomingHttpHeaders, text: string) => {
-  const ra = retryAfterMs(header(headers, "retry-after"))
-  return new UpstreamError({
-    kind: "status",
-    status,
-    body: parseBody(text),
-    message: `The upstream ${request.providerName} answered ${status}.`,
-    ...(ra !== undefined ? { retryAfterMs: ra } : {})
+const statusError = (request: UpstreamRequest, status: number, headers: IncomingHttpHeaders, text: string) =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) => {
+    const ra = retryAfterMs(header(headers, "retry-after"), now)
+    return Effect.fail(
+      new UpstreamError({
+        kind: "status",
+        status,
+        body: parseBody(text),
+        message: `The upstream ${request.providerName} answered ${status}.`,
+        ...(ra !== undefined ? { retryAfterMs: ra } : {})
+      })
+    )
   })
-}
 
 const textOf = (body: Dispatcher.ResponseData["body"]) => body.text().catch(() => "")
 
@@ -250,7 +253,7 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
             settle(
               res.statusCode >= 200 && res.statusCode < 300
                 ? Effect.succeed({ status: res.statusCode, body: parseBody(text) })
-                : Effect.fail(statusError(request, res.statusCode, res.headers, text))
+                : statusError(request, res.statusCode, res.headers, text)
             )
           }
         ).catch((e) =>
@@ -287,7 +290,7 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
             ? Effect.succeed(bodyReader(res.body, request.providerName))
             : Effect.flatMap(
               Effect.promise(() => textOf(res.body)),
-              (text) => Effect.fail(statusError(request, res.statusCode, res.headers, text))
+              (text) => statusError(request, res.statusCode, res.headers, text)
             )
         )
       )

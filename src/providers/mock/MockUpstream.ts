@@ -3,7 +3,7 @@
  * style its provider is configured with. The same request always gets the same answer, ids included.
  * Usage is realistic: about four characters per token, counted from the request's text.
  */
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import { createHash } from "node:crypto"
 import { chatEmitter, messagesEmitter, responsesEmitter } from "../../stream/emit.ts"
 import { type FinishReason, fromChatFinish, fromMessagesStop, type Op } from "../../stream/ops.ts"
@@ -184,7 +184,8 @@ const encoder = new TextEncoder()
 
 /** The same answer as `send`, streamed in the provider's style, a few words per event. */
 export const open = (request: UpstreamRequest) =>
-  Effect.sync(() => {
+  Effect.map(Clock.currentTimeMillis, (now) => {
+    const created = Math.floor(now / 1000)
     const answer = reply(request).body as LooseJson
     const model = String(request.body.model ?? "mock")
     let text = ""
@@ -210,10 +211,11 @@ export const open = (request: UpstreamRequest) =>
     const emitter = request.endpoint === "messages"
       ? messagesEmitter(model)
       : request.endpoint === "responses"
-      ? responsesEmitter(model, request.body)
+      ? responsesEmitter(model, request.body, created)
       : chatEmitter(
         model,
-        (request.body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true
+        (request.body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
+        created
       )
     const ops: Array<Op> = [{ _tag: "Start", id, inputTokens: usage.input_tokens }]
     for (const piece of text.match(/\S+\s*/g) ?? []) ops.push({ _tag: "Text", text: piece })

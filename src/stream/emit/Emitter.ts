@@ -7,6 +7,3 @@ export interface Emitter {
   /** The events that close a stream that ended normally. */
   readonly end: () => Array<SseEvent>
 }
-
-/** Seconds since the epoch, as the chat and Responses wire formats stamp `created`. */
-export const now = () => Math.floor(Date.now() / 1000)

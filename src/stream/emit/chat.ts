@@ -2,12 +2,12 @@
 import type { Usage } from "../../wire/usage.ts"
 import { toChatFinish } from "../ops.ts"
 import { DONE, type SseEvent, unnamed } from "../sse.ts"
-import { type Emitter, now } from "./Emitter.ts"
+import type { Emitter } from "./Emitter.ts"
 
 /** Chat-completions chunks; the usage chunk only when the client asked for it. */
-export const chatEmitter = (model: string, includeUsage: boolean): Emitter => {
+/** `created`: the stream's start, in seconds since the epoch (the wire's `created`). */
+export const chatEmitter = (model: string, includeUsage: boolean, created: number): Emitter => {
   let id = "chatcmpl-tollgate"
-  const created = now()
   let started = false
   const toolIndex = new Map<number, number>()
   let usage: Usage | undefined

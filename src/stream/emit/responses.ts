@@ -3,13 +3,13 @@ import type { LooseJson } from "../../wire/json.ts"
 import type { Usage } from "../../wire/usage.ts"
 import type { FinishReason } from "../ops.ts"
 import { named, type SseEvent } from "../sse.ts"
-import { type Emitter, now } from "./Emitter.ts"
+import type { Emitter } from "./Emitter.ts"
 
 /** Responses API events, each with its `sequence_number`, ending with response.completed. */
-export const responsesEmitter = (model: string, request: Record<string, unknown>): Emitter => {
+/** `created`: the stream's start, in seconds since the epoch (the wire's `created_at`). */
+export const responsesEmitter = (model: string, request: Record<string, unknown>, created: number): Emitter => {
   let seq = 0
   let id = "resp_tollgate"
-  const created = now()
   let started = false
   const items: Array<Record<string, LooseJson>> = []
   let openText: { item: Record<string, LooseJson>; outputIndex: number } | undefined
