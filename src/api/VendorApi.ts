@@ -16,12 +16,15 @@ import {
   RequestTooLarge,
   UnsupportedMediaType
 } from "./errors.ts"
-import { VendorAuth } from "./security.ts"
+import { VendorAuth, VendorScope } from "./security.ts"
 import { UsageWindowParams } from "./UsageApi.ts"
 
 const KeyPath = Schema.Struct({ id: Schema.String })
 
-/** The reseller area (spec §4.8 and what a reseller needs beside it), under `/api`; vendor token required. */
+/**
+ * The reseller area (spec §4.8 and what a reseller needs beside it), under `/api`; a vendor token with
+ * the endpoint's scope required.
+ */
 export class VendorApi extends HttpApiGroup.make("vendor")
   .add(
     HttpApiEndpoint.post("createKey", "/api/keys")
@@ -33,11 +36,13 @@ export class VendorApi extends HttpApiGroup.make("vendor")
       .addError(RequestTooLarge)
       .addError(UnsupportedMediaType)
       .addError(RequestTimeout)
+      .annotate(VendorScope, "keys:create")
   )
   .add(
     HttpApiEndpoint.get("listServerOptions", "/api/server-options")
       .addSuccess(ServerOptionList)
       .addError(PermissionDenied)
+      .annotate(VendorScope, "server-options:read")
   )
   .add(
     HttpApiEndpoint.get("listKeys", "/api/keys")
@@ -47,11 +52,12 @@ export class VendorApi extends HttpApiGroup.make("vendor")
       .addSuccess(VendorKeyList)
       .addError(InvalidRequest)
       .addError(PermissionDenied)
+      .annotate(VendorScope, "keys:read")
   )
   .add(
     HttpApiEndpoint.get("getKey", "/api/keys/:id").setPath(KeyPath).addSuccess(VendorKey).addError(NotFound).addError(
       PermissionDenied
-    ).addError(InvalidRequest)
+    ).addError(InvalidRequest).annotate(VendorScope, "keys:read")
   )
   .add(
     HttpApiEndpoint.patch("updateKey", "/api/keys/:id")
@@ -64,12 +70,13 @@ export class VendorApi extends HttpApiGroup.make("vendor")
       .addError(RequestTooLarge)
       .addError(UnsupportedMediaType)
       .addError(RequestTimeout)
+      .annotate(VendorScope, "keys:update")
   )
   .add(
     HttpApiEndpoint.del("revokeKey", "/api/keys/:id").setPath(KeyPath).addSuccess(VendorKey).addError(NotFound)
       .addError(
         PermissionDenied
-      ).addError(InvalidRequest)
+      ).addError(InvalidRequest).annotate(VendorScope, "keys:revoke")
   )
   .add(
     HttpApiEndpoint.get("getUsage", "/api/usage")
@@ -77,6 +84,7 @@ export class VendorApi extends HttpApiGroup.make("vendor")
       .addSuccess(Schema.Unknown.annotations({ description: "see the README, 'Vendor area'" }))
       .addError(InvalidRequest)
       .addError(PermissionDenied)
+      .annotate(VendorScope, "usage:read")
   )
   .middleware(VendorAuth)
 {}

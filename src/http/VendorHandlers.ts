@@ -12,25 +12,13 @@ import { type KeyDetails, keyStatus } from "../accounts/KeyRecord.ts"
 import { Keys } from "../accounts/Keys.ts"
 import { UsageReport, windowProblem } from "../accounts/UsageReport.ts"
 import { Vendors } from "../accounts/Vendors.ts"
-import { InvalidRequest, NotFound, PermissionDenied } from "../api/errors.ts"
+import { InvalidRequest, NotFound } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { CurrentVendor } from "../api/security.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { formatUsd, parseUsd } from "../config/Money.ts"
 import { CreateKeyRequest, UpdateKeyRequest } from "../wire/vendor.ts"
 import { bodyLimitsOf, decodeFields, readJsonObject } from "./body.ts"
-
-const requireScope = (scope: string) =>
-  Effect.flatMap(CurrentVendor, (vendor) =>
-    vendor.scopes.has(scope)
-      ? Effect.succeed(vendor)
-      : Effect.fail(
-        new PermissionDenied({
-          message: `This vendor token lacks the scope \`${scope}\`.`,
-          code: "missing_scope",
-          param: scope
-        })
-      ))
 
 const decodeCreateKey = decodeFields(CreateKeyRequest)
 const decodeUpdateKey = decodeFields(UpdateKeyRequest)
@@ -90,7 +78,7 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
     return handlers
       .handleRaw("createKey", ({ request }) =>
         Effect.gen(function*() {
-          const session = yield* requireScope("keys:create")
+          const session = yield* CurrentVendor
           const body = yield* readJsonObject(request, limits)
           const input = yield* decodeCreateKey(body.json)
           const quotaNanos = parseUsd(input.quota_usd)
@@ -133,7 +121,7 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
         }))
       .handle("listServerOptions", () =>
         Effect.gen(function*() {
-          const session = yield* requireScope("server-options:read")
+          const session = yield* CurrentVendor
           const vendor = yield* vendors.get(session.vendorId).pipe(Effect.orDie)
           const data = vendor.serverOptions.flatMap((name) => {
             const option = catalog.serverOptions.get(name)
@@ -164,7 +152,7 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
         }))
       .handle("listKeys", ({ urlParams }) =>
         Effect.gen(function*() {
-          const session = yield* requireScope("keys:read")
+          const session = yield* CurrentVendor
           const limit = urlParams.limit ?? 50
           if (!Number.isInteger(limit) || limit < 1 || limit > 500) {
             return yield* new InvalidRequest({
@@ -186,12 +174,12 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
         }))
       .handle("getKey", ({ path }) =>
         Effect.gen(function*() {
-          const session = yield* requireScope("keys:read")
+          const session = yield* CurrentVendor
           return vendorKeyJson(yield* keys.get(path.id, session.vendorId).pipe(Effect.mapError(refused)))
         }))
       .handleRaw("updateKey", ({ path, request }) =>
         Effect.gen(function*() {
-          const session = yield* requireScope("keys:update")
+          const session = yield* CurrentVendor
           const body = yield* readJsonObject(request, limits)
           const input = yield* decodeUpdateKey(body.json)
           // Every field is checked before anything changes: a refused field must not leave a top-up behind.
@@ -225,13 +213,13 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
         }))
       .handle("revokeKey", ({ path }) =>
         Effect.gen(function*() {
-          const session = yield* requireScope("keys:revoke")
+          const session = yield* CurrentVendor
           yield* keys.get(path.id, session.vendorId).pipe(Effect.mapError(refused))
           return vendorKeyJson(yield* keys.revoke(path.id, `vendor:${session.vendorId}`).pipe(Effect.mapError(refused)))
         }))
       .handle("getUsage", ({ urlParams }) =>
         Effect.gen(function*() {
-          const session = yield* requireScope("usage:read")
+          const session = yield* CurrentVendor
           const problem = windowProblem(urlParams)
           if (problem) return yield* new InvalidRequest(problem)
           const vendor = yield* vendors.get(session.vendorId).pipe(Effect.orDie)
