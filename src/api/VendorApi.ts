@@ -3,39 +3,39 @@ import { Schema } from "effect"
 import {
   CreatedKey,
   CreateKeyRequest,
+  ReplayedKey,
   ServerOptionList,
   UpdateKeyRequest,
   VendorKey,
   VendorKeyList
 } from "../wire/vendor.ts"
-import {
-  InvalidRequest,
-  NotFound,
-  PermissionDenied,
-  RequestTimeout,
-  RequestTooLarge,
-  UnsupportedMediaType
-} from "./errors.ts"
+import { BodyReader } from "./BodyReader.ts"
+import { InvalidRequest, NotFound, PermissionDenied } from "./errors.ts"
 import { VendorAuth, VendorScope } from "./security.ts"
 import { UsageWindowParams } from "./UsageApi.ts"
 
 const KeyPath = Schema.Struct({ id: Schema.String })
 
+const IdempotencyHeaders = Schema.Struct({
+  "idempotency-key": Schema.optional(Schema.String.annotations({
+    description: "1 to 255 characters; a retry with the same key and request answers the key it made (200)"
+  }))
+})
+
 /**
  * The reseller area (spec §4.8 and what a reseller needs beside it), under `/api`; a vendor token with
- * the endpoint's scope required.
+ * the endpoint's scope required. Bodies are JSON objects read by BodyReader, after VendorAuth.
  */
 export class VendorApi extends HttpApiGroup.make("vendor")
   .add(
     HttpApiEndpoint.post("createKey", "/api/keys")
       .setPayload(CreateKeyRequest)
+      .setHeaders(IdempotencyHeaders)
       .addSuccess(CreatedKey, { status: 201 })
+      .addSuccess(ReplayedKey, { status: 200 })
       .addError(InvalidRequest)
       .addError(NotFound)
       .addError(PermissionDenied)
-      .addError(RequestTooLarge)
-      .addError(UnsupportedMediaType)
-      .addError(RequestTimeout)
       .annotate(VendorScope, "keys:create")
   )
   .add(
@@ -67,9 +67,6 @@ export class VendorApi extends HttpApiGroup.make("vendor")
       .addError(InvalidRequest)
       .addError(NotFound)
       .addError(PermissionDenied)
-      .addError(RequestTooLarge)
-      .addError(UnsupportedMediaType)
-      .addError(RequestTimeout)
       .annotate(VendorScope, "keys:update")
   )
   .add(
@@ -86,5 +83,7 @@ export class VendorApi extends HttpApiGroup.make("vendor")
       .addError(PermissionDenied)
       .annotate(VendorScope, "usage:read")
   )
+  // Declared before VendorAuth so that it runs after it (see BodyReader).
+  .middleware(BodyReader)
   .middleware(VendorAuth)
 {}

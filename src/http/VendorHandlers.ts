@@ -1,4 +1,4 @@
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import * as Bounds from "../accounts/bounds.ts"
 import { Catalog } from "../accounts/Catalog.ts"
@@ -15,13 +15,12 @@ import { Vendors } from "../accounts/Vendors.ts"
 import { InvalidRequest, NotFound } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { CurrentVendor } from "../api/security.ts"
-import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { formatUsd, parseUsd } from "../config/Money.ts"
-import { CreateKeyRequest, UpdateKeyRequest } from "../wire/vendor.ts"
-import { bodyLimitsOf, decodeFields, readJsonObject } from "./body.ts"
 
-const decodeCreateKey = decodeFields(CreateKeyRequest)
-const decodeUpdateKey = decodeFields(UpdateKeyRequest)
+/** A replayed create's answer says so in a header too. */
+const markReplayed = HttpApp.appendPreResponseHandler((_, response) =>
+  Effect.succeed(HttpServerResponse.setHeader(response, "idempotent-replayed", "true"))
+)
 
 /** Account refusals as the envelope's errors. */
 const refused = (e: InvalidInput | CreditInsufficient | AccountNotFound | IdempotencyMismatch) => {
@@ -73,14 +72,11 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
     const vendors = yield* Vendors
     const catalog = yield* Catalog
     const report = yield* UsageReport
-    const limits = bodyLimitsOf((yield* GatewayConfig).file.server)
 
     return handlers
-      .handleRaw("createKey", ({ request }) =>
+      .handle("createKey", ({ headers, payload: input }) =>
         Effect.gen(function*() {
           const session = yield* CurrentVendor
-          const body = yield* readJsonObject(request, limits)
-          const input = yield* decodeCreateKey(body.json)
           const quotaNanos = parseUsd(input.quota_usd)
           if (quotaNanos === undefined) {
             return yield* new InvalidRequest({
@@ -89,7 +85,7 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
             })
           }
           if (input.expires_at != null) yield* futureInstant(input.expires_at, "expires_at")
-          const idempotencyKey = request.headers["idempotency-key"]?.trim()
+          const idempotencyKey = headers["idempotency-key"]?.trim()
           if (idempotencyKey !== undefined && (idempotencyKey === "" || idempotencyKey.length > 255)) {
             return yield* new InvalidRequest({
               message: "The Idempotency-Key header must be 1 to 255 characters.",
@@ -110,14 +106,9 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
             issuedBy: `vendor:${vendor.vendorId}`
           }).pipe(Effect.mapError(refused))
           // A replayed create answers the same key record; its clear value was shown once, the first time.
-          return HttpServerResponse.unsafeJson(
-            {
-              ...vendorKeyJson(issued.key),
-              key: issued.secret,
-              ...(issued.replayed ? { idempotent_replayed: true } : {})
-            },
-            { status: issued.replayed ? 200 : 201, headers: issued.replayed ? { "idempotent-replayed": "true" } : {} }
-          )
+          if (!issued.replayed) return { ...vendorKeyJson(issued.key), key: issued.secret }
+          yield* markReplayed
+          return { ...vendorKeyJson(issued.key), key: null, idempotent_replayed: true as const }
         }))
       .handle("listServerOptions", () =>
         Effect.gen(function*() {
@@ -177,11 +168,9 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
           const session = yield* CurrentVendor
           return vendorKeyJson(yield* keys.get(path.id, session.vendorId).pipe(Effect.mapError(refused)))
         }))
-      .handleRaw("updateKey", ({ path, request }) =>
+      .handle("updateKey", ({ path, payload: input }) =>
         Effect.gen(function*() {
           const session = yield* CurrentVendor
-          const body = yield* readJsonObject(request, limits)
-          const input = yield* decodeUpdateKey(body.json)
           // Every field is checked before anything changes: a refused field must not leave a top-up behind.
           const amount = input.add_quota_usd === undefined ? undefined : parseUsd(input.add_quota_usd)
           if (input.add_quota_usd !== undefined && (amount === undefined || amount === 0n)) {
@@ -209,7 +198,7 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
               Effect.mapError(refused)
             )
           }
-          return HttpServerResponse.unsafeJson(vendorKeyJson(key))
+          return vendorKeyJson(key)
         }))
       .handle("revokeKey", ({ path }) =>
         Effect.gen(function*() {
