@@ -33,13 +33,13 @@ export interface IssueKey {
   readonly issuedBy: string
 }
 
-export interface IssuedKey {
-  readonly key: KeyDetails
-  /** The clear key. Shown once; only its hash is kept (so a replayed idempotent create has none). */
-  readonly secret: string | null
-  /** True when an earlier request with the same Idempotency-Key created this key. */
-  readonly replayed: boolean
-}
+/**
+ * An issued key with its clear value, shown once (only its hash is kept); or, when an earlier request
+ * with the same Idempotency-Key created it, that key again, without one.
+ */
+export type IssuedKey =
+  | { readonly key: KeyDetails; readonly secret: string; readonly replayed: false }
+  | { readonly key: KeyDetails; readonly secret: null; readonly replayed: true }
 
 /** What an idempotent create asked for, hashed, to tell a retry from a different request. */
 const fingerprintOf = (input: IssueKey, serverOption: string) =>

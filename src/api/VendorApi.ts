@@ -3,41 +3,46 @@ import { Schema } from "effect"
 import {
   CreatedKey,
   CreateKeyRequest,
+  ReplayedKey,
   ServerOptionList,
   UpdateKeyRequest,
   VendorKey,
   VendorKeyList
 } from "../wire/vendor.ts"
-import {
-  InvalidRequest,
-  NotFound,
-  PermissionDenied,
-  RequestTimeout,
-  RequestTooLarge,
-  UnsupportedMediaType
-} from "./errors.ts"
-import { VendorAuth } from "./security.ts"
+import { BodyReader } from "./BodyReader.ts"
+import { InvalidRequest, NotFound, PermissionDenied } from "./errors.ts"
+import { VendorAuth, VendorScope } from "./security.ts"
 import { UsageWindowParams } from "./UsageApi.ts"
 
 const KeyPath = Schema.Struct({ id: Schema.String })
 
-/** The reseller area (spec §4.8 and what a reseller needs beside it), under `/api`; vendor token required. */
+const IdempotencyHeaders = Schema.Struct({
+  "idempotency-key": Schema.optional(Schema.String.annotations({
+    description: "1 to 255 characters; a retry with the same key and request answers the key it made (200)"
+  }))
+})
+
+/**
+ * The reseller area (spec §4.8 and what a reseller needs beside it), under `/api`; a vendor token with
+ * the endpoint's scope required. Bodies are JSON objects read by BodyReader, after VendorAuth.
+ */
 export class VendorApi extends HttpApiGroup.make("vendor")
   .add(
     HttpApiEndpoint.post("createKey", "/api/keys")
       .setPayload(CreateKeyRequest)
+      .setHeaders(IdempotencyHeaders)
       .addSuccess(CreatedKey, { status: 201 })
+      .addSuccess(ReplayedKey, { status: 200 })
       .addError(InvalidRequest)
       .addError(NotFound)
       .addError(PermissionDenied)
-      .addError(RequestTooLarge)
-      .addError(UnsupportedMediaType)
-      .addError(RequestTimeout)
+      .annotate(VendorScope, "keys:create")
   )
   .add(
     HttpApiEndpoint.get("listServerOptions", "/api/server-options")
       .addSuccess(ServerOptionList)
       .addError(PermissionDenied)
+      .annotate(VendorScope, "server-options:read")
   )
   .add(
     HttpApiEndpoint.get("listKeys", "/api/keys")
@@ -47,11 +52,12 @@ export class VendorApi extends HttpApiGroup.make("vendor")
       .addSuccess(VendorKeyList)
       .addError(InvalidRequest)
       .addError(PermissionDenied)
+      .annotate(VendorScope, "keys:read")
   )
   .add(
     HttpApiEndpoint.get("getKey", "/api/keys/:id").setPath(KeyPath).addSuccess(VendorKey).addError(NotFound).addError(
       PermissionDenied
-    ).addError(InvalidRequest)
+    ).addError(InvalidRequest).annotate(VendorScope, "keys:read")
   )
   .add(
     HttpApiEndpoint.patch("updateKey", "/api/keys/:id")
@@ -61,15 +67,13 @@ export class VendorApi extends HttpApiGroup.make("vendor")
       .addError(InvalidRequest)
       .addError(NotFound)
       .addError(PermissionDenied)
-      .addError(RequestTooLarge)
-      .addError(UnsupportedMediaType)
-      .addError(RequestTimeout)
+      .annotate(VendorScope, "keys:update")
   )
   .add(
     HttpApiEndpoint.del("revokeKey", "/api/keys/:id").setPath(KeyPath).addSuccess(VendorKey).addError(NotFound)
       .addError(
         PermissionDenied
-      ).addError(InvalidRequest)
+      ).addError(InvalidRequest).annotate(VendorScope, "keys:revoke")
   )
   .add(
     HttpApiEndpoint.get("getUsage", "/api/usage")
@@ -77,6 +81,9 @@ export class VendorApi extends HttpApiGroup.make("vendor")
       .addSuccess(Schema.Unknown.annotations({ description: "see the README, 'Vendor area'" }))
       .addError(InvalidRequest)
       .addError(PermissionDenied)
+      .annotate(VendorScope, "usage:read")
   )
+  // Declared before VendorAuth so that it runs after it (see BodyReader).
+  .middleware(BodyReader)
   .middleware(VendorAuth)
 {}

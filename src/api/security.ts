@@ -20,6 +20,12 @@ export class ApiKeyAuth extends HttpApiMiddleware.Tag<ApiKeyAuth>()("Api/ApiKeyA
   provides: CurrentKey
 }) {}
 
+/**
+ * The scope a vendor token needs for an endpoint (an endpoint annotation). VendorAuth refuses a token
+ * without it (403 `missing_scope`) before anything else of the request is read.
+ */
+export class VendorScope extends Context.Tag("Api/VendorScope")<VendorScope, string>() {}
+
 export class VendorAuth extends HttpApiMiddleware.Tag<VendorAuth>()("Api/VendorAuth", {
   failure: Schema.Union(AuthenticationFailed, PermissionDenied),
   provides: CurrentVendor

@@ -1,19 +1,20 @@
 /**
  * The authentication middlewares: API keys on `/v1` (`Authorization: Bearer` or `x-api-key`), vendor
- * tokens on `/api` (`Authorization: Bearer` only), the operator's token on `/operator` (`Authorization:
- * Bearer`, compared in constant time).
+ * tokens on `/api` (`Authorization: Bearer` only, with the scope the endpoint declares), the operator's
+ * token on `/operator` (`Authorization: Bearer`, compared in constant time).
  */
 import { HttpServerRequest } from "@effect/platform"
-import { Clock, Effect, Layer, Option, Redacted } from "effect"
+import { Clock, Context, Effect, Layer, Option, Redacted } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { unusableReason } from "../accounts/KeyRecord.ts"
 import { KeyStore } from "../accounts/KeyStore.ts"
 import { API_KEY_PREFIX, VENDOR_TOKEN_PREFIX } from "../accounts/secrets.ts"
 import { Vendors } from "../accounts/Vendors.ts"
 import { AuthenticationFailed, NotFound, PermissionDenied } from "../api/errors.ts"
-import { ApiKeyAuth, OperatorAuth, VendorAuth } from "../api/security.ts"
+import { ApiKeyAuth, OperatorAuth, VendorAuth, VendorScope } from "../api/security.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { note } from "../observability/RequestRecord.ts"
+import { matchedEndpoint } from "./endpoints.ts"
 
 const bearer = (value: string | undefined) => {
   if (!value) return undefined
@@ -67,6 +68,16 @@ export const ApiKeyAuthLive = Layer.effect(
   })
 )
 
+/** The scope the matched endpoint declares; an endpoint behind VendorAuth without one is a defect. */
+const requiredScope = Effect.flatMap(
+  matchedEndpoint,
+  (endpoint) =>
+    Option.match(Option.flatMap(endpoint, (e) => Context.getOption(e.annotations, VendorScope)), {
+      onNone: () => Effect.dieMessage("A vendor endpoint declares no VendorScope."),
+      onSome: Effect.succeed
+    })
+)
+
 export const VendorAuthLive = Layer.effect(
   VendorAuth,
   Effect.gen(function*() {
@@ -90,8 +101,18 @@ export const VendorAuthLive = Layer.effect(
         }
       } else {
         const session = yield* vendors.authenticate(token)
-        if (session) yield* note((r) => void (r.vendorId = session.vendor.vendorId))
-        if (session) return { vendorId: session.vendor.vendorId, tokenId: session.tokenId, scopes: session.scopes }
+        if (session) {
+          yield* note((r) => void (r.vendorId = session.vendor.vendorId))
+          const scope = yield* requiredScope
+          if (!session.scopes.has(scope)) {
+            return yield* new PermissionDenied({
+              message: `This vendor token lacks the scope \`${scope}\`.`,
+              code: "missing_scope",
+              param: scope
+            })
+          }
+          return { vendorId: session.vendor.vendorId, tokenId: session.tokenId, scopes: session.scopes }
+        }
       }
       return yield* new AuthenticationFailed({
         message: "Invalid, revoked or expired vendor token.",

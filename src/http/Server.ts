@@ -9,6 +9,7 @@ import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { otlpEndpoint } from "../observability/Tracing.ts"
 import { AnthropicHandlers } from "./AnthropicHandlers.ts"
 import { ApiKeyAuthLive, OperatorAuthLive, VendorAuthLive } from "./Auth.ts"
+import { BodyReaderLive } from "./body.ts"
 import { DiscoveryHandlers } from "./DiscoveryHandlers.ts"
 import { EnvelopeMiddleware } from "./EnvelopeMiddleware.ts"
 import { HealthHandlers } from "./HealthHandlers.ts"
@@ -29,7 +30,7 @@ export const ApiLive = HttpApiBuilder.api(GatewayApi).pipe(
     HealthHandlers,
     MetricsHandlers
   ]),
-  Layer.provide([ApiKeyAuthLive, VendorAuthLive, OperatorAuthLive])
+  Layer.provide([ApiKeyAuthLive, VendorAuthLive, OperatorAuthLive, BodyReaderLive])
 )
 
 /**

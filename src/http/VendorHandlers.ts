@@ -1,4 +1,4 @@
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
 import { Clock, Effect } from "effect"
 import * as Bounds from "../accounts/bounds.ts"
 import { Catalog } from "../accounts/Catalog.ts"
@@ -12,28 +12,15 @@ import { type KeyDetails, keyStatus } from "../accounts/KeyRecord.ts"
 import { Keys } from "../accounts/Keys.ts"
 import { UsageReport, windowProblem } from "../accounts/UsageReport.ts"
 import { Vendors } from "../accounts/Vendors.ts"
-import { InvalidRequest, NotFound, PermissionDenied } from "../api/errors.ts"
+import { InvalidRequest, NotFound } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { CurrentVendor } from "../api/security.ts"
-import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { formatUsd, parseUsd } from "../config/Money.ts"
-import { CreateKeyRequest, UpdateKeyRequest } from "../wire/vendor.ts"
-import { bodyLimitsOf, decodeFields, readJsonObject } from "./body.ts"
 
-const requireScope = (scope: string) =>
-  Effect.flatMap(CurrentVendor, (vendor) =>
-    vendor.scopes.has(scope)
-      ? Effect.succeed(vendor)
-      : Effect.fail(
-        new PermissionDenied({
-          message: `This vendor token lacks the scope \`${scope}\`.`,
-          code: "missing_scope",
-          param: scope
-        })
-      ))
-
-const decodeCreateKey = decodeFields(CreateKeyRequest)
-const decodeUpdateKey = decodeFields(UpdateKeyRequest)
+/** A replayed create's answer says so in a header too. */
+const markReplayed = HttpApp.appendPreResponseHandler((_, response) =>
+  Effect.succeed(HttpServerResponse.setHeader(response, "idempotent-replayed", "true"))
+)
 
 /** Account refusals as the envelope's errors. */
 const refused = (e: InvalidInput | CreditInsufficient | AccountNotFound | IdempotencyMismatch) => {
@@ -89,15 +76,12 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
     const vendors = yield* Vendors
     const catalog = yield* Catalog
     const report = yield* UsageReport
-    const limits = bodyLimitsOf((yield* GatewayConfig).file.server)
     const vendorKeyJson = keyJsonAt(yield* Effect.clock)
 
     return handlers
-      .handleRaw("createKey", ({ request }) =>
+      .handle("createKey", ({ headers, payload: input }) =>
         Effect.gen(function*() {
-          const session = yield* requireScope("keys:create")
-          const body = yield* readJsonObject(request, limits)
-          const input = yield* decodeCreateKey(body.json)
+          const session = yield* CurrentVendor
           const quotaNanos = parseUsd(input.quota_usd)
           if (quotaNanos === undefined) {
             return yield* new InvalidRequest({
@@ -106,7 +90,7 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
             })
           }
           if (input.expires_at != null) yield* futureInstant(input.expires_at, "expires_at")
-          const idempotencyKey = request.headers["idempotency-key"]?.trim()
+          const idempotencyKey = headers["idempotency-key"]?.trim()
           if (idempotencyKey !== undefined && (idempotencyKey === "" || idempotencyKey.length > 255)) {
             return yield* new InvalidRequest({
               message: "The Idempotency-Key header must be 1 to 255 characters.",
@@ -127,18 +111,13 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
             issuedBy: `vendor:${vendor.vendorId}`
           }).pipe(Effect.mapError(refused))
           // A replayed create answers the same key record; its clear value was shown once, the first time.
-          return HttpServerResponse.unsafeJson(
-            {
-              ...vendorKeyJson(issued.key),
-              key: issued.secret,
-              ...(issued.replayed ? { idempotent_replayed: true } : {})
-            },
-            { status: issued.replayed ? 200 : 201, headers: issued.replayed ? { "idempotent-replayed": "true" } : {} }
-          )
+          if (!issued.replayed) return { ...vendorKeyJson(issued.key), key: issued.secret }
+          yield* markReplayed
+          return { ...vendorKeyJson(issued.key), key: null, idempotent_replayed: true as const }
         }))
       .handle("listServerOptions", () =>
         Effect.gen(function*() {
-          const session = yield* requireScope("server-options:read")
+          const session = yield* CurrentVendor
           const vendor = yield* vendors.get(session.vendorId).pipe(Effect.orDie)
           const data = vendor.serverOptions.flatMap((name) => {
             const option = catalog.serverOptions.get(name)
@@ -169,7 +148,7 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
         }))
       .handle("listKeys", ({ urlParams }) =>
         Effect.gen(function*() {
-          const session = yield* requireScope("keys:read")
+          const session = yield* CurrentVendor
           const limit = urlParams.limit ?? 50
           if (!Number.isInteger(limit) || limit < 1 || limit > 500) {
             return yield* new InvalidRequest({
@@ -191,14 +170,12 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
         }))
       .handle("getKey", ({ path }) =>
         Effect.gen(function*() {
-          const session = yield* requireScope("keys:read")
+          const session = yield* CurrentVendor
           return vendorKeyJson(yield* keys.get(path.id, session.vendorId).pipe(Effect.mapError(refused)))
         }))
-      .handleRaw("updateKey", ({ path, request }) =>
+      .handle("updateKey", ({ path, payload: input }) =>
         Effect.gen(function*() {
-          const session = yield* requireScope("keys:update")
-          const body = yield* readJsonObject(request, limits)
-          const input = yield* decodeUpdateKey(body.json)
+          const session = yield* CurrentVendor
           // Every field is checked before anything changes: a refused field must not leave a top-up behind.
           const amount = input.add_quota_usd === undefined ? undefined : parseUsd(input.add_quota_usd)
           if (input.add_quota_usd !== undefined && (amount === undefined || amount === 0n)) {
@@ -226,17 +203,17 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
               Effect.mapError(refused)
             )
           }
-          return HttpServerResponse.unsafeJson(vendorKeyJson(key))
+          return vendorKeyJson(key)
         }))
       .handle("revokeKey", ({ path }) =>
         Effect.gen(function*() {
-          const session = yield* requireScope("keys:revoke")
+          const session = yield* CurrentVendor
           yield* keys.get(path.id, session.vendorId).pipe(Effect.mapError(refused))
           return vendorKeyJson(yield* keys.revoke(path.id, `vendor:${session.vendorId}`).pipe(Effect.mapError(refused)))
         }))
       .handle("getUsage", ({ urlParams }) =>
         Effect.gen(function*() {
-          const session = yield* requireScope("usage:read")
+          const session = yield* CurrentVendor
           const problem = windowProblem(urlParams)
           if (problem) return yield* new InvalidRequest(problem)
           const vendor = yield* vendors.get(session.vendorId).pipe(Effect.orDie)

@@ -9,14 +9,17 @@
  *   before anything parses or walks the tree; not JSON, or not an object: 400.
  * An answer sent before the body has arrived whole also closes the connection (EnvelopeMiddleware).
  * The raw object is kept whole, so fields the gateway does not know travel untouched to a same-style
- * upstream.
+ * upstream. Endpoints whose payload HttpApi decodes get their body from this reader too (BodyReaderLive).
  */
-import type { HttpServerRequest } from "@effect/platform"
+import { Headers, HttpServerRequest } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Effect, Either, ParseResult, Schema } from "effect"
+import { Effect, Either, Layer, Option, ParseResult, Schema, Stream } from "effect"
 import type { IncomingMessage } from "node:http"
 import * as zlib from "node:zlib"
+import { BodyReader } from "../api/BodyReader.ts"
 import { InvalidRequest, RequestTimeout, RequestTooLarge, UnsupportedMediaType } from "../api/errors.ts"
+import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { matchedEndpoint } from "./endpoints.ts"
 
 export interface JsonBody {
   readonly json: Record<string, unknown>
@@ -250,6 +253,44 @@ const parseObject = (raw: Buffer, maxDepth: number): Effect.Effect<JsonBody, Inv
   }
   return Effect.succeed({ json: json as Record<string, unknown>, bytes: raw.length })
 }
+
+const readAlready = "The request body was read as JSON (http/body.ts); only `json` has it."
+
+/**
+ * The request as HttpApi decodes it once its body is read: its body is `json` (HttpApi reads a body as
+ * JSON only when the Content-Type says application/json, so it says so; the reader took any JSON type).
+ * The other ways to read the body are defects rather than waits on a stream already consumed.
+ * Everything else is the request itself.
+ */
+const withBodyRead = (
+  request: HttpServerRequest.HttpServerRequest,
+  json: Record<string, unknown>
+): HttpServerRequest.HttpServerRequest =>
+  Object.create(request, {
+    headers: { value: Headers.set(request.headers, "content-type", "application/json") },
+    json: { value: Effect.succeed(json) },
+    text: { value: Effect.dieMessage(readAlready) },
+    arrayBuffer: { value: Effect.dieMessage(readAlready) },
+    urlParamsBody: { value: Effect.dieMessage(readAlready) },
+    multipart: { value: Effect.dieMessage(readAlready) },
+    stream: { value: Stream.dieMessage(readAlready) },
+    multipartStream: { value: Stream.dieMessage(readAlready) }
+  })
+
+/** BodyReader: reads the body of a request whose endpoint declares a payload, with the configured limits. */
+export const BodyReaderLive = Layer.effect(
+  BodyReader,
+  Effect.map(GatewayConfig, (config) => {
+    const limits = bodyLimitsOf(config.file.server)
+    return Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const endpoint = yield* matchedEndpoint
+      if (!endpoint.pipe(Option.exists((e) => e.hasPayload))) return request
+      const body = yield* readJsonObject(request, limits)
+      return withBodyRead(request, body.json)
+    })
+  })
+)
 
 const MAX_MESSAGE = 500
 
