@@ -11,17 +11,13 @@ import { Console, Effect, Layer, Logger, LogLevel, Option } from "effect"
 import * as fs from "node:fs"
 import { isDay } from "../accounts/UsageReport.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
-import * as Database from "../db/Database.ts"
 import { databaseName } from "../db/describe.ts"
 import { usageFromLines } from "../ledger/Export.ts"
 import * as Replay from "../ledger/Replay.ts"
-import { AccountsLive } from "../main.ts"
 import { configuredLoggerLayer, defaultLoggerLayer } from "../observability/Logging.ts"
 import { exportEvents, fileSink, fromLog, fromServer, stdoutSink } from "./exportEvents.ts"
-import { human } from "./format.ts"
 import { migrateCommand } from "./migrate.ts"
-import { type ExportRequest, type Operation, OperationFailed, run } from "./operations.ts"
-import * as OperatorEndpoint from "./OperatorEndpoint.ts"
+import { type ExportRequest, type Operation, OperationFailed } from "./operations.ts"
 import { progress, progressWanted } from "./progress.ts"
 import { serve } from "./serve.ts"
 import {
@@ -35,45 +31,8 @@ import {
 import { line, locate, withDatabase } from "./where.ts"
 import { isWorker, supervise } from "./workers.ts"
 
-const json = Options.boolean("json").pipe(Options.withDescription("print the result as JSON"))
-const list = (s: string) => s.split(",").map((x) => x.trim()).filter((x) => x !== "")
-const opt = <A>(o: Option.Option<A>) => Option.getOrUndefined(o)
-
-const LocalLive = AccountsLive.pipe(
-  Layer.provideMerge(Database.layer),
-  Layer.provideMerge(GatewayConfig.layer),
-  Layer.provide(NodeContext.layer)
-)
-
-type Local = Layer.Layer.Success<typeof LocalLive>
-
-/**
- * Runs an operation where the data is: in the server holding the embedded folder, or in this process
- * (`local`, by default the operation itself, run with the gateway's services).
- */
-const execute = (
-  op: Operation,
-  local: Effect.Effect<unknown, OperationFailed, Local> = run(op) as Effect.Effect<unknown, OperationFailed, Local>
-) =>
-  Effect.gen(function*() {
-    const where = yield* locate
-    const result = where.servedBy !== undefined
-      ? yield* OperatorEndpoint.remote(where.dataDir, where.servedBy, op)
-      : yield* local.pipe(Effect.provide(LocalLive))
-    return { where, result }
-  })
-
-const print =
-  (op: Operation, asJson: boolean) => ({ where, result }: Effect.Effect.Success<ReturnType<typeof execute>>) =>
-    Console.log(
-      asJson
-        ? JSON.stringify(withDatabase(op._tag, result, where.database), null, 2)
-        : `${line(where)}\n${human(op, result)}`
-    )
-
-const operation = (op: Operation, asJson: boolean) => execute(op).pipe(Effect.flatMap(print(op, asJson)))
-
-const described = (description: string) => Options.withDescription(description)
+import { keyId, keys, vendors } from "./accountCommands.ts"
+import { described, execute, json, LocalLive, operation, opt, print } from "./execute.ts"
 
 // ---- commands -----------------------------------------------------------------------------------
 
@@ -99,119 +58,6 @@ const serveCommand = Command.make("serve", { workers }, (o) =>
       "start the gateway (Postgres at DATABASE_URL, or the embedded database in TOLLGATE_DATA_DIR)"
     )
   )
-
-const keysCreate = Command.make("create", {
-  quotaUsd: Options.text("quota-usd").pipe(Options.withDescription("the key's quota in USD, e.g. 10 or 2.50")),
-  name: Options.text("name").pipe(described("a name to recognise the key by"), Options.optional),
-  serverOption: Options.text("server-option").pipe(
-    described("the Server Option whose models and limits the key gets (default: the config's default_server_option)"),
-    Options.optional
-  ),
-  models: Options.text("models").pipe(Options.withDescription("comma-separated allow-list"), Options.optional),
-  expiresAt: Options.text("expires-at").pipe(Options.withDescription("ISO-8601 date-time"), Options.optional),
-  rpm: Options.integer("rpm").pipe(
-    Options.withDescription("requests per minute (default: the Server Option's)"),
-    Options.optional
-  ),
-  tpm: Options.integer("tpm").pipe(
-    Options.withDescription("tokens per minute (default: the Server Option's)"),
-    Options.optional
-  ),
-  json
-}, (o) =>
-  operation({
-    _tag: "keys.create",
-    quotaUsd: o.quotaUsd,
-    name: opt(o.name),
-    serverOption: opt(o.serverOption),
-    models: Option.map(o.models, list).pipe(opt),
-    expiresAt: opt(o.expiresAt),
-    requestsPerMinute: opt(o.rpm),
-    tokensPerMinute: opt(o.tpm)
-  }, o.json)).pipe(Command.withDescription("create an API key; prints the key once"))
-
-const keysList = Command.make("list", { json }, ({ json }) => operation({ _tag: "keys.list" }, json)).pipe(
-  Command.withDescription("list every key with its status, quota and usage")
-)
-const keyId = Args.text({ name: "KEY_ID" }).pipe(Args.withDescription("the key's id, e.g. key_abc123"))
-const keysRevoke = Command.make(
-  "revoke",
-  { keyId, json },
-  ({ json, keyId }) => operation({ _tag: "keys.revoke", keyId }, json)
-).pipe(Command.withDescription("revoke a key: its calls are refused from then on"))
-const keysGrant = Command.make(
-  "grant",
-  {
-    keyId,
-    usd: Options.text("usd").pipe(Options.withDescription("USD to add to the key's quota")),
-    reason: Options.text("reason").pipe(described("why, kept in the event"), Options.optional),
-    json
-  },
-  (o) => operation({ _tag: "keys.grant", keyId: o.keyId, usd: o.usd, reason: opt(o.reason) }, o.json)
-).pipe(Command.withDescription("top up a key's quota (a QuotaGranted event)"))
-const keys = Command.make("keys").pipe(
-  Command.withSubcommands([keysCreate, keysList, keysRevoke, keysGrant]),
-  Command.withDescription("create, list, revoke and top up API keys")
-)
-
-const vendorsCreate = Command.make("create", {
-  name: Options.text("name").pipe(described("the vendor's name")),
-  scopes: Options.text("scopes").pipe(Options.withDescription("comma-separated, e.g. keys:create,server-options:read")),
-  serverOptions: Options.text("server-options").pipe(
-    described("comma-separated Server Options its keys may use (default: all)"),
-    Options.optional
-  ),
-  creditUsd: Options.text("credit-usd").pipe(
-    Options.withDescription("credit the vendor may hand out as key quota"),
-    Options.optional
-  ),
-  json
-}, (o) =>
-  operation({
-    _tag: "vendors.create",
-    name: o.name,
-    scopes: list(o.scopes),
-    serverOptions: Option.map(o.serverOptions, list).pipe(opt),
-    creditUsd: opt(o.creditUsd)
-  }, o.json)).pipe(Command.withDescription("register a vendor; prints its token once"))
-const vendorsList = Command.make("list", { json }, ({ json }) => operation({ _tag: "vendors.list" }, json)).pipe(
-  Command.withDescription("list every vendor with its Server Options and credit")
-)
-const vendorId = Args.text({ name: "VENDOR_ID" }).pipe(Args.withDescription("the vendor's id, e.g. vnd_abc123"))
-const vendorsCredit = Command.make("credit", {
-  vendorId,
-  usd: Options.text("usd").pipe(
-    Options.withDescription("USD of credit to add (what the vendor may hand out as quota)")
-  ),
-  json
-}, (o) => operation({ _tag: "vendors.credit", vendorId: o.vendorId, usd: o.usd }, o.json)).pipe(
-  Command.withDescription("grant a vendor credit")
-)
-const vendorsToken = Command.make(
-  "token",
-  {
-    vendorId,
-    scopes: Options.text("scopes").pipe(described("comma-separated scopes of the new token")),
-    expiresAt: Options.text("expires-at").pipe(described("ISO-8601 date-time"), Options.optional),
-    json
-  },
-  (o) =>
-    operation(
-      { _tag: "vendors.token", vendorId: o.vendorId, scopes: list(o.scopes), expiresAt: opt(o.expiresAt) },
-      o.json
-    )
-)
-  .pipe(Command.withDescription("issue another token for a vendor; prints it once"))
-const vendorsRevokeToken = Command.make("revoke-token", {
-  tokenId: Args.text({ name: "TOKEN_ID" }).pipe(Args.withDescription("the token's id, e.g. vtk_abc123")),
-  json
-}, (o) => operation({ _tag: "vendors.revokeToken", tokenId: o.tokenId }, o.json)).pipe(
-  Command.withDescription("revoke a vendor token")
-)
-const vendors = Command.make("vendors").pipe(
-  Command.withSubcommands([vendorsCreate, vendorsList, vendorsCredit, vendorsToken, vendorsRevokeToken]),
-  Command.withDescription("register vendors, grant credit, issue and revoke their tokens")
-)
 
 const usage = Command.make("usage", {
   keyId: keyId.pipe(Args.optional),

@@ -1,0 +1,54 @@
+/**
+ * How a CLI command runs an operation: where the data is (the server holding the embedded folder, or
+ * this process with the gateway's services), and how its result is printed (`--json` or for people).
+ */
+import { Options } from "@effect/cli"
+import { NodeContext } from "@effect/platform-node"
+import { Console, Effect, Layer, Option } from "effect"
+import { GatewayConfig } from "../config/GatewayConfig.ts"
+import * as Database from "../db/Database.ts"
+import { AccountsLive } from "../main.ts"
+import { human } from "./format.ts"
+import { type Operation, type OperationFailed, run } from "./operations.ts"
+import * as OperatorEndpoint from "./OperatorEndpoint.ts"
+import { line, locate, withDatabase } from "./where.ts"
+
+export const json = Options.boolean("json").pipe(Options.withDescription("print the result as JSON"))
+export const list = (s: string) => s.split(",").map((x) => x.trim()).filter((x) => x !== "")
+export const opt = <A>(o: Option.Option<A>) => Option.getOrUndefined(o)
+
+export const LocalLive = AccountsLive.pipe(
+  Layer.provideMerge(Database.layer),
+  Layer.provideMerge(GatewayConfig.layer),
+  Layer.provide(NodeContext.layer)
+)
+
+export type Local = Layer.Layer.Success<typeof LocalLive>
+
+/**
+ * Runs an operation where the data is: in the server holding the embedded folder, or in this process
+ * (`local`, by default the operation itself, run with the gateway's services).
+ */
+export const execute = (
+  op: Operation,
+  local: Effect.Effect<unknown, OperationFailed, Local> = run(op) as Effect.Effect<unknown, OperationFailed, Local>
+) =>
+  Effect.gen(function*() {
+    const where = yield* locate
+    const result = where.servedBy !== undefined
+      ? yield* OperatorEndpoint.remote(where.dataDir, where.servedBy, op)
+      : yield* local.pipe(Effect.provide(LocalLive))
+    return { where, result }
+  })
+
+export const print =
+  (op: Operation, asJson: boolean) => ({ where, result }: Effect.Effect.Success<ReturnType<typeof execute>>) =>
+    Console.log(
+      asJson
+        ? JSON.stringify(withDatabase(op._tag, result, where.database), null, 2)
+        : `${line(where)}\n${human(op, result)}`
+    )
+
+export const operation = (op: Operation, asJson: boolean) => execute(op).pipe(Effect.flatMap(print(op, asJson)))
+
+export const described = (description: string) => Options.withDescription(description)
