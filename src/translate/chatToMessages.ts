@@ -5,7 +5,7 @@
  */
 import { imageSourceFromUrl, textOfBlocks } from "./content.ts"
 import { dropExtras, type Policy, sortTopLevel } from "./Policy.ts"
-import { normaliseEffort, thinkingFor } from "./reasoning.ts"
+import { addThinking, normaliseEffort } from "./reasoning.ts"
 import { chatFinishReason } from "./stopReasons.ts"
 import { fromMessagesId, toMessagesId } from "./toolIds.ts"
 import { isObject, type Json, parseArguments, present, refuse } from "./Untranslatable.ts"
@@ -203,16 +203,7 @@ export const chatRequestToMessages = (body: Json, target: MessagesTarget, policy
       refuse("reasoning_effort", `the effort "${String(body.reasoning_effort)}" has no equivalent`)
     }
     if (effort !== undefined && effort !== "none") {
-      const t = thinkingFor({
-        effort,
-        maxTokens: Number(out.max_tokens),
-        temperature: out.temperature,
-        topP: out.top_p,
-        toolChoice: out.tool_choice as Json | undefined,
-        messages: out.messages as Array<{ role: string; content: unknown }>
-      })
-      if ("thinking" in t) out.thinking = t.thinking
-      else policy.drop("reasoning_effort", t.why)
+      addThinking(out, effort, "reasoning_effort", policy)
     }
   }
   if (present(body, "stream")) out.stream = body.stream

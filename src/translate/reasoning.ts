@@ -5,6 +5,8 @@
  * back unchanged), OpenAI reasoning items (a summary plus `encrypted_content`) and the de-facto chat
  * field `reasoning_content` of OpenAI-compatible servers.
  */
+import type { Policy } from "./Policy.ts"
+
 export type Effort = "low" | "medium" | "high"
 
 /** The budget Anthropic needs at least, and the budgets the effort levels stand for. */
@@ -106,4 +108,21 @@ export const thinkingFor = (o: {
     }
   }
   return { thinking: { type: "enabled", budget_tokens: budget } }
+}
+
+/**
+ * Sets the `thinking` of a messages request under construction from an effort level, or drops the
+ * client's field `param` (through the policy) with the reason it cannot be sent.
+ */
+export const addThinking = (out: Record<string, unknown>, effort: Effort, param: string, policy: Policy) => {
+  const t = thinkingFor({
+    effort,
+    maxTokens: Number(out.max_tokens),
+    temperature: out.temperature,
+    topP: out.top_p,
+    toolChoice: out.tool_choice as Record<string, unknown> | undefined,
+    messages: out.messages as Array<{ role: string; content: unknown }>
+  })
+  if ("thinking" in t) out.thinking = t.thinking
+  else policy.drop(param, t.why)
 }

@@ -4,7 +4,7 @@
  */
 import { imageSourceFromUrl } from "./content.ts"
 import type { Policy } from "./Policy.ts"
-import { sealRedacted, sealThinking, thinkingFor, unsealThinking } from "./reasoning.ts"
+import { addThinking, sealRedacted, sealThinking, unsealThinking } from "./reasoning.ts"
 import { functionCallItem, readResponsesInput, reasoningItem, responseEnvelope, textItem } from "./responsesInput.ts"
 import { fromMessagesId, toMessagesId } from "./toolIds.ts"
 import { isObject, type Json, parseArguments, present, refuse } from "./Untranslatable.ts"
@@ -100,16 +100,7 @@ export const responsesRequestToMessages = (
     out.tool_choice = { ...(choice ?? { type: "auto" }), disable_parallel_tool_use: true }
   } else if (choice) out.tool_choice = choice
   if (input.effort !== undefined) {
-    const t = thinkingFor({
-      effort: input.effort,
-      maxTokens: Number(out.max_tokens),
-      temperature: out.temperature,
-      topP: out.top_p,
-      toolChoice: out.tool_choice as Json | undefined,
-      messages: out.messages as Array<{ role: string; content: unknown }>
-    })
-    if ("thinking" in t) out.thinking = t.thinking
-    else policy.drop("reasoning.effort", t.why)
+    addThinking(out, input.effort, "reasoning.effort", policy)
   }
   if (present(body, "stream")) out.stream = body.stream
   return out
