@@ -5,7 +5,7 @@
  * style), then UsageReported and Billed, exactly once, on every ending, defects included.
  * The request runs in the server-owned supervisor; its billing steps are uninterruptible.
  */
-import { Effect, Exit, Fiber, FiberRef, Option } from "effect"
+import { Effect, Exit, Fiber, FiberRef } from "effect"
 import type { Readable } from "node:stream"
 import { Admission } from "../accounts/Admission.ts"
 import { Catalog } from "../accounts/Catalog.ts"
@@ -19,10 +19,10 @@ import { noStackTrace } from "../observability/Tracing.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
 import { textOf } from "../wire/text.ts"
 import { cheapTokens } from "../wire/tokens.ts"
-import { Billing, type Ticket } from "./Billing.ts"
+import { billedAnyway } from "./billedAnyway.ts"
+import { Billing } from "./Billing.ts"
 import type { CallBound } from "./Bound.ts"
 import type { BadRequest, LedgerDown, ModelNotFound, RateLimitReached, UpstreamFailure } from "./errors.ts"
-import { estimateReply } from "./estimates.ts"
 import { type GenerationResult, jsonCall } from "./jsonCall.ts"
 import { RequestSupervisor } from "./RequestSupervisor.ts"
 import { type Generation, makeRouter } from "./Routing.ts"
@@ -116,7 +116,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
               const close = (exit: Exit.Exit<unknown, unknown>) =>
                 Effect.flatMap(Effect.exit(committed), (ticket) =>
                   Exit.isSuccess(ticket)
-                    ? Effect.zipRight(billedAnyway(g, ticket.value, exit), supervisor.leave(g.requestId))
+                    ? Effect.zipRight(billedAnyway(billing, g, ticket.value, exit), supervisor.leave(g.requestId))
                     : Effect.void)
               return yield* body({ candidates: routed.candidates, committed, restore, close }).pipe(
                 Effect.onExit((exit) => (Exit.isFailure(exit) || leaves(exit.value) ? close(exit) : Effect.void)),
@@ -143,40 +143,6 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
             })
           )
         }))
-
-    /**
-     * The safety net: a request that ended without billing (a defect) is billed as failed: from an
-     * estimate of the upstream's answer if it had come (it may be what failed to read), else 0.
-     */
-    const billedAnyway = (g: Generation, ticket: Ticket, exit: Exit.Exit<unknown, unknown>) =>
-      ticket.billed ? Effect.void : Effect.gen(function*() {
-        yield* Effect.logError(
-          `${ticket.requestId} ended without being billed; billing it as failed`,
-          Exit.isFailure(exit) ? exit.cause : ""
-        )
-        const answered = ticket.answered
-        const estimated = answered
-          ? yield* estimateReply(g.body, answered.endpoint, answered.body).pipe(
-            Effect.option,
-            Effect.catchAllDefect(() => Effect.succeedNone)
-          )
-          : Option.none()
-        yield* billing.bill(ticket, {
-          usage: Option.isSome(estimated) ? estimated.value.usage : zeroUsage,
-          outcome: "failed",
-          estimate: Option.isSome(estimated)
-            ? {
-              basis: `the request failed inside the gateway after the upstream answered; ${
-                estimated.value.estimate!.basis
-              }`,
-              estimator: estimated.value.estimate!.estimator
-            }
-            : {
-              basis: "the request failed inside the gateway before it was billed; nothing is known of its usage",
-              estimator: "none"
-            }
-        })
-      })
 
     const generate = (g: Generation): Effect.Effect<GenerationResult, Refusal> =>
       supervised(g, () => true, (s) => runJson(g, s))
