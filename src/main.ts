@@ -1,19 +1,24 @@
 /**
  * Composes the layers: config -> database -> ledger -> accounts -> gateway -> http.
- * `GatewayLive` is everything but HTTP; `tollgate serve` (cli/serve.ts) adds the HTTP server.
+ * `GatewayLive` is everything but HTTP; `AppLive` the whole served gateway, HTTP included, over a
+ * database, a config and the platform: `tollgate serve` (cli/serve.ts) and the tests'
+ * gateway (test/support/TestGateway.ts) both run it.
  */
 import { Layer } from "effect"
 import { Admission } from "./accounts/Admission.ts"
 import { Catalog } from "./accounts/Catalog.ts"
 import { Keys } from "./accounts/Keys.ts"
-import { KeyStore } from "./accounts/KeyStore.ts"
+import { KeyChangeListener, KeyStore } from "./accounts/KeyStore.ts"
 import { UsageReport } from "./accounts/UsageReport.ts"
 import { Vendors } from "./accounts/Vendors.ts"
 import { Billing } from "./gateway/Billing.ts"
 import { Gateway } from "./gateway/Gateway.ts"
 import { Heartbeat } from "./gateway/Heartbeat.ts"
+import { Reconciler } from "./gateway/Reconciler.ts"
 import { RequestSupervisor } from "./gateway/RequestSupervisor.ts"
 import { TokenCount } from "./gateway/TokenCount.ts"
+import { MetricsPortLive } from "./http/MetricsHandlers.ts"
+import { HttpLive } from "./http/Server.ts"
 import { EventLog } from "./ledger/EventLog.ts"
 import { Spool } from "./ledger/Spool.ts"
 import { Metrics } from "./observability/Metrics.ts"
@@ -44,3 +49,15 @@ export const makeGatewayLive = <E, R>(upstreams: Layer.Layer<Upstreams, E, R>) =
   )
 
 export const GatewayLive = makeGatewayLive(Upstreams.Default)
+
+/**
+ * The served gateway: the HTTP server and its API, the key cache following other processes, the
+ * reconciler and the metrics port, over the gateway's services.
+ */
+export const makeAppLive = <E, R>(upstreams: Layer.Layer<Upstreams, E, R>) =>
+  Layer.mergeAll(KeyChangeListener, Reconciler.Default, MetricsPortLive).pipe(
+    Layer.provideMerge(HttpLive),
+    Layer.provideMerge(makeGatewayLive(upstreams))
+  )
+
+export const AppLive = makeAppLive(Upstreams.Default)

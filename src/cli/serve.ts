@@ -7,13 +7,9 @@ import { NodeContext } from "@effect/platform-node"
 import { Console, Effect, Layer } from "effect"
 import cluster from "node:cluster"
 import { Keys } from "../accounts/Keys.ts"
-import { KeyChangeListener } from "../accounts/KeyStore.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as Database from "../db/Database.ts"
-import { Reconciler } from "../gateway/Reconciler.ts"
-import { MetricsPortLive } from "../http/MetricsHandlers.ts"
-import { HttpLive } from "../http/Server.ts"
-import { GatewayLive } from "../main.ts"
+import { AppLive } from "../main.ts"
 import { configuredLoggerLayer } from "../observability/Logging.ts"
 import { TracingLive } from "../observability/Tracing.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
@@ -66,17 +62,8 @@ const OperatorLive = Layer.unwrapEffect(Effect.gen(function*() {
   return db.backend === "pglite" ? OperatorEndpoint.layer(config.dataDir) : Layer.empty
 }))
 
-export const ServeLive = Layer.mergeAll(
-  BannerLive,
-  DevKeyLive,
-  OperatorLive,
-  KeyChangeListener,
-  Reconciler.Default,
-  ReloadLive,
-  MetricsPortLive
-).pipe(
-  Layer.provideMerge(HttpLive),
-  Layer.provideMerge(GatewayLive),
+export const ServeLive = Layer.mergeAll(BannerLive, DevKeyLive, OperatorLive, ReloadLive).pipe(
+  Layer.provideMerge(AppLive),
   // A `--workers` worker finds the database migrated by its primary.
   Layer.provideMerge(cluster.isWorker ? Database.unmigrated : Database.layer),
   // Spans go to an OTLP collector if one is configured; otherwise they are off (observability/Tracing.ts).

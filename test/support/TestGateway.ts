@@ -9,14 +9,10 @@ import { HttpServer } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { Effect, FiberRef, Layer, Logger, LogLevel } from "effect"
 import { Keys } from "../../src/accounts/Keys.ts"
-import { KeyChangeListener } from "../../src/accounts/KeyStore.ts"
 import { Vendors } from "../../src/accounts/Vendors.ts"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { GatewayConfig } from "../../src/config/GatewayConfig.ts"
-import { Reconciler } from "../../src/gateway/Reconciler.ts"
-import { MetricsPortLive } from "../../src/http/MetricsHandlers.ts"
-import { HttpAppLive, NodeServerLive } from "../../src/http/Server.ts"
-import { makeGatewayLive } from "../../src/main.ts"
+import { makeAppLive } from "../../src/main.ts"
 import { Upstreams } from "../../src/providers/Upstreams.ts"
 import { TestDatabase } from "./TestDatabase.ts"
 
@@ -29,9 +25,7 @@ const quietUnlessAsked = Layer.unwrapEffect(
 )
 
 export const makeTestGateway = (file?: ConfigFileEncoded, upstreams: Layer.Layer<Upstreams> = Upstreams.Default) =>
-  Layer.mergeAll(HttpAppLive, KeyChangeListener, Reconciler.Default, MetricsPortLive).pipe(
-    Layer.provideMerge(NodeServerLive),
-    Layer.provideMerge(makeGatewayLive(upstreams)),
+  makeAppLive(upstreams).pipe(
     Layer.provideMerge(TestDatabase),
     Layer.provideMerge(GatewayConfig.forTest({ ...(file ? { file } : {}), host: "127.0.0.1", port: 0 })),
     Layer.provideMerge(NodeContext.layer),
