@@ -30,6 +30,25 @@ export default tseslint.config(
     }
   },
   {
+    // A barrel import loads every module of its package at runtime (the sources are bundled with the
+    // packages external): @effect/platform's alone brings two API-reference UIs, ~20 MB of strings.
+    files: ["src/**/*.ts"],
+    rules: {
+      "@effect/no-import-from-barrel-package": ["error", {
+        packageNames: [
+          "effect",
+          "@effect/platform",
+          "@effect/platform-node",
+          "@effect/sql",
+          "@effect/sql-pg",
+          "@effect/cli",
+          "@effect/opentelemetry",
+          "@effect/experimental"
+        ]
+      }]
+    }
+  },
+  {
     // Tests read SDK answers and scripted upstream payloads loosely on purpose.
     files: ["test/**/*.ts"],
     rules: { "@typescript-eslint/no-explicit-any": "off" }

@@ -4,7 +4,7 @@
  * database, a config and the platform: `tollgate serve` (cli/serve.ts) and the tests'
  * gateway (test/support/TestGateway.ts) both run it.
  */
-import { Layer } from "effect"
+import * as Layer from "effect/Layer"
 import { Admission } from "./accounts/Admission.ts"
 import { Catalog } from "./accounts/Catalog.ts"
 import { Keys } from "./accounts/Keys.ts"

@@ -5,7 +5,7 @@
  * the authoritative check, shared by every process, is the reservation guarded in the StreamStarted
  * append (see ledger/projections/applySql.ts).
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { formatUsd } from "../config/Money.ts"
 import { QuotaExceeded } from "./errors.ts"
 import type { KeyRecord } from "./KeyRecord.ts"

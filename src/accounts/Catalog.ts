@@ -2,7 +2,9 @@
  * The model catalog and Server Options, from the configuration: which models a key may call and
  * which upstream deployments serve them.
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import type { ConfigFile, ModelConfig, ProviderConfig, ServerOptionConfig } from "../config/ConfigFile.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { type PriceSheet, priceSheet } from "./Pricing.ts"

@@ -10,9 +10,14 @@
  * - a key it has not seen (created elsewhere a moment ago) is looked up in the database once, and an
  *   unknown one is remembered for two seconds (at most 10,000 of them) against floods of bad keys.
  */
-import { SqlClient } from "@effect/sql"
-import { PgClient } from "@effect/sql-pg"
-import { Clock, Effect, Layer, Option, Schedule, Stream } from "effect"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Stream from "effect/Stream"
 import { EventLog } from "../ledger/EventLog.ts"
 import { fromRow, KEY_COLUMNS, type KeyRecord, type KeyRow } from "./KeyRecord.ts"
 import { hashSecret } from "./secrets.ts"

@@ -2,8 +2,8 @@
  * Issuing, revoking and listing API keys. Every change is an event on the key's stream
  * (`key-<id>`); the `api_keys` table is its projection.
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 import { createHash } from "node:crypto"
 import { type Appended, EventLog } from "../ledger/EventLog.ts"
 import { streamOf } from "../ledger/events.ts"

@@ -2,8 +2,8 @@
  * The usage of a key, read from the projections: its quota and what it has used, reserved and has
  * left, with totals and breakdowns by model and by UTC day over an optional window of days.
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 import { formatUsd } from "../config/Money.ts"
 import type { KeyRecord } from "./KeyRecord.ts"
 

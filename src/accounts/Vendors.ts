@@ -5,8 +5,9 @@
  * does not exist is remembered for two seconds (at most 10,000 of them), so a flood of the same bad
  * token costs one query, as for API keys.
  */
-import { SqlClient } from "@effect/sql"
-import { Clock, Effect } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import { EventLog } from "../ledger/EventLog.ts"
 import { streamOf } from "../ledger/events.ts"
 import * as Bounds from "./bounds.ts"

@@ -1,6 +1,5 @@
 /** What account operations refuse, in domain terms; the HTTP layer maps these to the error envelope. */
-import { Data } from "effect"
-
+import * as Data from "effect/Data"
 export class InvalidInput extends Data.TaggedError("InvalidInput")<{
   readonly message: string
   readonly param?: string

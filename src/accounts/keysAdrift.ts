@@ -3,8 +3,8 @@
  * names models their option no longer has. Their calls would be refused as unknown models (404), so
  * `serve` says so at start and after every reload, key by key (at most a few lines, then a count).
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 import type { CatalogService } from "./Catalog.ts"
 
 const SHOWN = 10

@@ -1,4 +1,5 @@
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { CountTokensRequest, CountTokensResponse, MessagesRequest } from "../wire/messages.ts"
 import { GenerationErrors, GenerationSuccess } from "./errors.ts"
 import { ApiKeyAuth } from "./security.ts"

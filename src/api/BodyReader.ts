@@ -5,8 +5,9 @@
  * A group's middlewares run last-declared first, so a group declares this one before its
  * authentication: a caller is authenticated (and its scope checked) before its body is read.
  */
-import { HttpApiMiddleware, HttpServerRequest } from "@effect/platform"
-import { Schema } from "effect"
+import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as Schema from "effect/Schema"
 import { InvalidRequest, RequestTimeout, RequestTooLarge, UnsupportedMediaType } from "./errors.ts"
 
 export class BodyReader extends HttpApiMiddleware.Tag<BodyReader>()("Api/BodyReader", {

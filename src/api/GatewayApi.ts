@@ -2,7 +2,8 @@
  * The whole HTTP surface: the endpoints of the spec in five groups, health probes and the operator's
  * status, the metrics. Definitions only; `GET /openapi.json` serves the OpenAPI document generated from them.
  */
-import { HttpApi, OpenApi } from "@effect/platform"
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { AnthropicApi } from "./AnthropicApi.ts"
 import { DiscoveryApi } from "./DiscoveryApi.ts"
 import { HealthApi } from "./HealthApi.ts"

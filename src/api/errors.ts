@@ -2,9 +2,8 @@
  * The typed errors a client can act on, one per envelope type. Every error leaves the gateway as
  * `{"type":"error","error":{"type","code","message","param"},"request_id"}` (see http/ErrorEnvelope.ts).
  */
-import { HttpApiSchema } from "@effect/platform"
-import { Schema } from "effect"
-
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as Schema from "effect/Schema"
 const fields = {
   message: Schema.String,
   code: Schema.optional(Schema.String),

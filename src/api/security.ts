@@ -3,8 +3,9 @@
  * accepted everywhere, spec §5 rule 1); `/api` endpoints take a vendor token in `Authorization: Bearer`;
  * `/operator` endpoints the operator's token (`server.operator_token`) in `Authorization: Bearer`.
  */
-import { HttpApiMiddleware } from "@effect/platform"
-import { Context, Schema } from "effect"
+import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as Context from "effect/Context"
+import * as Schema from "effect/Schema"
 import { AuthenticationFailed, NotFound, PermissionDenied } from "./errors.ts"
 
 export class CurrentKey extends Context.Tag("Api/CurrentKey")<CurrentKey, { readonly keyId: string }>() {}

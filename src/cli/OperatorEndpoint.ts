@@ -10,7 +10,12 @@
  * constant time from the headers before a byte of the body is read (a request without it is answered
  * 401 and its connection closed), and a body is at most 1 MiB.
  */
-import { Effect, Exit, Layer, Runtime, Schema, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Runtime from "effect/Runtime"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import * as fs from "node:fs"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"

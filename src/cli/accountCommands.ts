@@ -1,6 +1,8 @@
 /** The account commands: `tollgate keys ...` and `tollgate vendors ...`. */
-import { Args, Command, Options } from "@effect/cli"
-import { Option } from "effect"
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as Option from "effect/Option"
 import { described, json, list, operation, opt } from "./execute.ts"
 
 const keysCreate = Command.make("create", {

@@ -2,9 +2,12 @@
  * How a CLI command runs an operation: where the data is (the server holding the embedded folder, or
  * this process with the gateway's services), and how its result is printed (`--json` or for people).
  */
-import { Options } from "@effect/cli"
-import { NodeContext } from "@effect/platform-node"
-import { Console, Effect, Layer, Option } from "effect"
+import * as Options from "@effect/cli/Options"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as Database from "../db/Database.ts"
 import { AccountsLive } from "../main.ts"

@@ -4,7 +4,9 @@
  * the memory an export takes does not grow with the log. With the embedded folder held by `serve`,
  * the server reads the pages and streams the lines over its operator endpoint, with the same bound.
  */
-import { Data, Effect, Stream } from "effect"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
 import * as fs from "node:fs"
 import { exportPages, ndjson } from "../ledger/Export.ts"
 import { type ExportRequest, OperationFailed } from "./operations.ts"

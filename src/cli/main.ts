@@ -4,10 +4,19 @@
  * backend they run inside the server when one holds the data folder (see OperatorEndpoint.ts), and
  * open the folder themselves otherwise.
  */
-import { Args, Command, Options, ValidationError } from "@effect/cli"
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { SqlError } from "@effect/sql/SqlError"
-import { Console, Effect, Layer, Logger, LogLevel, Option } from "effect"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import { isDay } from "../accounts/UsageReport.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"

@@ -5,8 +5,10 @@
  * started: the command asks it which are applied, and either says the database is up to date or
  * names the ones waiting and what to do (restart the server, or stop it and migrate).
  */
-import { Command, Options } from "@effect/cli"
-import { Console, Effect } from "effect"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as Database from "../db/Database.ts"

@@ -4,7 +4,10 @@
  * holds) and inside a running server that holds the embedded data folder (over its operator socket).
  * Results are plain JSON (money as decimal strings), so `--json` output is the result itself.
  */
-import { Clock, Data, Effect, Schema } from "effect"
+import * as Clock from "effect/Clock"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import * as Bounds from "../accounts/bounds.ts"
 import { type KeyRecord, keyStatus } from "../accounts/KeyRecord.ts"
 import { Keys } from "../accounts/Keys.ts"

@@ -5,7 +5,9 @@
  * stays. `server.*`, `billing.*`, `log.*` and `telemetry.*` are read at start only: a reload that changes them says so. At
  * start and after each reload, keys the configuration has left behind are named (accounts/keysAdrift.ts).
  */
-import { Effect, Layer, Runtime } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Runtime from "effect/Runtime"
 import { Catalog } from "../accounts/Catalog.ts"
 import { keysAdrift } from "../accounts/keysAdrift.ts"
 import type { ConfigFile } from "../config/ConfigFile.ts"

@@ -2,9 +2,11 @@
  * `tollgate serve`: the gateway with its HTTP server, plus, on the embedded backend, the operator
  * endpoint for the CLI and a development key on the very first start.
  */
-import { HttpServer } from "@effect/platform"
-import { NodeContext } from "@effect/platform-node"
-import { Console, Effect, Layer } from "effect"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import cluster from "node:cluster"
 import { Keys } from "../accounts/Keys.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"

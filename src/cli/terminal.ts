@@ -5,8 +5,7 @@
  * name the whole command (`$ tollgate keys create ...`, where @effect/cli writes `$ create ...`).
  */
 import type { Console } from "effect"
-import { Effect } from "effect"
-
+import * as Effect from "effect/Effect"
 // CSI sequences (colours, cursor moves) and OSC sequences (titles, links).
 // eslint-disable-next-line no-control-regex -- escape sequences are control characters
 const ANSI = /\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)/g

@@ -4,7 +4,9 @@
  * inside the server when one holds it. Every command says which: a `Database: ...` line first in its
  * human output, and a `database` field (`{ backend, location }`, no credentials) in its `--json`.
  */
-import { Config, Effect, Option } from "effect"
+import * as Config from "effect/Config"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { holderOf } from "../db/DataDirLock.ts"
 import { databaseLine, type DatabaseName, describeDatabase } from "../db/describe.ts"
 import type { Operation } from "./operations.ts"

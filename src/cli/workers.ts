@@ -7,7 +7,9 @@
  * reconciler of the others. The primary only applies migrations once, forks, restarts, and passes
  * SIGTERM/SIGINT on (each worker then drains and bills before it exits).
  */
-import { Data, Effect, Option } from "effect"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import cluster, { type Worker } from "node:cluster"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as Database from "../db/Database.ts"

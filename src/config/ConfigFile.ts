@@ -2,7 +2,7 @@
  * The schema of `tollgate.yaml`: upstream providers, models with prices, Server Options.
  * Decoding it is the validation: a wrong file is refused at start with the path and the field named.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { BETA_NAME } from "../providers/protocolHeaders.ts"
 import { UsdAmount } from "./Money.ts"
 

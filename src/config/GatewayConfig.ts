@@ -3,8 +3,17 @@
  * (tests use `ConfigProvider.fromMap`); providers, models and Server Options from `tollgate.yaml`
  * (path in TOLLGATE_CONFIG) or the built-in default. Secrets stay `Redacted` end to end.
  */
-import { FileSystem } from "@effect/platform"
-import { Config, Context, Data, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Config from "effect/Config"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 import { randomBytes } from "node:crypto"
 import * as os from "node:os"
 import * as path from "node:path"

@@ -2,8 +2,8 @@
  * Money is never a float. Amounts are integer nano-dollars (1 USD = 1e9 nanos) carried as `bigint`
  * in code and as decimal strings in events and JSON.
  */
-import { ParseResult, Schema } from "effect"
-
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 export const NANOS_PER_USD = 1_000_000_000n
 
 /** Parses a decimal USD amount ("2.50", "0.000000001", 3) into nanos, exactly. More than 9 decimals is refused. */

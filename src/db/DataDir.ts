@@ -6,7 +6,8 @@
  * timer while it runs, and when it closes. A folder found looser at start (restored from a backup,
  * copied, unpacked) is tightened too, and the log says so.
  */
-import { Data, Effect } from "effect"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 

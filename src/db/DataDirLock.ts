@@ -2,7 +2,8 @@
  * Only one process may open an embedded PGlite data folder. The lock is a file created exclusively
  * (O_EXCL) holding the owner's PID; a lock whose process is gone is stale and taken over.
  */
-import { Data, Effect } from "effect"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as DataDir from "./DataDir.ts"

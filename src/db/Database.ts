@@ -2,9 +2,13 @@
  * The database behind one @effect/sql `SqlClient`: a real Postgres when DATABASE_URL is set, otherwise
  * an embedded PGlite in the data folder. Migrations are applied when the layer is built.
  */
-import { SqlClient } from "@effect/sql"
-import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Option, Redacted } from "effect"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as DataDirLock from "./DataDirLock.ts"
 import { describeDatabase, postgresLocation } from "./describe.ts"

@@ -2,10 +2,11 @@
  * Plain-SQL migrations (`migrations/NNNN_name.sql`), applied at start on PGlite and Postgres alike.
  * The @effect/sql Migrator keeps the applied list and locks its table, so concurrent starts are safe.
  */
-import { FileSystem, Path } from "@effect/platform"
-import { SqlClient } from "@effect/sql"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
 import * as Migrator from "@effect/sql/Migrator"
-import { Effect } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 import { fileURLToPath } from "node:url"
 
 // Resolved from this module: src/db here, dist/bin in the bundle (bin/tollgate.mjs); both are two levels deep.

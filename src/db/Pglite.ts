@@ -4,13 +4,16 @@
  * statement outside a transaction, and every whole transaction, holds the single permit, so no
  * other fiber's statement can land inside an open BEGIN.
  */
-import { Reactivity } from "@effect/experimental"
-import { SqlClient } from "@effect/sql"
-import { PgClient } from "@effect/sql-pg"
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import { PGlite } from "@electric-sql/pglite"
-import { Effect, Layer, Schedule, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
+import * as Stream from "effect/Stream"
 import * as DataDir from "./DataDir.ts"
 
 const make = (db: PGlite) =>

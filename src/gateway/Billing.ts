@@ -4,7 +4,9 @@
  * the end. A bill never fails and never makes the client wait long: when the log does not confirm it
  * within `billing.commit_wait_ms`, it goes to the spool (durable, landed once the log answers).
  */
-import { Clock, Effect, LogLevel } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as LogLevel from "effect/LogLevel"
 import { type Reservation } from "../accounts/Admission.ts"
 import { QuotaExceeded } from "../accounts/errors.ts"
 import type { KeyRecord } from "../accounts/KeyRecord.ts"

@@ -4,7 +4,8 @@
  * honoured, or the next deployment is tried when it asks for longer than `max_delay_ms`); other
  * answers are final. Each deployment gets `attempts_per_deployment` tries, all of them `max_attempts`.
  */
-import { Duration, Effect } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import type { UpstreamError } from "../providers/Upstream.ts"
 
 export interface RetryPolicy {

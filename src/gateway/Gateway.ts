@@ -5,7 +5,10 @@
  * style), then UsageReported and Billed, exactly once, on every ending, defects included.
  * The request runs in the server-owned supervisor; its billing steps are uninterruptible.
  */
-import { Effect, Exit, Fiber, FiberRef } from "effect"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as FiberRef from "effect/FiberRef"
 import type { Readable } from "node:stream"
 import { Admission } from "../accounts/Admission.ts"
 import { Catalog } from "../accounts/Catalog.ts"

@@ -6,8 +6,11 @@
  * Its row is removed when the process stops, after the request supervisor has drained (the supervisor
  * depends on it, so it outlives the requests).
  */
-import { SqlClient } from "@effect/sql"
-import { Clock, Duration, Effect, Schedule } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { EventLog } from "../ledger/EventLog.ts"
 

@@ -14,8 +14,10 @@
  * checkpoint (0 without one). Landing is idempotent, so if the owner billed after all, nothing is
  * written twice.
  */
-import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Schedule } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import { Catalog } from "../accounts/Catalog.ts"
 import { KeyStore } from "../accounts/KeyStore.ts"
 import { costOf, zeroUsage } from "../accounts/Pricing.ts"

@@ -5,7 +5,11 @@
  * `server.shutdown_grace_ms`) for in-flight requests to finish and bill, then interrupts the rest,
  * whose billing steps are uninterruptible.
  */
-import { Duration, Effect, Fiber, FiberSet, Option } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as FiberSet from "effect/FiberSet"
+import * as Option from "effect/Option"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { Heartbeat } from "./Heartbeat.ts"

@@ -3,7 +3,7 @@
  * the body in its upstream's style (an output cap added where the client set none), the prices the
  * key pays, the call's bound and the key's rate limits.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { CatalogModel, CatalogService, ResolvedDeployment } from "../accounts/Catalog.ts"
 import type { KeyRecord } from "../accounts/KeyRecord.ts"
 import type { PriceSheet } from "../accounts/Pricing.ts"

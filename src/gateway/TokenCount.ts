@@ -6,7 +6,7 @@
  * counted here with a tokenizer (o200k_base, OpenAI's current encoding), which is what an
  * OpenAI-style upstream's count comes close to.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { Catalog } from "../accounts/Catalog.ts"
 import type { KeyRecord } from "../accounts/KeyRecord.ts"
 import type { ProtocolHeaders } from "../providers/Upstream.ts"

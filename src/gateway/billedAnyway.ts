@@ -1,5 +1,7 @@
 /** The lifecycle's safety net for a request that ended without its bill. */
-import { Effect, Exit, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
 import { zeroUsage } from "../accounts/Pricing.ts"
 import type { Billing, Ticket } from "./Billing.ts"
 import { estimateReply } from "./estimates.ts"

@@ -1,6 +1,5 @@
 /** Why the gateway refuses or fails a generation, before the HTTP layer renders it as the envelope. */
-import { Data } from "effect"
-
+import * as Data from "effect/Data"
 export class BadRequest extends Data.TaggedError("BadRequest")<{
   readonly message: string
   readonly param?: string

@@ -2,7 +2,7 @@
  * Usage the gateway counts itself when an upstream does not report it: always marked as an estimate,
  * with what was counted and by which tokenizer (see wire/tokens.ts).
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { zeroUsage } from "../accounts/Pricing.ts"
 import type { UpstreamEndpoint } from "../providers/Upstream.ts"
 import { textOf } from "../wire/text.ts"

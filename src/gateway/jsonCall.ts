@@ -3,7 +3,11 @@
  * reports (or an estimate) and answer in the client's style. A client that leaves stops the upstream
  * call; the call is billed all the same.
  */
-import { Cause, Clock, Effect, Exit, Option } from "effect"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
 import { zeroUsage } from "../accounts/Pricing.ts"
 import { observeAttempts } from "../observability/attempts.ts"
 import type { Metrics } from "../observability/Metrics.ts"

@@ -3,7 +3,17 @@
  * event is in hand), then relay it to the client in the client's style, checkpoint its output while
  * it runs, and bill it when it ends, however it ends.
  */
-import { Cause, Clock, Duration, Effect, Exit, Fiber, FiberId, FiberRef, Option, Runtime, Scope } from "effect"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
+import * as FiberRef from "effect/FiberRef"
+import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
+import * as Scope from "effect/Scope"
 import type { Readable } from "node:stream"
 import { observeAttempts } from "../observability/attempts.ts"
 import type { Metrics } from "../observability/Metrics.ts"

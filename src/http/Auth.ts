@@ -3,8 +3,13 @@
  * tokens on `/api` (`Authorization: Bearer` only, with the scope the endpoint declares), the operator's
  * token on `/operator` (`Authorization: Bearer`, compared in constant time).
  */
-import { HttpServerRequest } from "@effect/platform"
-import { Clock, Context, Effect, Layer, Option, Redacted } from "effect"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { unusableReason } from "../accounts/KeyRecord.ts"
 import { KeyStore } from "../accounts/KeyStore.ts"

@@ -3,9 +3,9 @@
  * most) is shared by every probe within a second, so probes cannot make the database do more work.
  * This process's load is the operator's (`GET /operator/status`, OperatorHandlers.ts).
  */
-import { HttpApiBuilder } from "@effect/platform"
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 import { GatewayApi } from "../api/GatewayApi.ts"
 
 const ENDPOINTS = {

@@ -3,8 +3,12 @@
  * `{"type":"error","error":{"type","code","message","param"},"request_id"}`.
  * The OpenAI SDK reads `error.{message,type,code,param}`, the Anthropic SDK `error.{type,message}`.
  */
-import { HttpApiSchema, HttpServerResponse } from "@effect/platform"
-import { Cause, Effect, Option, type Schema } from "effect"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import type { Schema } from "effect"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import {
   type ApiError,
   AuthenticationFailed,

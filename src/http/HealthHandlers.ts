@@ -2,9 +2,10 @@
  * `/livez` and `/readyz` (api/HealthApi.ts). Readiness is cached for a second, so probes from many
  * load balancers cost one database round trip a second at most.
  */
-import { HttpApiBuilder } from "@effect/platform"
-import { SqlClient } from "@effect/sql"
-import { Clock, Effect } from "effect"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import { Overloaded } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { EventLog } from "../ledger/EventLog.ts"

@@ -2,8 +2,10 @@
  * `GET /metrics` (api/MetricsApi.ts), and the loopback listener of `server.metrics_port`, which serves
  * the same text without a token to whoever can reach 127.0.0.1.
  */
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect, Layer } from "effect"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { createServer } from "node:http"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"

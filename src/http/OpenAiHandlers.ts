@@ -1,5 +1,5 @@
-import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as Effect from "effect/Effect"
 import { Catalog, type CatalogModel } from "../accounts/Catalog.ts"
 import { KeyStore } from "../accounts/KeyStore.ts"
 import { AuthenticationFailed, NotFound } from "../api/errors.ts"

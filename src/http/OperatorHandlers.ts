@@ -1,6 +1,6 @@
 /** `GET /operator/status`: this process's load, for the operator (see api/OperatorApi.ts). */
-import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as Effect from "effect/Effect"
 import { KeyStore } from "../accounts/KeyStore.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { RequestSupervisor } from "../gateway/RequestSupervisor.ts"

@@ -1,7 +1,10 @@
 /** The HTTP server: the API with its handlers and middlewares, on node:http. */
-import { HttpApiBuilder, HttpMiddleware } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
-import { Effect, Layer, Option } from "effect"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { createServer, type Server } from "node:http"
 import type { Socket } from "node:net"
 import { GatewayApi } from "../api/GatewayApi.ts"

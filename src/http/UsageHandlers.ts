@@ -1,5 +1,5 @@
-import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as Effect from "effect/Effect"
 import { KeyStore } from "../accounts/KeyStore.ts"
 import { UsageReport, windowProblem } from "../accounts/UsageReport.ts"
 import { InvalidRequest } from "../api/errors.ts"

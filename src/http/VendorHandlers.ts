@@ -1,5 +1,8 @@
-import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
-import { Clock, Effect } from "effect"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import * as Bounds from "../accounts/bounds.ts"
 import { Catalog } from "../accounts/Catalog.ts"
 import type {

@@ -11,9 +11,16 @@
  * The raw object is kept whole, so fields the gateway does not know travel untouched to a same-style
  * upstream. Endpoints whose payload HttpApi decodes get their body from this reader too (BodyReaderLive).
  */
-import { Headers, HttpServerRequest } from "@effect/platform"
-import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Effect, Either, Layer, Option, ParseResult, Schema, Stream } from "effect"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
+import * as Headers from "@effect/platform/Headers"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import type { IncomingMessage } from "node:http"
 import * as zlib from "node:zlib"
 import { BodyReader } from "../api/BodyReader.ts"

@@ -1,6 +1,9 @@
 /** What middlewares need to know of the endpoint the router matched for the current request. */
-import { HttpApi, HttpRouter } from "@effect/platform"
-import { type Context, Effect, Option } from "effect"
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import type { Context } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { GatewayApi } from "../api/GatewayApi.ts"
 
 export interface MatchedEndpoint {

@@ -1,5 +1,5 @@
 /** Gateway and account refusals, rendered as the API's typed errors. */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { QuotaExceeded } from "../accounts/errors.ts"
 import { InvalidRequest, NotFound, Overloaded, RateLimited, RequestTooLarge, UpstreamFailed } from "../api/errors.ts"
 import type {

@@ -2,8 +2,12 @@
  * What the four generation endpoints share: read the body, decode the fields the gateway needs,
  * hand the request to the gateway, answer with the upstream's JSON in the client's style.
  */
-import { type HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, FiberRef, LogLevel, type Schema } from "effect"
+import type { HttpServerRequest } from "@effect/platform"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import type { Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import * as LogLevel from "effect/LogLevel"
 import { KeyStore } from "../accounts/KeyStore.ts"
 import { AuthenticationFailed, InvalidRequest } from "../api/errors.ts"
 import { CurrentKey } from "../api/security.ts"

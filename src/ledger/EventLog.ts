@@ -8,8 +8,13 @@
  * Event ids are deterministic (stream id + version), so a retried append after an ambiguous commit is
  * recognised instead of duplicated.
  */
-import { SqlClient } from "@effect/sql"
-import { Cause, Clock, Effect, Exit, Option, Schema } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { literal, script } from "../db/SqlScript.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import type { LooseJson } from "../wire/json.ts"

@@ -9,7 +9,11 @@
  * to whoever holds it, and no figure an auditor checks depends on it: usage, costs and quotas are
  * rebuilt from the other fields. `replay --verify` reads the log itself, hashes included.
  */
-import { Chunk, Effect, Option, Schema, Stream } from "effect"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import { formatUsd } from "../config/Money.ts"
 import { decodeStoredEvent, EventLog, type EventRow, type StoredEvent } from "./EventLog.ts"
 import { currentSchemaVersion, DomainEvent, type EventType } from "./events.ts"

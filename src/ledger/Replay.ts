@@ -4,8 +4,8 @@
  * sees exactly the committed events and exactly the projection writes of their transactions.
  * The rebuild folds the log through the same pure `project` function the live path applies.
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 import { EventLog, type StoredEvent } from "./EventLog.ts"
 import { applyMemory, emptyTables, type MemoryTables } from "./projections/applyMemory.ts"
 import { canonical, type TableName, tables } from "./projections/Delta.ts"

@@ -1,5 +1,5 @@
 /** This process's name in the log: in every event's metadata, in open requests, in heartbeats. */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { randomBytes } from "node:crypto"
 import { hostname } from "node:os"
 

@@ -10,7 +10,11 @@
  * landing is idempotent. If a file cannot be written at all (disk full), the append is kept in memory
  * and landed all the same while the process lives, and the failure is logged as an error.
  */
-import { Clock, Effect, Option, Schedule, Schema } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { GatewayConfig } from "../config/GatewayConfig.ts"

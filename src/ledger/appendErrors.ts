@@ -1,6 +1,6 @@
 /** What an append can fail with, and how a database error becomes one of them. */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Data } from "effect"
+import * as Data from "effect/Data"
 import { isConnectionLoss } from "../db/errors.ts"
 import { refusalOf } from "./projections/applySql.ts"
 

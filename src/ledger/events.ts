@@ -2,7 +2,7 @@
  * The event vocabulary of the log. Each event type has a schema version; rows are never rewritten,
  * older versions are upcast on read (see `upcasters`). Money is nano-dollars as decimal strings.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { Nanos } from "../config/Money.ts"
 
 const Id = Schema.String.pipe(Schema.minLength(1))

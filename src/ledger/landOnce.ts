@@ -4,7 +4,7 @@
  * owner or another process billed it already, or its StreamStarted never committed at all. Used when
  * the head is not known for certain: by the spool, the reconciler, and a bill whose append conflicted.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { isConnectionLoss } from "../db/errors.ts"
 import { type AppendError, type AppendRequest, type EventLog, LedgerRejected, LedgerUnavailable } from "./EventLog.ts"
 import type { DomainEvent } from "./events.ts"

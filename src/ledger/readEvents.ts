@@ -3,7 +3,7 @@
  * closing needs. Committed events only.
  */
 import type { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { decodeStoredEvent, type EventRow } from "./storedEvents.ts"
 
 const COLUMNS = `position::text, transaction_id::text, event_id::text, stream_id, stream_version, event_type,

@@ -1,5 +1,5 @@
 /** The log's rows as typed events, and the deterministic id of each event. */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { createHash } from "node:crypto"
 import { DomainEvent, type EventType, upcasters } from "./events.ts"
 

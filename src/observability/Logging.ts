@@ -4,8 +4,9 @@
  * line, no stack), and `pretty`, for people. `log.format` in tollgate.yaml chooses; unset, JSON unless
  * stderr is a terminal.
  */
-import { Cause, HashMap, Logger } from "effect"
-
+import * as Cause from "effect/Cause"
+import * as HashMap from "effect/HashMap"
+import * as Logger from "effect/Logger"
 const MAX_DEPTH = 3
 
 const plain = (_: string, v: unknown) => (typeof v === "bigint" ? v.toString() : v)

@@ -6,7 +6,7 @@
  * templates, models the catalog's names (anything else is "other"), providers and deployments the
  * configuration's; never a key id.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client"
 
 /** Seconds: from a cheap JSON answer to a long stream. */

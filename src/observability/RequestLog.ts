@@ -3,7 +3,7 @@
  * and its metrics, both from its record (RequestRecord.ts). Never a secret or a prompt: the record
  * holds ids, names, numbers and the error envelope's code.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { Catalog } from "../accounts/Catalog.ts"
 import { formatUsd } from "../config/Money.ts"
 import { endpointOf } from "./endpoints.ts"

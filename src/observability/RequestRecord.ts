@@ -5,8 +5,8 @@
  * object per request, reached through a FiberRef that the request's fibers (the supervised one
  * included) inherit.
  */
-import { Effect, FiberRef } from "effect"
-
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
 export interface RequestRecord {
   readonly requestId: string
   /** `performance.now()` at arrival. */

@@ -5,11 +5,15 @@
  * each upstream attempt and its ledger appends. Without a collector, spans are switched off for the
  * whole server: they would be built for nobody.
  */
-import { FetchHttpClient, Headers } from "@effect/platform"
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as Headers from "@effect/platform/Headers"
 // The modules themselves, not the package index, which would load the OpenTelemetry SDK as well.
 import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
 import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
-import { Config, Effect, Layer, Option } from "effect"
+import * as Config from "effect/Config"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 
 /** The collector's base address, if traces are wanted (the environment first, then the file). */

@@ -3,7 +3,7 @@
  * after the first, a failover when the deployment changes, an error by kind), noted on the request's
  * record, and runs in a `tollgate.upstream.attempt` span.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { Candidate } from "../gateway/Routing.ts"
 import type { UpstreamError } from "../providers/Upstream.ts"
 import type { Metrics } from "./Metrics.ts"

@@ -2,7 +2,7 @@
  * A request's endpoint as a metric label: the API's route template (`/v1/models/:id`), so that the
  * label has as many values as the API has routes; a path the API does not have is "other".
  */
-import { HttpApi } from "@effect/platform"
+import * as HttpApi from "@effect/platform/HttpApi"
 import { GatewayApi } from "../api/GatewayApi.ts"
 
 const exact = new Map<string, string>()

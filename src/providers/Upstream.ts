@@ -2,7 +2,9 @@
  * What every upstream provider offers the gateway: send one request body in the provider's own
  * style to one endpoint, get the status and body back. Errors are typed by what a retry could fix.
  */
-import { Data, Effect, type Scope } from "effect"
+import type { Scope } from "effect"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
 import type { ProviderConfig } from "../config/ConfigFile.ts"
 
 /** Which upstream API a call goes to. */

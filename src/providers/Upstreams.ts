@@ -1,5 +1,5 @@
 /** Sends a request to the upstream a deployment names: the in-process mock, or a real one over HTTP. */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { HttpUpstream } from "./http/HttpUpstream.ts"
 import * as Mock from "./mock/MockUpstream.ts"
 import type { UpstreamClient, UpstreamRequest } from "./Upstream.ts"

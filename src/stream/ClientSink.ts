@@ -5,7 +5,7 @@
  * memory. A Node stream rather than an Effect Queue turned into a Stream: that pair cost about 200 µs
  * of CPU per response, more than the whole relay of a 20-chunk stream.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { PassThrough, type Readable } from "node:stream"
 
 export interface ClientSink {

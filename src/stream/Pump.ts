@@ -9,7 +9,7 @@
  * the upstream reads (a slow client slows the upstream instead of growing memory). One timer per
  * stream keeps both limits; only time spent waiting for the upstream counts as idle.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { UpstreamError } from "../providers/Upstream.ts"
 import type { UpstreamBody } from "../providers/Upstream.ts"
 import type { PlainSink } from "./ClientSink.ts"

@@ -1,5 +1,5 @@
 /** An upstream's streamed body read as SSE events. */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { readBody, type UpstreamBody } from "../providers/Upstream.ts"
 import { feed, initialParser, type SseEvent } from "./sse.ts"
 

@@ -3,8 +3,7 @@
  * the gateway refuses the request with a 400 naming the field rather than drop it silently (advisory
  * fields are dropped and reported instead, see Policy.ts).
  */
-import { Data } from "effect"
-
+import * as Data from "effect/Data"
 export class Untranslatable extends Data.TaggedError("Untranslatable")<{
   /** The field, as a path in the client's request, e.g. `messages.2.content.0.type`. */
   readonly param: string

@@ -2,8 +2,7 @@
  * Chat completions (OpenAI style): the fields of a request the gateway reads. Everything else in the
  * body is kept as raw JSON and forwarded untouched to a same-style upstream.
  */
-import { Schema } from "effect"
-
+import * as Schema from "effect/Schema"
 export const ChatMessage = Schema.Struct({
   role: Schema.String,
   content: Schema.optional(Schema.Unknown)

@@ -1,6 +1,5 @@
 /** Images API (OpenAI style): the fields of a request the gateway reads; the rest travels as raw JSON. */
-import { Schema } from "effect"
-
+import * as Schema from "effect/Schema"
 export const ImagesRequest = Schema.Struct({
   model: Schema.optional(Schema.String.pipe(Schema.minLength(1))),
   prompt: Schema.String.pipe(Schema.minLength(1)),

@@ -2,8 +2,7 @@
  * Messages (Anthropic style): the fields of a request the gateway reads (model, the output cap,
  * stream, the text it estimates); the rest travels as raw JSON and is not validated here.
  */
-import { Schema } from "effect"
-
+import * as Schema from "effect/Schema"
 export const ANTHROPIC_VERSION = "2023-06-01"
 
 /**

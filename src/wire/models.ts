@@ -1,6 +1,5 @@
 /** `GET /v1/models`: one shape that both the OpenAI and the Anthropic SDK's `models.list()` accept. */
-import { Schema } from "effect"
-
+import * as Schema from "effect/Schema"
 export const ModelEntry = Schema.Struct({
   id: Schema.String,
   object: Schema.Literal("model"),

@@ -1,6 +1,5 @@
 /** Responses API (OpenAI style): the fields of a request the gateway reads; the rest travels as raw JSON. */
-import { Schema } from "effect"
-
+import * as Schema from "effect/Schema"
 export const ResponsesRequest = Schema.Struct({
   model: Schema.String.pipe(Schema.minLength(1)),
   input: Schema.Union(Schema.String.pipe(Schema.minLength(1)), Schema.Array(Schema.Unknown).pipe(Schema.minItems(1))),

@@ -10,8 +10,7 @@
  * other request and stream keeps moving while a multi-megabyte prompt is counted, for about a third
  * more time than one piece would take.
  */
-import { Effect } from "effect"
-
+import * as Effect from "effect/Effect"
 /** Named in events beside every count made here. */
 export const ESTIMATOR = "o200k_base"
 

@@ -4,8 +4,7 @@
  * `param` the field's path); the messages below never quote the value sent, which may be as large as
  * the body.
  */
-import { Schema } from "effect"
-
+import * as Schema from "effect/Schema"
 /** The message for any failure of a field's schema (its type or any of its refinements). */
 const refusal = (message: string) => ({ message: () => ({ message, override: true }) })
 

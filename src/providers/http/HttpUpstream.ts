@@ -8,7 +8,10 @@
  * connection failures become typed `UpstreamError`s whose messages name the provider, never its URL
  * or credential. Interrupting a call aborts it, which closes its connection.
  */
-import { Clock, Effect, Exit, Redacted } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Redacted from "effect/Redacted"
 import type { IncomingHttpHeaders } from "node:http"
 import { Agent, type Dispatcher } from "undici"
 import type { ProviderConfig } from "../../config/ConfigFile.ts"

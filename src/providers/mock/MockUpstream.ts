@@ -3,7 +3,8 @@
  * style its provider is configured with. The same request always gets the same answer, ids included.
  * Usage is realistic: about four characters per token, counted from the request's text.
  */
-import { Clock, Effect } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import { createHash } from "node:crypto"
 import { chatEmitter, messagesEmitter, responsesEmitter } from "../../stream/emit.ts"
 import { type FinishReason, fromChatFinish, fromMessagesStop, type Op } from "../../stream/ops.ts"
