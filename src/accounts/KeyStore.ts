@@ -12,7 +12,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Effect, Layer, Option, Schedule, Schema, Stream } from "effect"
+import { Cause, Clock, Effect, Layer, Option, ParseResult, Schedule, Schema, Stream } from "effect"
 import { EventLog } from "../ledger/EventLog.ts"
 import { fromRow, KEY_COLUMNS, type KeyRecord, KeyRow } from "./KeyRecord.ts"
 import { hashSecret } from "./secrets.ts"
@@ -54,7 +54,12 @@ export const KeyChangeListener = Layer.scopedDiscard(Effect.gen(function*() {
   )
   yield* store.catchUp.pipe(
     // The database being down is reported by the requests that need it; this only tries again.
-    Effect.catchAllCause((cause) => Effect.logDebug("the key cache could not catch up", cause)),
+    // A row that does not decode is logged as an error: it stays wrong until the schema is fixed.
+    Effect.catchAllCause((cause) =>
+      Option.exists(Cause.dieOption(cause), ParseResult.isParseError)
+        ? Effect.logError("the key cache read a key row it cannot decode", cause)
+        : Effect.logDebug("the key cache could not catch up", cause)
+    ),
     Effect.repeat(Schedule.spaced("1 second")),
     Effect.forkScoped
   )
