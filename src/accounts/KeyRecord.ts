@@ -2,6 +2,9 @@
  * A key as authentication and admission see it (what the key cache holds): the `api_keys` projection
  * row, decoded, without its metadata, which only the vendor area's listings show (`KeyDetails`).
  */
+import * as Schema from "effect/Schema"
+import { BigIntText, Instant, Json } from "../db/columns.ts"
+
 export interface KeyRecord {
   readonly keyId: string
   readonly keyHash: string
@@ -34,53 +37,57 @@ export const KEY_COLUMNS = `key_id, key_hash, key_hint, name, vendor_id, server_
 
 export const KEY_DETAIL_COLUMNS = `${KEY_COLUMNS}, metadata`
 
-export interface KeyRow {
-  readonly key_id: string
-  readonly key_hash: string
-  readonly key_hint: string
-  readonly name: string
-  readonly vendor_id: string | null
-  readonly server_option: string
-  readonly allowed_models: unknown
-  readonly quota_nanos: string
-  readonly used_nanos: string
-  readonly billed_requests: string
-  readonly created_at: Date | string
-  readonly expires_at: Date | string | null
-  readonly revoked_at: Date | string | null
-  readonly rate_limits: unknown
-}
+const RateLimits = Schema.Struct({
+  requests_per_minute: Schema.optional(Schema.Number),
+  tokens_per_minute: Schema.optional(Schema.Number)
+})
 
-const json = (v: unknown) => (typeof v === "string" ? JSON.parse(v) : v)
-const iso = (v: Date | string | null) => (v === null ? null : new Date(v).toISOString())
+/** An `api_keys` row as KEY_COLUMNS reads it. */
+export const KeyRow = Schema.Struct({
+  key_id: Schema.String,
+  key_hash: Schema.String,
+  key_hint: Schema.String,
+  name: Schema.String,
+  vendor_id: Schema.NullOr(Schema.String),
+  server_option: Schema.String,
+  allowed_models: Json(Schema.NullOr(Schema.Array(Schema.String))),
+  quota_nanos: BigIntText,
+  used_nanos: BigIntText,
+  billed_requests: BigIntText,
+  created_at: Instant,
+  expires_at: Schema.NullOr(Instant),
+  revoked_at: Schema.NullOr(Instant),
+  rate_limits: Json(Schema.NullOr(RateLimits))
+})
+export type KeyRow = typeof KeyRow.Type
 
-export const fromRow = (r: KeyRow): KeyRecord => {
-  const allowed = json(r.allowed_models) as Array<string> | null
-  return {
-    keyId: r.key_id,
-    keyHash: r.key_hash,
-    keyHint: r.key_hint,
-    name: r.name,
-    vendorId: r.vendor_id,
-    serverOption: r.server_option,
-    allowedModels: allowed === null ? null : new Set(allowed),
-    quotaNanos: BigInt(r.quota_nanos),
-    usedNanos: BigInt(r.used_nanos),
-    billedRequests: BigInt(r.billed_requests),
-    createdAt: iso(r.created_at)!,
-    expiresAt: iso(r.expires_at),
-    revokedAt: iso(r.revoked_at),
-    rateLimits: (json(r.rate_limits) ?? undefined) as KeyRecord["rateLimits"]
-  }
-}
+export const fromRow = (r: KeyRow): KeyRecord => ({
+  keyId: r.key_id,
+  keyHash: r.key_hash,
+  keyHint: r.key_hint,
+  name: r.name,
+  vendorId: r.vendor_id,
+  serverOption: r.server_option,
+  allowedModels: r.allowed_models === null ? null : new Set(r.allowed_models),
+  quotaNanos: r.quota_nanos,
+  usedNanos: r.used_nanos,
+  billedRequests: r.billed_requests,
+  createdAt: r.created_at,
+  expiresAt: r.expires_at,
+  revokedAt: r.revoked_at,
+  rateLimits: r.rate_limits ?? undefined
+})
 
-export interface KeyDetailRow extends KeyRow {
-  readonly metadata: unknown
-}
+/** An `api_keys` row as KEY_DETAIL_COLUMNS reads it. */
+export const KeyDetailRow = Schema.Struct({
+  ...KeyRow.fields,
+  metadata: Json(Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.String })))
+})
+export type KeyDetailRow = typeof KeyDetailRow.Type
 
 export const detailsFromRow = (r: KeyDetailRow): KeyDetails => ({
   ...fromRow(r),
-  metadata: (json(r.metadata) ?? {}) as Record<string, string>
+  metadata: r.metadata ?? {}
 })
 
 /** Why a key cannot be used now, if it cannot. */

@@ -12,14 +12,17 @@
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
 import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { EventLog } from "../ledger/EventLog.ts"
-import { fromRow, KEY_COLUMNS, type KeyRecord, type KeyRow } from "./KeyRecord.ts"
+import { fromRow, KEY_COLUMNS, type KeyRecord, KeyRow } from "./KeyRecord.ts"
 import { hashSecret } from "./secrets.ts"
 
 const NEGATIVE_TTL_MS = 2_000
@@ -27,7 +30,14 @@ const NEGATIVE_MAX = 10_000
 const CATCH_UP_PAGE = 5_000
 /** The events that change a cached key; each carries `key_id`. */
 const KEY_EVENTS = ["KeyIssued", "QuotaGranted", "KeyExpiryChanged", "KeyRevoked", "Billed"]
-const KEY_EVENT_LIST = KEY_EVENTS.map((t) => `'${t}'`).join(", ")
+
+/** A place in the log: (transaction_id, position), both read as text. */
+const CursorRow = Schema.Struct({ transaction_id: Schema.String, position: Schema.String })
+/** A page of the catch-up: each event's place, and the key it names if it changes one. */
+const ChangeRow = Schema.Struct({ ...CursorRow.fields, key_id: Schema.NullOr(Schema.String) })
+const decodeCursorRows = Schema.decodeUnknown(Schema.Array(CursorRow))
+const decodeChangeRows = Schema.decodeUnknown(Schema.Array(ChangeRow))
+const decodeKeyRows = Schema.decodeUnknown(Schema.Array(KeyRow))
 
 interface Cursor {
   readonly transactionId: string
@@ -52,7 +62,12 @@ export const KeyChangeListener = Layer.scopedDiscard(Effect.gen(function*() {
   )
   yield* store.catchUp.pipe(
     // The database being down is reported by the requests that need it; this only tries again.
-    Effect.catchAllCause((cause) => Effect.logDebug("the key cache could not catch up", cause)),
+    // A row that does not decode is logged as an error: it stays wrong until the schema is fixed.
+    Effect.catchAllCause((cause) =>
+      Option.exists(Cause.dieOption(cause), ParseResult.isParseError)
+        ? Effect.logError("the key cache read a key row it cannot decode", cause)
+        : Effect.logDebug("the key cache could not catch up", cause)
+    ),
     Effect.repeat(Schedule.spaced("1 second")),
     Effect.forkScoped
   )
@@ -86,14 +101,13 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
     // Where the catch-up starts: the last settled event when the keys were loaded (taken first, so
     // no change can fall between the two; a change seen twice is harmless, rows are read whole).
     let cursor: Cursor | undefined
-    const settled = `transaction_id < pg_snapshot_xmin(pg_current_snapshot())`
+    const settled = sql.literal(`transaction_id < pg_snapshot_xmin(pg_current_snapshot())`)
+    const keyColumns = sql.literal(KEY_COLUMNS)
     yield* Effect.gen(function*() {
-      const last = yield* sql.unsafe<{ transaction_id: string; position: string }>(
-        `SELECT transaction_id::text, position::text FROM event_log WHERE ${settled}
-          ORDER BY transaction_id DESC, position DESC LIMIT 1`
-      )
+      const last = yield* sql`SELECT transaction_id::text, position::text FROM event_log WHERE ${settled}
+          ORDER BY transaction_id DESC, position DESC LIMIT 1`.pipe(Effect.flatMap(decodeCursorRows))
       cursor = last[0] ? { transactionId: last[0].transaction_id, position: last[0].position } : undefined
-      const rows = yield* sql.unsafe<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys`)
+      const rows = yield* sql`SELECT ${keyColumns} FROM api_keys`.pipe(Effect.flatMap(decodeKeyRows))
       rowsRead += rows.length
       for (const r of rows) put(fromRow(r))
     }).pipe(Effect.orDie)
@@ -103,20 +117,25 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
     const catchUp = oneAtATime.withPermits(1)(Effect.gen(function*() {
       for (;;) {
         const after = cursor
-        const page = yield* sql.unsafe<{ transaction_id: string; position: string; key_id: string | null }>(
-          `SELECT transaction_id::text, position::text,
-                  CASE WHEN event_type IN (${KEY_EVENT_LIST}) THEN data->>'key_id' END AS key_id
+        const page = yield* sql`SELECT transaction_id::text, position::text,
+                  CASE WHEN event_type IN ${sql.in(KEY_EVENTS)} THEN data->>'key_id' END AS key_id
              FROM event_log
-            WHERE ${settled} ${after ? "AND (transaction_id, position) > ($1::xid8, $2::bigint)" : ""}
-            ORDER BY transaction_id, position LIMIT ${CATCH_UP_PAGE}`,
-          after ? [after.transactionId, after.position] : []
-        )
+            WHERE ${
+          sql.and([
+            settled,
+            ...(after
+              ? [sql`(transaction_id, position) > (${after.transactionId}::xid8, ${after.position}::bigint)`]
+              : [])
+          ])
+        }
+            ORDER BY transaction_id, position LIMIT ${CATCH_UP_PAGE}`.pipe(Effect.flatMap(decodeChangeRows))
         if (page.length === 0) return
         const changed = [...new Set(page.flatMap((r) => (r.key_id === null ? [] : [r.key_id])))]
         if (changed.length > 0) {
-          const rows = yield* sql.unsafe<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE key_id = ANY($1)`, [
-            changed
-          ])
+          // One array parameter, however many keys changed (a page names up to CATCH_UP_PAGE).
+          const rows = yield* sql`SELECT ${keyColumns} FROM api_keys WHERE key_id = ANY(${changed})`.pipe(
+            Effect.flatMap(decodeKeyRows)
+          )
           rowsRead += rows.length
           for (const r of rows) put(fromRow(r))
         }
@@ -182,7 +201,8 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
       return Effect.flatMap(Clock.currentTimeMillis, (now) => {
         const missedAt = unknown.get(hash)
         if (missedAt !== undefined && now - missedAt < NEGATIVE_TTL_MS) return Effect.succeed(undefined)
-        return sql.unsafe<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE key_hash = $1`, [hash]).pipe(
+        return sql`SELECT ${keyColumns} FROM api_keys WHERE key_hash = ${hash}`.pipe(
+          Effect.flatMap(decodeKeyRows),
           Effect.map((rows) => {
             rowsRead += rows.length
             if (rows.length === 0) {

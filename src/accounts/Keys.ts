@@ -4,13 +4,14 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { createHash } from "node:crypto"
 import { type Appended, EventLog } from "../ledger/EventLog.ts"
 import { streamOf } from "../ledger/events.ts"
 import * as Bounds from "./bounds.ts"
 import { Catalog } from "./Catalog.ts"
 import { CreditInsufficient, IdempotencyMismatch, InvalidInput, NotFound } from "./errors.ts"
-import { detailsFromRow, KEY_DETAIL_COLUMNS, type KeyDetailRow, type KeyDetails } from "./KeyRecord.ts"
+import { detailsFromRow, KEY_DETAIL_COLUMNS, KeyDetailRow, type KeyDetails } from "./KeyRecord.ts"
 import { hashSecret, hintOf, newApiKey, newId } from "./secrets.ts"
 
 export interface IssueKey {
@@ -53,18 +54,27 @@ const fingerprintOf = (input: IssueKey, serverOption: string) =>
     input.rateLimits ?? null
   ])).digest("hex")
 
+const decodeKeyRows = Schema.decodeUnknown(Schema.Array(KeyDetailRow))
+const decodeIdempotentRows = Schema.decodeUnknown(Schema.Array(Schema.Struct({
+  ...KeyDetailRow.fields,
+  idempotency_fingerprint: Schema.NullOr(Schema.String)
+})))
+
 export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const log = yield* EventLog
     const catalog = yield* Catalog
+    const columns = sql.literal(KEY_DETAIL_COLUMNS)
 
     /** The key an earlier create with this vendor's Idempotency-Key made, if any. */
     const byIdempotencyKey = (vendorId: string, idempotencyKey: string) =>
-      sql.unsafe<KeyDetailRow & { idempotency_fingerprint: string | null }>(
-        `SELECT ${KEY_DETAIL_COLUMNS}, idempotency_fingerprint FROM api_keys WHERE vendor_id = $1 AND idempotency_key = $2`,
-        [vendorId, idempotencyKey]
-      ).pipe(Effect.orDie, Effect.map((rows) => rows[0]))
+      sql`SELECT ${columns}, idempotency_fingerprint FROM api_keys
+           WHERE vendor_id = ${vendorId} AND idempotency_key = ${idempotencyKey}`.pipe(
+        Effect.flatMap(decodeIdempotentRows),
+        Effect.orDie,
+        Effect.map((rows) => rows[0])
+      )
 
     const replay = (input: IssueKey, serverOption: string) =>
       Effect.gen(function*() {
@@ -220,20 +230,19 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
 
     const get = (keyId: string, vendorId?: string): Effect.Effect<KeyDetails, NotFound> =>
       // An id that no key can have (too long, or text the database refuses) is simply not found.
-      (Bounds.textProblem("id", keyId) ? Effect.succeed([]) : sql.unsafe<KeyDetailRow>(
-        `SELECT ${KEY_DETAIL_COLUMNS} FROM api_keys WHERE key_id = $1`,
-        [keyId]
-      )).pipe(
-        Effect.orDie,
-        Effect.flatMap((rows) => {
-          const row = rows[0]
-          // Another vendor's key is reported exactly like a missing one.
-          if (!row || (vendorId !== undefined && row.vendor_id !== vendorId)) {
-            return Effect.fail(new NotFound({ message: `No API key with id ${keyId}.` }))
-          }
-          return Effect.succeed(detailsFromRow(row))
-        })
-      )
+      (Bounds.textProblem("id", keyId)
+        ? Effect.succeed([])
+        : sql`SELECT ${columns} FROM api_keys WHERE key_id = ${keyId}`.pipe(Effect.flatMap(decodeKeyRows))).pipe(
+          Effect.orDie,
+          Effect.flatMap((rows) => {
+            const row = rows[0]
+            // Another vendor's key is reported exactly like a missing one.
+            if (!row || (vendorId !== undefined && row.vendor_id !== vendorId)) {
+              return Effect.fail(new NotFound({ message: `No API key with id ${keyId}.` }))
+            }
+            return Effect.succeed(detailsFromRow(row))
+          })
+        )
 
     const revoke = (keyId: string, revokedBy: string, reason = "revoked") =>
       Effect.gen(function*() {
@@ -304,12 +313,13 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
       })
 
     const list = (options: { readonly vendorId?: string | undefined } = {}) =>
-      (options.vendorId === undefined
-        ? sql.unsafe<KeyDetailRow>(`SELECT ${KEY_DETAIL_COLUMNS} FROM api_keys ORDER BY created_at, key_id`)
-        : sql.unsafe<KeyDetailRow>(
-          `SELECT ${KEY_DETAIL_COLUMNS} FROM api_keys WHERE vendor_id = $1 ORDER BY created_at, key_id`,
-          [options.vendorId]
-        )).pipe(Effect.orDie, Effect.map((rows) => rows.map(detailsFromRow)))
+      sql`SELECT ${columns} FROM api_keys ${
+        options.vendorId === undefined ? sql.literal("") : sql`WHERE vendor_id = ${options.vendorId}`
+      } ORDER BY created_at, key_id`.pipe(
+        Effect.flatMap(decodeKeyRows),
+        Effect.orDie,
+        Effect.map((rows) => rows.map(detailsFromRow))
+      )
 
     return { issue, get, revoke, grant, setExpiry, list } as const
   })

@@ -4,7 +4,9 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { formatUsd } from "../config/Money.ts"
+import { BigIntText } from "../db/columns.ts"
 import type { KeyRecord } from "./KeyRecord.ts"
 
 export interface Counters {
@@ -20,19 +22,27 @@ export interface Counters {
   readonly estimated_cost_usd: string
 }
 
-interface Row {
-  readonly model: string
-  readonly day: string
-  readonly requests: string
-  readonly input_tokens: string
-  readonly output_tokens: string
-  readonly cached_tokens: string
-  readonly reasoning_tokens: string
-  readonly images: string
-  readonly cost_nanos: string
-  readonly estimated_requests: string
-  readonly estimated_cost_nanos: string
-}
+/** A `usage_daily` row, its counters read as text. */
+const Row = Schema.Struct({
+  key_id: Schema.String,
+  model: Schema.String,
+  day: Schema.String,
+  requests: BigIntText,
+  input_tokens: BigIntText,
+  output_tokens: BigIntText,
+  cached_tokens: BigIntText,
+  reasoning_tokens: BigIntText,
+  images: BigIntText,
+  cost_nanos: BigIntText,
+  estimated_requests: BigIntText,
+  estimated_cost_nanos: BigIntText
+})
+type Row = typeof Row.Type
+const decodeRows = Schema.decodeUnknown(Schema.Array(Row))
+
+/** A key's account as the log has it now. */
+const AccountRow = Schema.Struct({ quota: BigIntText, used: BigIntText, reserved: BigIntText })
+const decodeAccountRows = Schema.decodeUnknown(Schema.Array(AccountRow))
 
 interface Acc {
   requests: bigint
@@ -59,7 +69,7 @@ const zero = (): Acc => ({
 })
 
 const add = (acc: Acc, r: Row) => {
-  for (const k of Object.keys(acc) as Array<keyof Acc>) acc[k] += BigInt(r[k])
+  for (const k of Object.keys(acc) as Array<keyof Acc>) acc[k] += r[k]
 }
 
 const render = (a: Acc): Counters => ({
@@ -104,20 +114,22 @@ export class UsageReport extends Effect.Service<UsageReport>()("Accounts/UsageRe
       window: { readonly from?: string | undefined; readonly to?: string | undefined }
     ) =>
       Effect.gen(function*() {
-        const params: Array<unknown> = ["keyId" in scope ? scope.keyId : scope.vendorId]
-        let where = "keyId" in scope
-          ? "u.key_id = $1"
-          : "u.key_id IN (SELECT key_id FROM api_keys WHERE vendor_id = $1)"
-        if (window.from) where += ` AND u.day >= $${params.push(window.from)}::date`
-        if (window.to) where += ` AND u.day <= $${params.push(window.to)}::date`
-        const rows = yield* sql.unsafe<Row & { readonly key_id: string }>(
-          `SELECT u.key_id, u.model, u.day::text AS day, u.requests::text AS requests, u.input_tokens::text AS input_tokens,
-                  u.output_tokens::text AS output_tokens, u.cached_tokens::text AS cached_tokens,
-                  u.reasoning_tokens::text AS reasoning_tokens, u.images::text AS images, u.cost_nanos::text AS cost_nanos,
+        const where = sql.and([
+          "keyId" in scope
+            ? sql`u.key_id = ${scope.keyId}`
+            : sql`u.key_id IN (SELECT key_id FROM api_keys WHERE vendor_id = ${scope.vendorId})`,
+          ...(window.from ? [sql`u.day >= ${window.from}::date`] : []),
+          ...(window.to ? [sql`u.day <= ${window.to}::date`] : [])
+        ])
+        const rows = yield* sql`SELECT u.key_id, u.model, u.day::text AS day, u.requests::text AS requests,
+                  u.input_tokens::text AS input_tokens, u.output_tokens::text AS output_tokens,
+                  u.cached_tokens::text AS cached_tokens, u.reasoning_tokens::text AS reasoning_tokens,
+                  u.images::text AS images, u.cost_nanos::text AS cost_nanos,
                   u.estimated_requests::text AS estimated_requests, u.estimated_cost_nanos::text AS estimated_cost_nanos
-             FROM usage_daily u WHERE ${where} ORDER BY u.day, u.key_id, u.model`,
-          params
-        ).pipe(Effect.orDie)
+             FROM usage_daily u WHERE ${where} ORDER BY u.day, u.key_id, u.model`.pipe(
+          Effect.flatMap(decodeRows),
+          Effect.orDie
+        )
         const totals = zero()
         const groups = { key_id: new Map<string, Acc>(), model: new Map<string, Acc>(), day: new Map<string, Acc>() }
         for (const r of rows) {
@@ -141,12 +153,12 @@ export class UsageReport extends Effect.Service<UsageReport>()("Accounts/UsageRe
       Effect.gen(function*() {
         const { by_day, by_model, totals } = yield* breakdown({ keyId: key.keyId }, window)
         // The account as the log has it now, across every gateway process.
-        const [account] = yield* sql<{ quota: string; used: string; reserved: string }>`
+        const [account] = yield* sql`
           SELECT quota_nanos::text AS quota, used_nanos::text AS used, reserved_nanos::text AS reserved
-            FROM api_keys WHERE key_id = ${key.keyId}`.pipe(Effect.orDie)
-        const quota = account ? BigInt(account.quota) : key.quotaNanos
-        const used = account ? BigInt(account.used) : key.usedNanos
-        const reserved = account ? BigInt(account.reserved) : 0n
+            FROM api_keys WHERE key_id = ${key.keyId}`.pipe(Effect.flatMap(decodeAccountRows), Effect.orDie)
+        const quota = account ? account.quota : key.quotaNanos
+        const used = account ? account.used : key.usedNanos
+        const reserved = account ? account.reserved : 0n
         const remaining = quota - used - reserved
         return {
           object: "usage" as const,

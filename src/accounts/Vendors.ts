@@ -8,6 +8,8 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import { BigIntText, Instant, Json } from "../db/columns.ts"
 import { EventLog } from "../ledger/EventLog.ts"
 import { streamOf } from "../ledger/events.ts"
 import * as Bounds from "./bounds.ts"
@@ -40,26 +42,43 @@ export interface VendorSession {
   readonly scopes: ReadonlySet<string>
 }
 
-interface VendorRow {
-  readonly vendor_id: string
-  readonly name: string
-  readonly server_options: unknown
-  readonly created_at: Date | string
-  readonly credit_nanos: string
-  readonly credit_used_nanos: string
-}
+/** A `vendors` row as VENDOR_COLUMNS reads it. */
+export const VendorRow = Schema.Struct({
+  vendor_id: Schema.String,
+  name: Schema.String,
+  server_options: Json(Schema.Array(Schema.String)),
+  created_at: Instant,
+  credit_nanos: BigIntText,
+  credit_used_nanos: BigIntText
+})
+type VendorRow = typeof VendorRow.Type
+
+/** A token with its vendor, as `authenticate` reads it. */
+const TokenRow = Schema.Struct({
+  ...VendorRow.fields,
+  token_id: Schema.String,
+  scopes: Json(Schema.Array(Schema.String)),
+  expires_at: Schema.NullOr(Instant),
+  revoked_at: Schema.NullOr(Instant)
+})
+
+const decodeVendorRows = Schema.decodeUnknown(Schema.Array(VendorRow))
+const decodeTokenRows = Schema.decodeUnknown(Schema.Array(TokenRow))
+const decodeTokenVendorRows = Schema.decodeUnknown(Schema.Array(Schema.Struct({
+  vendor_id: Schema.String,
+  revoked_at: Schema.NullOr(Instant)
+})))
 
 const VENDOR_COLUMNS = `v.vendor_id, v.name, v.server_options, v.created_at, v.credit_nanos::text AS credit_nanos,
   v.credit_used_nanos::text AS credit_used_nanos`
 
-const json = (v: unknown) => (typeof v === "string" ? JSON.parse(v) : v)
 const fromRow = (r: VendorRow): Vendor => ({
   vendorId: r.vendor_id,
   name: r.name,
-  serverOptions: json(r.server_options) as Array<string>,
-  createdAt: new Date(r.created_at).toISOString(),
-  creditNanos: BigInt(r.credit_nanos),
-  creditUsedNanos: BigInt(r.credit_used_nanos)
+  serverOptions: r.server_options,
+  createdAt: r.created_at,
+  creditNanos: r.credit_nanos,
+  creditUsedNanos: r.credit_used_nanos
 })
 
 const NEGATIVE_TTL_MS = 2_000
@@ -70,6 +89,7 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
     const sql = yield* SqlClient.SqlClient
     const log = yield* EventLog
     const catalog = yield* Catalog
+    const vendorColumns = sql.literal(VENDOR_COLUMNS)
     const unknownTokens = new Map<string, number>() // hash -> time of the miss
     let lookups = 0 // tokens looked up in the database since start
 
@@ -88,15 +108,18 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
 
     const get = (vendorId: string) =>
       // An id no vendor can have (too long, or text the database refuses) is simply not found.
-      (Bounds.textProblem("vendor_id", vendorId) ? Effect.succeed([]) : sql.unsafe<VendorRow>(
-        `SELECT ${VENDOR_COLUMNS} FROM vendors v WHERE v.vendor_id = $1`,
-        [vendorId]
-      )).pipe(
-        Effect.orDie,
-        Effect.flatMap((rows) =>
-          rows[0] ? Effect.succeed(fromRow(rows[0])) : Effect.fail(new NotFound({ message: `No vendor ${vendorId}.` }))
+      (Bounds.textProblem("vendor_id", vendorId)
+        ? Effect.succeed([])
+        : sql`SELECT ${vendorColumns} FROM vendors v WHERE v.vendor_id = ${vendorId}`.pipe(
+          Effect.flatMap(decodeVendorRows)
+        )).pipe(
+          Effect.orDie,
+          Effect.flatMap((rows) =>
+            rows[0]
+              ? Effect.succeed(fromRow(rows[0]))
+              : Effect.fail(new NotFound({ message: `No vendor ${vendorId}.` }))
+          )
         )
-      )
 
     const issueToken = (vendorId: string, scopes: ReadonlyArray<string>, expiresAt?: string) =>
       Effect.gen(function*() {
@@ -168,14 +191,10 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
         const missedAt = unknownTokens.get(hash)
         if (missedAt !== undefined && now - missedAt < NEGATIVE_TTL_MS) return Effect.succeed(undefined)
         lookups++
-        return sql.unsafe<
-          VendorRow & { token_id: string; scopes: unknown; expires_at: Date | string | null; revoked_at: unknown }
-        >(
-          `SELECT ${VENDOR_COLUMNS}, t.token_id, t.scopes, t.expires_at, t.revoked_at
+        return sql`SELECT ${vendorColumns}, t.token_id, t.scopes, t.expires_at, t.revoked_at
              FROM vendor_tokens t JOIN vendors v ON v.vendor_id = t.vendor_id
-            WHERE t.token_hash = $1`,
-          [hash]
-        ).pipe(
+            WHERE t.token_hash = ${hash}`.pipe(
+          Effect.flatMap(decodeTokenRows),
           Effect.orDie,
           Effect.map((rows): VendorSession | undefined => {
             const r = rows[0]
@@ -185,14 +204,15 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
               return undefined
             }
             if (r.revoked_at !== null) return undefined
-            if (r.expires_at !== null && new Date(r.expires_at).getTime() <= now) return undefined
-            return { vendor: fromRow(r), tokenId: r.token_id, scopes: new Set(json(r.scopes) as Array<string>) }
+            if (r.expires_at !== null && Date.parse(r.expires_at) <= now) return undefined
+            return { vendor: fromRow(r), tokenId: r.token_id, scopes: new Set(r.scopes) }
           })
         )
       })
 
-    const list = sql.unsafe<VendorRow>(`SELECT ${VENDOR_COLUMNS} FROM vendors v ORDER BY v.created_at, v.vendor_id`)
+    const list = sql`SELECT ${vendorColumns} FROM vendors v ORDER BY v.created_at, v.vendor_id`
       .pipe(
+        Effect.flatMap(decodeVendorRows),
         Effect.orDie,
         Effect.map((rows) => rows.map(fromRow))
       )
@@ -221,8 +241,10 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
       Effect.gen(function*() {
         const rows = Bounds.textProblem("token_id", tokenId) ?
           [] :
-          yield* sql<{ vendor_id: string; revoked_at: unknown }>`
-          SELECT vendor_id, revoked_at FROM vendor_tokens WHERE token_id = ${tokenId}`.pipe(Effect.orDie)
+          yield* sql`SELECT vendor_id, revoked_at FROM vendor_tokens WHERE token_id = ${tokenId}`.pipe(
+            Effect.flatMap(decodeTokenVendorRows),
+            Effect.orDie
+          )
         const row = rows[0]
         if (!row) return yield* new NotFound({ message: `No vendor token ${tokenId}.` })
         if (row.revoked_at === null) {

@@ -54,6 +54,8 @@ export type CommittedEvents = ReadonlyArray<{ readonly event: DomainEvent; reado
 export type CommittedListener = (events: CommittedEvents) => void
 
 const encodeEvent = Schema.encodeSync(DomainEvent)
+/** The head version of each stream an "any" append goes to. */
+const decodeHeads = Schema.decodeUnknown(Schema.Array(Schema.Struct({ stream_id: Schema.String, v: Schema.Number })))
 
 interface Job {
   readonly request: AppendRequest
@@ -102,9 +104,10 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         if (anyStreams.length > 0) {
           // Read before the script: an append that lands on such a stream meanwhile takes the version
           // this one aims at, and this one then conflicts, as it would inside a read-committed transaction.
-          const rows = yield* sql.unsafe<{ stream_id: string; v: number }>(
-            `SELECT stream_id, max(stream_version)::int AS v FROM event_log WHERE stream_id = ANY($1) GROUP BY stream_id`,
-            [anyStreams]
+          // A head that does not decode is a defect: its appends are answered LedgerRejected.
+          const rows = yield* sql`SELECT stream_id, max(stream_version)::int AS v
+              FROM event_log WHERE stream_id = ANY(${anyStreams}) GROUP BY stream_id`.pipe(
+            Effect.flatMap((rows) => Effect.orDie(decodeHeads(rows)))
           )
           for (const r of rows) heads.set(r.stream_id, r.v)
         }

@@ -4,10 +4,13 @@
  */
 import type { SqlClient } from "@effect/sql"
 import * as Effect from "effect/Effect"
-import { decodeStoredEvent, type EventRow } from "./storedEvents.ts"
+import * as Schema from "effect/Schema"
+import { decodeEventRows, decodeStoredEvent } from "./storedEvents.ts"
 
 const COLUMNS = `position::text, transaction_id::text, event_id::text, stream_id, stream_version, event_type,
   schema_version, data, metadata, occurred_at`
+
+const decodeHead = Schema.decodeUnknown(Schema.Array(Schema.Struct({ head: Schema.NullOr(Schema.Number) })))
 
 export interface ReadOptions {
   readonly after?: { readonly transactionId: string; readonly position: string } | undefined
@@ -28,35 +31,19 @@ export interface ReadOptions {
  */
 export const readEvents = (sql: SqlClient.SqlClient) => (options: ReadOptions) =>
   Effect.gen(function*() {
-    const conds: Array<string> = []
-    const params: Array<unknown> = []
-    if (options.settledOnly !== false) conds.push(`transaction_id < pg_snapshot_xmin(pg_current_snapshot())`)
-    if (options.after) {
-      params.push(options.after.transactionId, options.after.position)
-      conds.push(`(transaction_id, position) > ($${params.length - 1}::xid8, $${params.length}::bigint)`)
-    }
-    if (options.fromPosition !== undefined) {
-      params.push(options.fromPosition)
-      conds.push(`position >= $${params.length}::bigint`)
-    }
-    if (options.since !== undefined) {
-      params.push(options.since)
-      conds.push(`occurred_at >= $${params.length}::timestamptz`)
-    }
-    if (options.until !== undefined) {
-      params.push(options.until)
-      conds.push(`occurred_at < $${params.length}::timestamptz`)
-    }
-    if (options.streamId !== undefined) {
-      params.push(options.streamId)
-      conds.push(`stream_id = $${params.length}`)
-    }
-    params.push(options.limit)
-    const rows = yield* sql.unsafe<EventRow>(
-      `SELECT ${COLUMNS}
-         FROM event_log ${conds.length ? "WHERE " + conds.join(" AND ") : ""}
-        ORDER BY event_log.transaction_id, event_log.position LIMIT $${params.length}`,
-      params
+    const { after, fromPosition, since, streamId, until } = options
+    const conds = [
+      ...(options.settledOnly !== false ? [sql`transaction_id < pg_snapshot_xmin(pg_current_snapshot())`] : []),
+      ...(after ? [sql`(transaction_id, position) > (${after.transactionId}::xid8, ${after.position}::bigint)`] : []),
+      ...(fromPosition !== undefined ? [sql`position >= ${fromPosition}::bigint`] : []),
+      ...(since !== undefined ? [sql`occurred_at >= ${since}::timestamptz`] : []),
+      ...(until !== undefined ? [sql`occurred_at < ${until}::timestamptz`] : []),
+      ...(streamId !== undefined ? [sql`stream_id = ${streamId}`] : [])
+    ]
+    const rows = yield* sql`SELECT ${sql.literal(COLUMNS)}
+         FROM event_log ${conds.length ? sql`WHERE ${sql.and(conds)}` : sql.literal("")}
+        ORDER BY event_log.transaction_id, event_log.position LIMIT ${options.limit}`.pipe(
+      Effect.flatMap(decodeEventRows)
     )
     return rows.map(decodeStoredEvent)
   })
@@ -67,18 +54,15 @@ export const readEvents = (sql: SqlClient.SqlClient) => (options: ReadOptions) =
  */
 export const requestSummaryOf = (sql: SqlClient.SqlClient) => (streamId: string) =>
   Effect.gen(function*() {
-    const [head] = yield* sql.unsafe<{ head: number | null }>(
-      `SELECT max(stream_version)::int AS head FROM event_log WHERE stream_id = $1`,
-      [streamId]
-    )
+    const [head] = yield* sql`SELECT max(stream_version)::int AS head FROM event_log WHERE stream_id = ${streamId}`
+      .pipe(Effect.flatMap(decodeHead))
     if (head?.head == null) return undefined
-    const rows = yield* sql.unsafe<EventRow>(
-      `(SELECT ${COLUMNS} FROM event_log WHERE stream_id = $1 AND stream_version = 1)
-       UNION ALL (SELECT ${COLUMNS} FROM event_log WHERE stream_id = $1 AND event_type = 'Billed')
-       UNION ALL (SELECT ${COLUMNS} FROM event_log WHERE stream_id = $1 AND event_type = 'OutputCheckpointed'
-                   ORDER BY stream_version DESC LIMIT 1)`,
-      [streamId]
-    )
+    const columns = sql.literal(COLUMNS)
+    const rows = yield* sql`
+      (SELECT ${columns} FROM event_log WHERE stream_id = ${streamId} AND stream_version = 1)
+       UNION ALL (SELECT ${columns} FROM event_log WHERE stream_id = ${streamId} AND event_type = 'Billed')
+       UNION ALL (SELECT ${columns} FROM event_log WHERE stream_id = ${streamId} AND event_type = 'OutputCheckpointed'
+                   ORDER BY stream_version DESC LIMIT 1)`.pipe(Effect.flatMap(decodeEventRows))
     const events = rows.map(decodeStoredEvent)
     return {
       head: head.head,

@@ -28,6 +28,24 @@ export interface EventRow {
   readonly occurred_at: string | Date
 }
 
+/**
+ * A row of `event_log` as the readers select it (position, transaction and event ids as text). The
+ * event's data is decoded by `decodeStoredEvent`, after its upcasters.
+ */
+export const EventRowFromDb = Schema.Struct({
+  position: Schema.String,
+  transaction_id: Schema.String,
+  event_id: Schema.String,
+  stream_id: Schema.String,
+  stream_version: Schema.Number,
+  event_type: Schema.String,
+  schema_version: Schema.Number,
+  data: Schema.Unknown,
+  metadata: Schema.Unknown,
+  occurred_at: Schema.Union(Schema.DateFromSelf, Schema.String)
+})
+export const decodeEventRows = Schema.decodeUnknown(Schema.Array(EventRowFromDb))
+
 const decodeEvent = Schema.decodeUnknownSync(DomainEvent)
 
 /** A row of the log (or a line of an export) as a typed event; older schema versions are upcast here. */
