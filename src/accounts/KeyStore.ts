@@ -56,7 +56,9 @@ export const KeyChangeListener = Layer.scopedDiscard(Effect.gen(function*() {
   if (Option.isNone(pg)) return
   yield* pg.value.listen("tollgate_keys").pipe(
     Stream.debounce("50 millis"),
-    Stream.runForEach(() => store.catchUp),
+    // A catch-up that fails (the database away, a row that does not decode) is reported by the
+    // periodic catch-up below; the listening goes on, and a lost connection is listened to again.
+    Stream.runForEach(() => Effect.catchAllCause(store.catchUp, () => Effect.void)),
     Effect.retry(Schedule.spaced("1 second")),
     Effect.forkScoped
   )
