@@ -55,9 +55,9 @@ describe("StreamStarted beside the upstream call", () => {
         const served = yield* call(base, secret, false)
         expect(served.status).toBe(200)
         expect(yield* rowsFor(served.id)).toBe(3)
-        // Another process spends the quota: this one's cache does not know yet, the database does.
+        // Another process holds the whole quota for its calls in flight: only the database knows.
         const sql = yield* SqlClient.SqlClient
-        yield* sql`UPDATE api_keys SET used_nanos = quota_nanos WHERE key_id = ${key.keyId}`
+        yield* sql`UPDATE api_keys SET reserved_nanos = quota_nanos WHERE key_id = ${key.keyId}`
         for (const stream of [false, true]) {
           reached.length = 0
           const refused = yield* call(base, secret, stream)
@@ -80,9 +80,10 @@ describe("StreamStarted beside the upstream call", () => {
           SELECT data->>'reserved_nanos' AS reserved FROM event_log
            WHERE stream_id = ${`request-${first.id}`} AND event_type = 'StreamStarted'`
         const worstCase = BigInt(started!.reserved)
-        // A key with room for the call once and a half: admitted in memory, not "twice over".
+        // A key with room for the call once and a half: admitted in memory, not "twice over". Another
+        // process holds its whole quota meanwhile (a reservation only the database knows of).
         const { key, secret } = yield* issueKey({ quotaUsd: Number((worstCase * 3n) / 2n) / 1e9 })
-        yield* sql`UPDATE api_keys SET used_nanos = quota_nanos WHERE key_id = ${key.keyId}`
+        yield* sql`UPDATE api_keys SET reserved_nanos = quota_nanos WHERE key_id = ${key.keyId}`
         reached.length = 0
         const refused = yield* call(base, secret, true)
         expect(refused.status).toBe(429)

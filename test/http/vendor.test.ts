@@ -11,6 +11,7 @@ import { Keys } from "../../src/accounts/Keys.ts"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { defaultConfigFile } from "../../src/config/defaults.ts"
 import { EventLog } from "../../src/ledger/EventLog.ts"
+import { untilSettled } from "../support/settled.ts"
 import { baseUrl, issueKey, makeTestGateway, registerVendor } from "../support/TestGateway.ts"
 
 /** The built-in mocks with two more Server Options: one the vendor is entitled to, one it is not. */
@@ -177,8 +178,9 @@ describe("vendor area", () => {
         expect(record.vendorId).toBe(reseller.vendor.vendorId)
         const vendorKeys = yield* Effect.flatMap(Keys, (keys) => keys.list({ vendorId: reseller.vendor.vendorId }))
         expect(vendorKeys.map((r) => r.keyId)).toEqual([k.id])
-        const events = yield* Effect.flatMap(EventLog, (log) => log.read({ streamId: `key-${k.id}`, limit: 10 })).pipe(
-          Effect.orDie
+        const events = yield* untilSettled(
+          Effect.flatMap(EventLog, (log) => log.read({ streamId: `key-${k.id}`, limit: 10 })).pipe(Effect.orDie),
+          (events) => events.length > 0
         )
         expect(events.map((e) => e.event._tag)).toEqual(["KeyIssued"])
         expect(events[0]!.event).toMatchObject({
