@@ -1,5 +1,5 @@
 /** Human-readable renderings of operation results (the `--json` flag prints the result itself). */
-import type { LooseJson } from "../wire/json.ts"
+import type { LooseJson } from "../canonical/Json.ts"
 import type { Operation } from "./operations.ts"
 
 type Json = LooseJson

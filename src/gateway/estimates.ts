@@ -4,10 +4,11 @@
  */
 import * as Effect from "effect/Effect"
 import { zeroUsage } from "../accounts/Pricing.ts"
+import type { Usage } from "../canonical/Usage.ts"
 import type { UpstreamEndpoint } from "../providers/Upstream.ts"
+import { outputTextOfReply } from "../styles/registry.ts"
 import { textOf } from "../wire/text.ts"
 import { countTokens, ESTIMATOR } from "../wire/tokens.ts"
-import { outputTextOfReply, type Usage } from "../wire/usage.ts"
 import type { Settled } from "./Billing.ts"
 
 /** A complete non-streamed answer without usage. */

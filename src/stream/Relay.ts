@@ -4,19 +4,17 @@
  *
  * - Same style: passthrough. Events are forwarded as they are, with the public model name; for chat
  *   the usage chunk the gateway asked for is stripped again if the client did not ask for it.
- * - Other style: the upstream's events are decoded into canonical ops and emitted in the client's style;
- *   tool-call ids are rewritten where the client's style cannot take them (translate/toolIds.ts).
+ * - Other style: the upstream's events are decoded into canonical ops by its style's codec and encoded
+ *   in the client's by the client's codec.
  */
-import { fromMessagesId, toMessagesId } from "../translate/toolIds.ts"
-import type { LooseJson } from "../wire/json.ts"
-import { fromResponsesUsage, type Usage } from "../wire/usage.ts"
-import { chatDecoder, type Decoder, messagesDecoder } from "./decode.ts"
-import { chatEmitter, type Emitter, messagesEmitter, responsesEmitter } from "./emit.ts"
-import type { Op } from "./ops.ts"
+import type { LooseJson } from "../canonical/Json.ts"
+import { DONE, type SseEvent } from "../canonical/SseEvent.ts"
+import type { Op } from "../canonical/Stream.ts"
+import type { Usage } from "../canonical/Usage.ts"
+import { CODECS, type StyleEndpoint } from "../styles/registry.ts"
 import { withModel, withoutUsage } from "./rewrite.ts"
-import { DONE, type SseEvent } from "./sse.ts"
 
-export type StreamEndpoint = "chat.completions" | "responses" | "messages"
+export type StreamEndpoint = StyleEndpoint
 
 export interface Relay {
   /** One upstream event in, the client's events out. Throws `UpstreamStreamError` for an error event. */
@@ -89,30 +87,16 @@ class Observer {
   }
 }
 
-const decoderFor = (upstream: StreamEndpoint): Decoder => (upstream === "messages" ? messagesDecoder() : chatDecoder())
-
-const emitterFor = (o: Options): Emitter =>
-  o.client === "chat.completions"
-    ? chatEmitter(o.model, o.includeUsage, o.created)
-    : o.client === "messages"
-    ? messagesEmitter(o.model)
-    : responsesEmitter(o.model, o.request, o.created)
-
-const isTerminal = (upstream: StreamEndpoint, event: SseEvent, json: LooseJson) =>
-  upstream === "messages"
-    ? (json?.type ?? event.event) === "message_stop"
-    : upstream === "chat.completions"
-    ? event.data === "[DONE]"
-    : ["response.completed", "response.incomplete", "response.failed"].includes(json?.type ?? event.event)
-
 export const relayFor = (o: Options): Relay => {
   const seen = new Observer()
+  const upstream = CODECS[o.upstream]
+  const decoder = upstream.streamDecoder()
   /** Parses one upstream event, throws for an error event, notes the terminal one. */
   const read = (event: SseEvent): LooseJson => {
     const json = parse(event)
     const error = errorOf(event, json)
     if (error) throw error
-    if (isTerminal(o.upstream, event, json)) seen.done = true
+    if (upstream.isTerminal(event, json)) seen.done = true
     return json
   }
   const base = {
@@ -127,19 +111,16 @@ export const relayFor = (o: Options): Relay => {
   }
 
   if (o.client !== o.upstream) {
-    const decoder = decoderFor(o.upstream)
-    const emitter = emitterFor(o)
-    const id = o.client === "messages" ? toMessagesId : o.upstream === "messages" ? fromMessagesId : undefined
-    const emit = (op: Op) => emitter.push(id && op._tag === "ToolStart" ? { ...op, id: id(op.id) } : op)
+    const encoder = CODECS[o.client].streamEncoder(o)
     return {
       ...base,
       push: (event) => {
         const json = read(event)
         const ops = decoder.push(event, json)
         seen.see(ops)
-        return ops.flatMap(emit)
+        return ops.flatMap(encoder.push)
       },
-      end: () => emitter.end()
+      end: () => encoder.end()
     }
   }
 
@@ -148,13 +129,9 @@ export const relayFor = (o: Options): Relay => {
       ...base,
       push: (event) => {
         const json = read(event)
+        seen.see(decoder.push(event, json))
         if (json === null) return [event]
-        if (json.type === "response.output_text.delta" || json.type === "response.function_call_arguments.delta") {
-          seen.text += String(json.delta ?? "")
-        }
         if (json.response && typeof json.response === "object") {
-          const usage = json.response.usage ? fromResponsesUsage(json.response.usage) : undefined
-          if (usage) seen.reported = usage
           if (json.response.model !== o.model) {
             json.response.model = o.model
             return [{ event: event.event, data: JSON.stringify(json) }]
@@ -167,7 +144,6 @@ export const relayFor = (o: Options): Relay => {
   }
 
   // chat -> chat and messages -> messages: forward, observe through the decoder.
-  const decoder = decoderFor(o.upstream)
   return {
     ...base,
     push: (event) => {

@@ -1,12 +1,10 @@
 /**
- * Server-sent events: a parser from text chunks (split anywhere) to events, and an encoder.
- * The parser keeps its state explicit, so a stream of chunks is parsed with `Stream.mapAccum`.
+ * Server-sent events on the wire: a parser from text chunks (split anywhere) to events, with its state
+ * explicit, and an encoder. The events themselves are values of canonical/SseEvent.ts.
  */
-export interface SseEvent {
-  /** The `event:` field; absent for unnamed events (chat-completions chunks). */
-  readonly event?: string | undefined
-  readonly data: string
-}
+import type { SseEvent } from "../canonical/SseEvent.ts"
+
+export type { SseEvent } from "../canonical/SseEvent.ts"
 
 export interface ParserState {
   readonly buffer: string
@@ -54,7 +52,3 @@ export const flush = (state: ParserState): Array<SseEvent> => {
 
 export const encode = (e: SseEvent): string =>
   e.event === undefined ? `data: ${e.data}\n\n` : `event: ${e.event}\ndata: ${e.data}\n\n`
-
-export const named = (event: string, payload: unknown): SseEvent => ({ event, data: JSON.stringify(payload) })
-export const unnamed = (payload: unknown): SseEvent => ({ data: JSON.stringify(payload) })
-export const DONE: SseEvent = { data: "[DONE]" }

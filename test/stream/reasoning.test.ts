@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest"
 import { relayFor } from "../../src/stream/Relay.ts"
 import type { SseEvent } from "../../src/stream/sse.ts"
-import { toMessagesId } from "../../src/translate/toolIds.ts"
+import { toMessagesId } from "../../src/styles/messages/toolIds.ts"
 
 const named = (data: Record<string, unknown>): SseEvent => ({ event: String(data.type), data: JSON.stringify(data) })
 const chunk = (delta: unknown, finish: string | null = null): SseEvent => ({

@@ -6,12 +6,11 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import { createHash } from "node:crypto"
-import { chatEmitter, messagesEmitter, responsesEmitter } from "../../stream/emit.ts"
-import { type FinishReason, fromChatFinish, fromMessagesStop, type Op } from "../../stream/ops.ts"
+import type { LooseJson } from "../../canonical/Json.ts"
+import type { FinishReason, Op } from "../../canonical/Stream.ts"
 import { encode } from "../../stream/sse.ts"
-import type { LooseJson } from "../../wire/json.ts"
+import { CODECS, type StyleEndpoint } from "../../styles/registry.ts"
 import { textOf } from "../../wire/text.ts"
-import { fromChatUsage, fromMessagesUsage, fromResponsesUsage, type Usage } from "../../wire/usage.ts"
 import type { UpstreamBody, UpstreamReply, UpstreamRequest } from "../Upstream.ts"
 
 const CREATED = 1_750_000_000
@@ -189,35 +188,27 @@ export const open = (request: UpstreamRequest) =>
     const created = Math.floor(now / 1000)
     const answer = reply(request).body as LooseJson
     const model = String(request.body.model ?? "mock")
-    let text = ""
-    let usage: Usage
+    const codec = CODECS[request.endpoint as StyleEndpoint]
+    const usage = codec.usageOf(answer)!
+    const id = String(answer.id)
+    let text: string
     let finish: FinishReason
-    let id: string
     if (request.endpoint === "messages") {
       text = answer.content[0].text
-      usage = fromMessagesUsage(answer.usage)!
-      finish = fromMessagesStop(answer.stop_reason)
-      id = answer.id
+      finish = answer.stop_reason === "max_tokens" ? "length" : "stop"
     } else if (request.endpoint === "responses") {
       text = answer.output[0].content[0].text
-      usage = fromResponsesUsage(answer.usage)!
       finish = answer.status === "incomplete" ? "length" : "stop"
-      id = answer.id
     } else {
       text = answer.choices[0].message.content
-      usage = fromChatUsage(answer.usage)!
-      finish = fromChatFinish(answer.choices[0].finish_reason)
-      id = answer.id
+      finish = answer.choices[0].finish_reason === "length" ? "length" : "stop"
     }
-    const emitter = request.endpoint === "messages"
-      ? messagesEmitter(model)
-      : request.endpoint === "responses"
-      ? responsesEmitter(model, request.body, created)
-      : chatEmitter(
-        model,
-        (request.body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
-        created
-      )
+    const emitter = codec.streamEncoder({
+      model,
+      includeUsage: (request.body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
+      created,
+      request: request.body
+    })
     const ops: Array<Op> = [{ _tag: "Start", id, inputTokens: usage.input_tokens }]
     for (const piece of text.match(/\S+\s*/g) ?? []) ops.push({ _tag: "Text", text: piece })
     ops.push({ _tag: "Finish", reason: finish }, { _tag: "Usage", usage })

@@ -1,0 +1,338 @@
+/**
+ * Chat-completions requests <-> the canonical request. Reading: what has a canonical place is taken,
+ * advisory fields are dropped through the policy, the rest is refused. Writing: what a chat upstream
+ * cannot take is dropped (earlier reasoning, `safety_identifier`) or refused (more than 4 stop sequences).
+ */
+import { isObject, type Json, present } from "../../canonical/Json.ts"
+import type {
+  ImagePart,
+  ReasoningPart,
+  Request,
+  TextPart,
+  Tool,
+  ToolCall,
+  ToolChoice,
+  ToolResult,
+  Turn
+} from "../../canonical/Request.ts"
+import type { RequestTarget } from "../Codec.ts"
+import { normaliseEffort } from "../shared/effort.ts"
+import { imageFromUrl, urlOfImage } from "../shared/images.ts"
+import { dropExtras, type Policy, sortTopLevel } from "../shared/Policy.ts"
+import { textOfParts } from "../shared/textParts.ts"
+import { argumentsText, refuse } from "../shared/Untranslatable.ts"
+import { userIdWithin } from "../shared/userId.ts"
+
+const MAPPED = new Set([
+  "model",
+  "messages",
+  "max_tokens",
+  "max_completion_tokens",
+  "temperature",
+  "top_p",
+  "stop",
+  "n",
+  "tools",
+  "tool_choice",
+  "parallel_tool_calls",
+  "response_format",
+  "user",
+  "safety_identifier",
+  "stream",
+  "stream_options",
+  "reasoning_effort"
+])
+
+/** Fields that do not change what the answer must be: dropped (refused when strict). */
+const ADVISORY: Record<string, string> = {
+  store: "the gateway stores no completions",
+  metadata: "stored-completion tags have no equivalent",
+  prompt_cache_key: "prompt caching hints have no equivalent",
+  prompt_cache_retention: "prompt caching hints have no equivalent",
+  service_tier: "service tiers differ between providers",
+  seed: "the upstream has no seed",
+  prediction: "predicted outputs are an OpenAI optimisation",
+  verbosity: "has no equivalent",
+  web_search_options: "a hosted tool the upstream cannot run"
+}
+
+const FUNCTION = new Set(["name", "description", "parameters", "strict"])
+const TOOL_CALL = new Set(["id", "type", "function", "index"])
+/** OpenAI's bound on `user`. */
+const MAX_USER = 64
+
+const userContent = (content: unknown, param: string): Array<TextPart | ImagePart> => {
+  if (typeof content === "string") return [{ type: "text", text: content }]
+  if (!Array.isArray(content)) return refuse(param, "expected a string or an array of content parts")
+  return content.map((part, j): TextPart | ImagePart => {
+    const p = `${param}.${j}`
+    if (!isObject(part)) return refuse(p, "expected a content part")
+    if (part.type === "text") return { type: "text", text: String(part.text ?? "") }
+    if (part.type === "image_url") {
+      const image = isObject(part.image_url) ? part.image_url : {}
+      const at = `${p}.image_url.url`
+      return { type: "image", source: imageFromUrl(image.url, at), param: at }
+    }
+    return refuse(`${p}.type`, `content parts of type "${String(part.type)}" have no equivalent`)
+  })
+}
+
+const toolResultContent = (content: unknown, param: string): ToolResult["content"] => {
+  if (typeof content === "string") return content
+  if (!Array.isArray(content)) return refuse(param, "expected a string or text parts")
+  return content.map((part, j): TextPart =>
+    isObject(part) && part.type === "text"
+      ? { type: "text", text: String(part.text ?? "") }
+      : refuse(`${param}.${j}.type`, "tool results carry text only")
+  )
+}
+
+const assistantTurn = (raw: Json, p: string, policy: Policy): Turn => {
+  const content: Array<TextPart | ReasoningPart | ToolCall> = []
+  for (const k of ["reasoning_content", "reasoning"]) {
+    if (present(raw, k)) {
+      content.push({ type: "reasoning", text: String(raw[k]), sealed: undefined, param: `${p}.${k}` })
+    }
+  }
+  if (typeof raw.content === "string" && raw.content !== "") content.push({ type: "text", text: raw.content })
+  else if (Array.isArray(raw.content)) {
+    raw.content.forEach((part, j) => {
+      if (isObject(part) && part.type === "text") content.push({ type: "text", text: String(part.text ?? "") })
+      else if (!(isObject(part) && part.type === "refusal")) {
+        refuse(`${p}.content.${j}.type`, "assistant content carries text only")
+      }
+    })
+  }
+  if (Array.isArray(raw.tool_calls)) {
+    raw.tool_calls.forEach((call, j) => {
+      const cp = `${p}.tool_calls.${j}`
+      if (!isObject(call) || call.type !== "function" || !isObject(call.function)) {
+        return refuse(cp, "only function tool calls have an equivalent")
+      }
+      dropExtras(call, TOOL_CALL, cp, policy)
+      const toolCall: ToolCall = {
+        type: "call",
+        id: typeof call.id === "string" ? call.id : String(call.id ?? ""),
+        name: call.function.name,
+        arguments: argumentsText(call.function.arguments),
+        param: `${cp}.function.arguments`
+      }
+      content.push(toolCall)
+    })
+  }
+  if (present(raw, "function_call")) refuse(`${p}.function_call`, "use tool_calls")
+  if (present(raw, "audio")) refuse(`${p}.audio`, "audio has no equivalent")
+  return { role: "assistant", content }
+}
+
+const readToolChoice = (choice: unknown): ToolChoice | undefined => {
+  if (choice === undefined || choice === null) return undefined
+  if (choice === "auto" || choice === "required" || choice === "none") return { kind: choice }
+  if (isObject(choice) && choice.type === "function" && isObject(choice.function)) {
+    return { kind: "function", name: choice.function.name }
+  }
+  return refuse("tool_choice", "this tool choice has no equivalent")
+}
+
+const readFormat = (format: unknown): Request["format"] => {
+  const f = isObject(format) ? format : {}
+  if (f.type === "text") return undefined
+  if (f.type === "json_object") return { type: "json_object", param: "response_format" }
+  if (f.type === "json_schema" && isObject(f.json_schema) && isObject(f.json_schema.schema)) {
+    const s = f.json_schema
+    return {
+      type: "json_schema",
+      name: String(s.name ?? "output"),
+      schema: s.schema as Json,
+      strict: s.strict === true,
+      param: "response_format"
+    }
+  }
+  return refuse("response_format", "only a json_schema format with a schema, json_object or text has an equivalent")
+}
+
+const readTools = (tools: unknown, policy: Policy): Array<Tool> => {
+  if (!Array.isArray(tools)) return refuse("tools", "expected an array")
+  return tools.map((tool, i): Tool => {
+    if (!isObject(tool) || tool.type !== "function" || !isObject(tool.function)) {
+      return refuse(`tools.${i}.type`, "only function tools have an equivalent")
+    }
+    const f = tool.function
+    dropExtras(f, FUNCTION, `tools.${i}.function`, policy)
+    return {
+      name: f.name,
+      ...(f.description !== undefined ? { description: f.description } : {}),
+      parameters: isObject(f.parameters) ? f.parameters : { type: "object", properties: {} },
+      ...(typeof f.strict === "boolean" ? { strict: f.strict } : {})
+    }
+  })
+}
+
+/** A chat-completions request -> canonical. */
+export const decodeChatRequest = (body: Json, policy: Policy): Request => {
+  sortTopLevel(body, MAPPED, ADVISORY, policy)
+  const turns: Array<Turn> = []
+  const list = Array.isArray(body.messages) ? body.messages : []
+  list.forEach((raw, i) => {
+    const p = `messages.${i}`
+    if (!isObject(raw)) return refuse(p, "expected a message object")
+    if (present(raw, "name")) refuse(`${p}.name`, "participant names have no equivalent")
+    switch (raw.role) {
+      case "system":
+      case "developer":
+        turns.push({ role: "system", text: textOfParts(raw.content, `${p}.content`, policy) })
+        return
+      case "user":
+        turns.push({ role: "user", content: userContent(raw.content, `${p}.content`) })
+        return
+      case "assistant":
+        turns.push(assistantTurn(raw, p, policy))
+        return
+      case "tool":
+        turns.push({
+          role: "user",
+          content: [{
+            type: "result",
+            callId: typeof raw.tool_call_id === "string" ? raw.tool_call_id : String(raw.tool_call_id ?? ""),
+            content: toolResultContent(raw.content, `${p}.content`),
+            isError: false
+          }]
+        })
+        return
+      default:
+        return refuse(`${p}.role`, `the role "${String(raw.role)}" has no equivalent`)
+    }
+  })
+  const format = present(body, "response_format") ? readFormat(body.response_format) : undefined
+  const tools = present(body, "tools") ? readTools(body.tools, policy) : undefined
+  const toolChoice = readToolChoice(body.tool_choice)
+  return {
+    model: body.model,
+    turns,
+    ...(present(body, "max_completion_tokens") || present(body, "max_tokens")
+      ? { maxOutputTokens: body.max_completion_tokens ?? body.max_tokens }
+      : {}),
+    ...(present(body, "temperature") ? { temperature: body.temperature } : {}),
+    ...(present(body, "top_p") ? { topP: body.top_p } : {}),
+    ...(present(body, "stop")
+      ? { stop: { sequences: Array.isArray(body.stop) ? body.stop : [body.stop], param: "stop" } }
+      : {}),
+    ...(present(body, "n") && body.n !== 1 ? { choices: { n: body.n, param: "n" } } : {}),
+    ...(present(body, "user") ? { user: { id: body.user, param: "user" } } : {}),
+    ...(present(body, "safety_identifier") ? { safetyIdentifier: body.safety_identifier } : {}),
+    ...(format ? { format } : {}),
+    ...(tools ? { tools } : {}),
+    ...(toolChoice ? { toolChoice } : {}),
+    ...(typeof body.parallel_tool_calls === "boolean" ? { parallelToolCalls: body.parallel_tool_calls } : {}),
+    ...(present(body, "reasoning_effort")
+      ? {
+        reasoning: {
+          requested: body.reasoning_effort,
+          level: normaliseEffort(body.reasoning_effort),
+          param: "reasoning_effort"
+        }
+      }
+      : {}),
+    ...(present(body, "stream") ? { stream: body.stream } : {})
+  }
+}
+
+const resultText = (r: ToolResult) => {
+  const text = typeof r.content === "string" ? r.content : r.content.map((p) => p.text).join("\n")
+  // Chat tool messages have no error flag: an error result says so in its text.
+  return r.isError ? `Error: ${text}` : text
+}
+
+/** Canonical -> a chat-completions request. */
+export const encodeChatRequest = (r: Request, target: RequestTarget, policy: Policy): Json => {
+  const messages: Array<Json> = []
+  for (const turn of r.turns) {
+    switch (turn.role) {
+      case "system":
+        messages.push({ role: "system", content: turn.text })
+        break
+      case "user": {
+        const parts: Array<Json> = []
+        for (const c of turn.content) {
+          if (c.type === "text") parts.push({ type: "text", text: c.text })
+          else if (c.type === "image") parts.push({ type: "image_url", image_url: { url: urlOfImage(c.source) } })
+          else messages.push({ role: "tool", tool_call_id: c.callId, content: resultText(c) })
+        }
+        if (parts.length > 0) {
+          messages.push({
+            role: "user",
+            content: parts.length === 1 && parts[0]!.type === "text" ? parts[0]!.text : parts
+          })
+        }
+        break
+      }
+      case "assistant": {
+        let text = ""
+        let reasoning = false
+        const calls: Array<Json> = []
+        for (const c of turn.content) {
+          if (c.type === "text") text += c.text
+          else if (c.type === "call") {
+            calls.push({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } })
+          } else {
+            // Earlier reasoning is context for its own provider only; chat has no field to send it in.
+            reasoning = true
+            policy.drop(c.param, "earlier reasoning cannot be sent to a chat upstream")
+          }
+        }
+        // A turn that held only reasoning leaves nothing to send.
+        if (reasoning && text === "" && calls.length === 0) break
+        messages.push({
+          role: "assistant",
+          content: text === "" && calls.length > 0 ? null : text,
+          ...(calls.length > 0 ? { tool_calls: calls } : {})
+        })
+        break
+      }
+    }
+  }
+  const out: Json = { model: r.model, messages }
+  if (r.maxOutputTokens !== undefined) out[target.maxTokensField] = r.maxOutputTokens
+  if (r.temperature !== undefined) out.temperature = r.temperature
+  if (r.topP !== undefined) out.top_p = r.topP
+  if (r.stop) {
+    if (r.stop.sequences.length > 4) refuse(r.stop.param, "chat completions take at most 4 stop sequences")
+    if (r.stop.sequences.length > 0) out.stop = r.stop.sequences
+  }
+  if (r.choices) out.n = r.choices.n
+  if (r.user) out.user = userIdWithin(r.user.id, MAX_USER)
+  if (r.safetyIdentifier !== undefined) policy.drop("safety_identifier", "not every chat upstream has it")
+  if (r.reasoning) {
+    if (typeof r.reasoning.requested !== "string") {
+      refuse(r.reasoning.param, `the effort "${String(r.reasoning.requested)}" has no equivalent`)
+    }
+    out.reasoning_effort = r.reasoning.requested
+  }
+  if (r.sealedReasoning) policy.drop(r.sealedReasoning.param, "the upstream cannot produce reasoning.encrypted_content")
+  if (r.format?.type === "json_schema") {
+    out.response_format = {
+      type: "json_schema",
+      json_schema: { name: r.format.name, schema: r.format.schema, strict: r.format.strict }
+    }
+  } else if (r.format) out.response_format = { type: "json_object" }
+  if (r.tools && r.tools.length > 0) {
+    out.tools = r.tools.map((t) => ({
+      type: "function",
+      function: {
+        name: t.name,
+        ...(t.description !== undefined ? { description: t.description } : {}),
+        parameters: t.parameters,
+        ...(t.strict !== undefined ? { strict: t.strict } : {})
+      }
+    }))
+    // A tool choice without tools is an error upstream.
+    if (r.toolChoice) {
+      out.tool_choice = r.toolChoice.kind === "function"
+        ? { type: "function", function: { name: r.toolChoice.name } }
+        : r.toolChoice.kind
+    }
+  }
+  if (r.parallelToolCalls !== undefined) out.parallel_tool_calls = r.parallelToolCalls
+  if (r.stream !== undefined) out.stream = r.stream
+  return out
+}

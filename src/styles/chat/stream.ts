@@ -1,0 +1,41 @@
+/** Chat-completions chunks -> ops. */
+import type { Op } from "../../canonical/Stream.ts"
+import type { StreamDecoder } from "../Codec.ts"
+import { chatReasoningOf } from "./answer.ts"
+import { fromChatFinish } from "./finish.ts"
+import { fromChatUsage } from "./usage.ts"
+
+export const chatDecoder = (): StreamDecoder => {
+  let started = false
+  return {
+    push: (event, chunk) => {
+      if (event.data === "[DONE]" || chunk === null || typeof chunk !== "object") return []
+      const ops: Array<Op> = []
+      if (!started) {
+        started = true
+        ops.push({ _tag: "Start", id: String(chunk.id ?? "") })
+      }
+      const choice = Array.isArray(chunk.choices) ? chunk.choices[0] : undefined
+      const delta = choice?.delta
+      if (delta) {
+        const reasoning = chatReasoningOf(delta)
+        if (reasoning !== undefined) ops.push({ _tag: "Thinking", text: reasoning })
+        if (typeof delta.content === "string" && delta.content !== "") ops.push({ _tag: "Text", text: delta.content })
+        if (Array.isArray(delta.tool_calls)) {
+          for (const call of delta.tool_calls) {
+            const index = Number(call.index ?? 0)
+            if (call.id) {
+              ops.push({ _tag: "ToolStart", index, id: String(call.id), name: String(call.function?.name ?? "") })
+            }
+            const args = call.function?.arguments
+            if (typeof args === "string" && args !== "") ops.push({ _tag: "ToolArgs", index, delta: args })
+          }
+        }
+      }
+      if (choice?.finish_reason) ops.push({ _tag: "Finish", reason: fromChatFinish(choice.finish_reason) })
+      const usage = chunk.usage ? fromChatUsage(chunk.usage) : undefined
+      if (usage) ops.push({ _tag: "Usage", usage })
+      return ops
+    }
+  }
+}

@@ -1,0 +1,21 @@
+/** The messages style (Anthropic's `/v1/messages`). */
+import type { Codec } from "../Codec.ts"
+import { obj } from "../shared/counts.ts"
+import { decodeMessagesAnswer, encodeMessagesAnswer } from "./answer.ts"
+import { messagesEmitter } from "./emit.ts"
+import { decodeMessagesRequest, encodeMessagesRequest } from "./request.ts"
+import { messagesDecoder } from "./stream.ts"
+import { fromMessagesUsage, messagesOutputText } from "./usage.ts"
+
+export const messages: Codec = {
+  endpoint: "messages",
+  decodeRequest: decodeMessagesRequest,
+  encodeRequest: encodeMessagesRequest,
+  decodeAnswer: decodeMessagesAnswer,
+  encodeAnswer: encodeMessagesAnswer,
+  streamDecoder: messagesDecoder,
+  streamEncoder: messagesEmitter,
+  isTerminal: (event, json) => (json?.type ?? event.event) === "message_stop",
+  usageOf: (body) => fromMessagesUsage(obj(body).usage),
+  outputTextOf: messagesOutputText
+}

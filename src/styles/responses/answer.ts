@@ -1,0 +1,101 @@
+/** The canonical answer -> a Response object, as the Responses API returns one. */
+import type { Answer } from "../../canonical/Answer.ts"
+import type { Json } from "../../canonical/Json.ts"
+import type { AnswerContext } from "../Codec.ts"
+
+/** The Response's id for an upstream's answer id, and the base its item ids are built on. */
+export const responseIds = (upstreamId: string) => {
+  const base = upstreamId.replace(/^(resp_|msg_|chatcmpl-)/, "")
+  return { id: upstreamId.startsWith("resp_") ? upstreamId : `resp_${base}`, base }
+}
+
+/** Canonical -> a Response; items are named after the answer and their place in it (as when streamed). */
+export const encodeResponsesAnswer = (answer: Answer, { model, now, request }: AnswerContext): Json => {
+  const { base, id } = responseIds(answer.id)
+  const output: Array<Json> = []
+  // Items in the order of the parts; adjacent text parts make one message item.
+  let text: { type: "output_text"; text: string; annotations: [] } | undefined
+  for (const part of answer.content) {
+    if (part.type === "text") {
+      if (text) text.text += part.text
+      else {
+        text = { type: "output_text", text: part.text, annotations: [] }
+        output.push({
+          type: "message",
+          id: `msg_${base}_${output.length}`,
+          status: "completed",
+          role: "assistant",
+          content: [text]
+        })
+      }
+      continue
+    }
+    text = undefined
+    if (part.type === "reasoning") {
+      output.push({
+        type: "reasoning",
+        id: `rs_${base}_${output.length}`,
+        summary: part.text === "" ? [] : [{ type: "summary_text", text: part.text }],
+        ...(part.sealed !== undefined ? { encrypted_content: part.sealed } : {})
+      })
+    } else {
+      output.push({
+        type: "function_call",
+        id: `fc_${part.id}`,
+        call_id: part.id,
+        name: part.name,
+        arguments: part.arguments,
+        status: "completed"
+      })
+    }
+  }
+  return responseObject({
+    id,
+    created: Math.floor(now / 1000),
+    status: answer.finish === "length" ? "incomplete" : "completed",
+    model,
+    request,
+    output,
+    usage: answer.usage
+  })
+}
+
+/**
+ * A Response object: its output and usage, and the request's settings it repeats. An `in_progress`
+ * one (the first events of a stream) has no output and no usage yet.
+ */
+export const responseObject = (o: {
+  readonly id: string
+  /** Seconds since the epoch. */
+  readonly created: number
+  readonly status: "in_progress" | "completed" | "incomplete"
+  readonly model: string
+  readonly request: Json
+  readonly output: ReadonlyArray<Json>
+  readonly usage: Answer["usage"] | undefined
+}): Json => ({
+  id: o.id,
+  object: "response",
+  created_at: o.created,
+  status: o.status,
+  error: null,
+  incomplete_details: o.status === "incomplete" ? { reason: "max_output_tokens" } : null,
+  instructions: o.request.instructions ?? null,
+  max_output_tokens: o.request.max_output_tokens ?? null,
+  model: o.model,
+  output: o.status === "in_progress" ? [] : o.output,
+  parallel_tool_calls: o.request.parallel_tool_calls ?? true,
+  temperature: o.request.temperature ?? 1,
+  top_p: o.request.top_p ?? 1,
+  tool_choice: o.request.tool_choice ?? "auto",
+  tools: o.request.tools ?? [],
+  text: { format: { type: "text" } },
+  usage: o.status === "in_progress" || !o.usage ? null : {
+    input_tokens: o.usage.input,
+    input_tokens_details: { cached_tokens: o.usage.cached },
+    output_tokens: o.usage.output,
+    output_tokens_details: { reasoning_tokens: o.usage.reasoning },
+    total_tokens: o.usage.input + o.usage.output
+  },
+  metadata: {}
+})

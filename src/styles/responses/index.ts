@@ -1,0 +1,19 @@
+/** The Responses API style (OpenAI's `/v1/responses`); its upstreams are reached by its own clients only. */
+import type { Codec } from "../Codec.ts"
+import { obj } from "../shared/counts.ts"
+import { encodeResponsesAnswer } from "./answer.ts"
+import { responsesEmitter } from "./emit.ts"
+import { decodeResponsesRequest } from "./request.ts"
+import { isResponsesTerminal, responsesDecoder } from "./stream.ts"
+import { fromResponsesUsage, responsesOutputText } from "./usage.ts"
+
+export const responses: Codec = {
+  endpoint: "responses",
+  decodeRequest: decodeResponsesRequest,
+  encodeAnswer: encodeResponsesAnswer,
+  streamDecoder: responsesDecoder,
+  streamEncoder: responsesEmitter,
+  isTerminal: (event, json) => isResponsesTerminal(json?.type ?? event.event),
+  usageOf: (body) => fromResponsesUsage(obj(body).usage),
+  outputTextOf: responsesOutputText
+}
