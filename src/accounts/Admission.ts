@@ -4,11 +4,15 @@
  * before they reach the event log (where a refused append would roll a whole group-commit batch back);
  * the authoritative check, shared by every process, is the reservation guarded in the StreamStarted
  * append (see ledger/projections/applySql.ts).
+ *
+ * The key's figures are its current record in the key cache, read when the request is admitted:
+ * spending, top-ups and catch-ups committed after the request was authenticated count. Revocation and
+ * expiry are checked at authentication, not here.
  */
 import * as Effect from "effect/Effect"
 import { formatUsd } from "../config/Money.ts"
 import { QuotaExceeded } from "./errors.ts"
-import type { KeyRecord } from "./KeyRecord.ts"
+import { KeyStore } from "./KeyStore.ts"
 
 export interface Reservation {
   readonly amount: bigint
@@ -21,13 +25,16 @@ export interface Reservation {
 }
 
 export class Admission extends Effect.Service<Admission>()("Accounts/Admission", {
-  // Built with the layer, so every layer build (each test's gateway) has its own reservations.
-  sync: () => {
+  // Built with the layer, so every layer build (each test's gateway) has its own reservations. The key
+  // cache is the one the layer build shares (layers are memoised by reference), not one of its own.
+  effect: Effect.map(KeyStore, (keys) => {
     const reserved = new Map<string, bigint>()
-    const remaining = (key: KeyRecord) => key.quotaNanos - key.usedNanos - (reserved.get(key.keyId) ?? 0n)
-    const admit = (key: KeyRecord, worstCase: bigint): Effect.Effect<Reservation, QuotaExceeded> =>
+    const admit = (keyId: string, worstCase: bigint): Effect.Effect<Reservation, QuotaExceeded> =>
       Effect.suspend(() => {
-        const left = remaining(key)
+        const key = keys.byId(keyId)
+        // Requests reach admission with a key the cache gave them, and the cache never drops a key.
+        if (key === undefined) return Effect.dieMessage(`The key cache has no key ${keyId}.`)
+        const left = key.quotaNanos - key.usedNanos - (reserved.get(keyId) ?? 0n)
         if (left <= 0n || worstCase > left) {
           return Effect.fail(
             new QuotaExceeded({
@@ -39,7 +46,7 @@ export class Admission extends Effect.Service<Admission>()("Accounts/Admission",
             })
           )
         }
-        reserved.set(key.keyId, (reserved.get(key.keyId) ?? 0n) + worstCase)
+        reserved.set(keyId, (reserved.get(keyId) ?? 0n) + worstCase)
         let released = false
         return Effect.succeed({
           amount: worstCase,
@@ -47,12 +54,13 @@ export class Admission extends Effect.Service<Admission>()("Accounts/Admission",
           release: Effect.sync(() => {
             if (released) return
             released = true
-            const now = (reserved.get(key.keyId) ?? 0n) - worstCase
-            if (now <= 0n) reserved.delete(key.keyId)
-            else reserved.set(key.keyId, now)
+            const now = (reserved.get(keyId) ?? 0n) - worstCase
+            if (now <= 0n) reserved.delete(keyId)
+            else reserved.set(keyId, now)
           })
         })
       })
     return { admit } as const
-  }
+  }),
+  dependencies: [KeyStore.Default]
 }) {}

@@ -1,6 +1,9 @@
 /**
  * A key as authentication and admission see it (what the key cache holds): the `api_keys` projection
  * row, decoded, without its metadata, which only the vendor area's listings show (`KeyDetails`).
+ * A record is a value: when a key changes, the key cache replaces its record with a new one, and a
+ * record already handed out keeps the figures it was read with. Whoever needs a key's current
+ * figures (admission) reads its current record from the cache by id.
  */
 import * as Schema from "effect/Schema"
 import { BigIntText, Instant, Json } from "../db/columns.ts"
@@ -13,12 +16,12 @@ export interface KeyRecord {
   readonly vendorId: string | null
   readonly serverOption: string
   readonly allowedModels: ReadonlySet<string> | null
-  quotaNanos: bigint
-  usedNanos: bigint
-  billedRequests: bigint
+  readonly quotaNanos: bigint
+  readonly usedNanos: bigint
+  readonly billedRequests: bigint
   readonly createdAt: string
-  expiresAt: string | null
-  revokedAt: string | null
+  readonly expiresAt: string | null
+  readonly revokedAt: string | null
   /** The key's own rate limits (each absent one comes from its Server Option). */
   readonly rateLimits?: {
     readonly requests_per_minute?: number | undefined

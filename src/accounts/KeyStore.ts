@@ -84,19 +84,30 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
     const unknown = new Map<string, number>() // hash -> time of the miss
     let rowsRead = 0 // key rows read from the database since start: the cost of following changes
 
-    /** Adds a key, or brings the cached one up to date in place (requests in flight hold it). */
+    /** Makes `key` the key's current record in both maps. */
+    const set = (key: KeyRecord) => {
+      byHash.set(key.keyHash, key)
+      byId.set(key.keyId, key)
+    }
+
+    /**
+     * Adds a key, or replaces its cached record with one that has the figures read (its quota,
+     * spending, billed requests, expiry and revocation; the rest of a key never changes).
+     */
     const put = (key: KeyRecord) => {
       const cached = byId.get(key.keyId)
       if (cached) {
-        cached.quotaNanos = key.quotaNanos
-        cached.usedNanos = key.usedNanos
-        cached.billedRequests = key.billedRequests
-        cached.expiresAt = key.expiresAt
-        cached.revokedAt = key.revokedAt
+        set({
+          ...cached,
+          quotaNanos: key.quotaNanos,
+          usedNanos: key.usedNanos,
+          billedRequests: key.billedRequests,
+          expiresAt: key.expiresAt,
+          revokedAt: key.revokedAt
+        })
         return
       }
-      byHash.set(key.keyHash, key)
-      byId.set(key.keyId, key)
+      set(key)
       unknown.delete(key.keyHash)
     }
 
@@ -168,26 +179,30 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
               rateLimits: event.rate_limits
             })
             break
+          // A change replaces the key's record; one not cached is read whole at its first lookup.
           case "QuotaGranted": {
             const key = byId.get(event.key_id)
-            if (key) key.quotaNanos += event.amount_nanos
+            if (key) set({ ...key, quotaNanos: key.quotaNanos + event.amount_nanos })
             break
           }
           case "KeyExpiryChanged": {
             const key = byId.get(event.key_id)
-            if (key) key.expiresAt = event.expires_at
+            if (key) set({ ...key, expiresAt: event.expires_at })
             break
           }
           case "KeyRevoked": {
             const key = byId.get(event.key_id)
-            if (key) key.revokedAt = occurredAt
+            if (key) set({ ...key, revokedAt: occurredAt })
             break
           }
           case "Billed": {
             const key = byId.get(event.key_id)
             if (key) {
-              key.usedNanos += event.cost.total_nanos
-              key.billedRequests += 1n
+              set({
+                ...key,
+                usedNanos: key.usedNanos + event.cost.total_nanos,
+                billedRequests: key.billedRequests + 1n
+              })
             }
             break
           }
@@ -223,6 +238,7 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
 
     return {
       findBySecret,
+      /** The key's current record (a later change replaces it in the cache, never alters it). */
       byId: (keyId: string) => byId.get(keyId),
       /** Applies what other processes changed since the last catch-up. */
       catchUp: catchUp.pipe(Effect.orDie),

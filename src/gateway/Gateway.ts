@@ -92,7 +92,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
         supervisor.run(
           withRecord(Effect.uninterruptibleMask((restore) =>
             Effect.gen(function*() {
-              const reservation = yield* admission.admit(g.key, worstCase(routed.bound, routed.prices))
+              const reservation = yield* admission.admit(g.key.keyId, worstCase(routed.bound, routed.prices))
               yield* supervisor.enter(g.requestId)
               const first = routed.candidates[0]!
               // The authoritative quota check and StreamStarted: one span, `tollgate.admission`.

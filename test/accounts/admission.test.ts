@@ -1,17 +1,21 @@
 /**
- * Admission on its own: a request is let in only while the key's quota, less its spending and what
- * this process's requests in flight hold, covers the request's worst case; a release gives the hold
- * back once, however often it is called; each layer build holds its own reservations.
+ * Admission on its own, over a key cache that holds one key: a request is let in only while the key's
+ * quota, less its spending and what this process's requests in flight hold, covers the request's worst
+ * case; a release gives the hold back once, however often it is called; each layer build holds its own
+ * reservations. (test/accounts/keyCache.test.ts runs it over the real key cache.)
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { Admission } from "../../src/accounts/Admission.ts"
 import type { KeyRecord } from "../../src/accounts/KeyRecord.ts"
+import { KeyStore } from "../../src/accounts/KeyStore.ts"
 
 const usd = (dollars: number) => BigInt(Math.round(dollars * 1e6)) * 1_000n // nanos, from whole micro-dollars
 
+const ID = "key_admission"
+
 const keyWith = (quotaUsd: number, usedUsd = 0): KeyRecord => ({
-  keyId: "key_admission",
+  keyId: ID,
   keyHash: "h",
   keyHint: "sk-tg-…",
   name: "test",
@@ -26,40 +30,52 @@ const keyWith = (quotaUsd: number, usedUsd = 0): KeyRecord => ({
   revokedAt: null
 })
 
+/** Admission over a key cache that holds `key` alone. */
+const admissionOver = (key: KeyRecord) =>
+  Admission.DefaultWithoutDependencies.pipe(Layer.provide(Layer.succeed(
+    KeyStore,
+    KeyStore.make({
+      findBySecret: () => Effect.succeed(undefined),
+      byId: (keyId) => (keyId === key.keyId ? key : undefined),
+      catchUp: Effect.void,
+      size: () => 1,
+      rowsRead: () => 0
+    })
+  )))
+
 describe("Admission", () => {
   it.effect("holds each admitted worst case until released; refuses what the rest cannot cover", () =>
     Effect.gen(function*() {
       const admission = yield* Admission
-      const key = keyWith(1)
-      const first = yield* admission.admit(key, usd(0.6))
+      const first = yield* admission.admit(ID, usd(0.6))
       // 0.40 left: a worst case of 0.50 is refused, one of 0.40 fits exactly.
-      const refused = yield* Effect.flip(admission.admit(key, usd(0.5)))
+      const refused = yield* Effect.flip(admission.admit(ID, usd(0.5)))
       expect(refused._tag).toBe("QuotaExceeded")
       expect(refused.message).toContain("more than the $0.4 left")
-      const second = yield* admission.admit(key, usd(0.4))
-      expect((yield* Effect.flip(admission.admit(key, 1n))).message).toContain("used up")
+      const second = yield* admission.admit(ID, usd(0.4))
+      expect((yield* Effect.flip(admission.admit(ID, 1n))).message).toContain("used up")
       yield* first.release
       yield* first.release // a second release gives nothing back twice
-      expect((yield* admission.admit(key, usd(0.6))).amount).toBe(usd(0.6))
-      expect((yield* Effect.flip(admission.admit(key, 1n)))._tag).toBe("QuotaExceeded")
+      expect((yield* admission.admit(ID, usd(0.6))).amount).toBe(usd(0.6))
+      expect((yield* Effect.flip(admission.admit(ID, 1n)))._tag).toBe("QuotaExceeded")
       yield* second.release
-    }).pipe(Effect.provide(Admission.Default)))
+    }).pipe(Effect.provide(admissionOver(keyWith(1)))))
 
   it.effect("counts what the key has spent; a key spent to its quota is refused even a free call", () =>
     Effect.gen(function*() {
-      const admission = yield* Admission
-      expect((yield* Effect.flip(admission.admit(keyWith(1, 1), 0n))).message).toContain("used up")
-      expect((yield* admission.admit(keyWith(1, 0.25), usd(0.75))).amount).toBe(usd(0.75))
-    }).pipe(Effect.provide(Admission.Default)))
+      const admit = (key: KeyRecord, worstCase: bigint) =>
+        Effect.flatMap(Admission, (a) => a.admit(ID, worstCase)).pipe(Effect.provide(admissionOver(key)))
+      expect((yield* Effect.flip(admit(keyWith(1, 1), 0n))).message).toContain("used up")
+      expect((yield* admit(keyWith(1, 0.25), usd(0.75))).amount).toBe(usd(0.75))
+      expect((yield* Effect.flip(admit(keyWith(1, 0.25), usd(0.75) + 1n)))._tag).toBe("QuotaExceeded")
+    }))
 
   it.effect("each layer build has reservations of its own", () =>
     Effect.gen(function*() {
-      const key = keyWith(1)
-      yield* Effect.flatMap(Admission, (a) => a.admit(key, usd(1))).pipe(Effect.provide(Admission.Default))
+      const admission = admissionOver(keyWith(1))
+      yield* Effect.flatMap(Admission, (a) => a.admit(ID, usd(1))).pipe(Effect.provide(admission))
       // A fresh build does not see the first one's hold.
-      const again = yield* Effect.flatMap(Admission, (a) => a.admit(key, usd(1))).pipe(
-        Effect.provide(Admission.Default)
-      )
+      const again = yield* Effect.flatMap(Admission, (a) => a.admit(ID, usd(1))).pipe(Effect.provide(admission))
       expect(again.amount).toBe(usd(1))
     }))
 })
