@@ -57,7 +57,11 @@ const roundTrip = (style: StyleEndpoint, ops: ReadonlyArray<Op>) => {
 
 const piece = fc.string({ minLength: 1, maxLength: 12 })
 /** Tool ids as other providers write them, some of which the messages style cannot carry as they are. */
-const toolId = fc.oneof(fc.stringMatching(/^call_[a-z0-9]{1,8}$/), fc.constant("functions.get_weather:0"), fc.string({ minLength: 1, maxLength: 10 }))
+const toolId = fc.oneof(
+  fc.stringMatching(/^call_[a-z0-9]{1,8}$/),
+  fc.constant("functions.get_weather:0"),
+  fc.string({ minLength: 1, maxLength: 10 })
+)
 
 const stream = fc.record({
   text: fc.array(piece, { maxLength: 4 }),
