@@ -11,6 +11,7 @@
  *
  * Pure functions of the request; the gateway prices the bound with the key's prices.
  */
+import { costOf, type PriceSheet, zeroUsage } from "../accounts/Pricing.ts"
 import type { UpstreamEndpoint } from "../providers/Upstream.ts"
 
 export interface CallBound {
@@ -145,3 +146,12 @@ export const withOutputCap = (
       return body
   }
 }
+
+/** What a call can cost at most: its bound at the key's prices (input at the dearer of plain and cached). */
+export const worstCase = (bound: CallBound, prices: PriceSheet) =>
+  costOf(
+    { ...zeroUsage, input_tokens: bound.input_tokens, output_tokens: bound.output_tokens, images: bound.images },
+    prices.cached_input_per_mtok_nanos > prices.input_per_mtok_nanos
+      ? { ...prices, input_per_mtok_nanos: prices.cached_input_per_mtok_nanos }
+      : prices
+  ).total_nanos

@@ -8,23 +8,20 @@
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as FiberRef from "effect/FiberRef"
 import type { Readable } from "node:stream"
 import { Admission } from "../accounts/Admission.ts"
 import { Catalog } from "../accounts/Catalog.ts"
 import type { QuotaExceeded } from "../accounts/errors.ts"
-import { costOf, type PriceSheet, zeroUsage } from "../accounts/Pricing.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { RequestLog } from "../observability/RequestLog.ts"
-import { currentRecord } from "../observability/RequestRecord.ts"
 import { noStackTrace } from "../observability/Tracing.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
 import { textOf } from "../wire/text.ts"
 import { cheapTokens } from "../wire/tokens.ts"
 import { billedAnyway } from "./billedAnyway.ts"
 import { Billing } from "./Billing.ts"
-import type { CallBound } from "./Bound.ts"
+import { worstCase } from "./Bound.ts"
 import type { BadRequest, LedgerDown, ModelNotFound, RateLimitReached, UpstreamFailure } from "./errors.ts"
 import { type GenerationResult, jsonCall } from "./jsonCall.ts"
 import { RequestSupervisor } from "./RequestSupervisor.ts"
@@ -37,15 +34,6 @@ export type { Generation } from "./Routing.ts"
 export type { GenerationResult } from "./jsonCall.ts"
 
 export type Refusal = ModelNotFound | BadRequest | QuotaExceeded | RateLimitReached | UpstreamFailure | LedgerDown
-
-/** What a call can cost at most: its bound at the key's prices (input at the dearer of plain and cached). */
-const worstCase = (bound: CallBound, prices: PriceSheet) =>
-  costOf(
-    { ...zeroUsage, input_tokens: bound.input_tokens, output_tokens: bound.output_tokens, images: bound.images },
-    prices.cached_input_per_mtok_nanos > prices.input_per_mtok_nanos
-      ? { ...prices, input_per_mtok_nanos: prices.cached_input_per_mtok_nanos }
-      : prices
-  ).total_nanos
 
 export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
   effect: Effect.gen(function*() {
@@ -90,7 +78,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
     ): Effect.Effect<A, Refusal> =>
       Effect.flatMap(route(g), (routed) =>
         supervisor.run(
-          withRecord(Effect.uninterruptibleMask((restore) =>
+          requestLog.whileWorking(Effect.uninterruptibleMask((restore) =>
             Effect.gen(function*() {
               const reservation = yield* admission.admit(g.key.keyId, worstCase(routed.bound, routed.prices))
               yield* supervisor.enter(g.requestId)
@@ -129,23 +117,6 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
             })
           ))
         ))
-
-    /**
-     * Marks the request's record while its work runs: a client that leaves before the answer gets its
-     * access line (status 499) once the work has billed the call, with the bill's tokens and cost.
-     */
-    const withRecord = <A, E>(work: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-      Effect.flatMap(FiberRef.get(currentRecord), (record) =>
-        record === undefined ? work : Effect.suspend(() => {
-          record.working = true
-          return Effect.ensuring(
-            work,
-            Effect.suspend(() => {
-              record.working = false
-              return record.status === 499 && !record.deferred ? requestLog.finish(record) : Effect.void
-            })
-          )
-        }))
 
     const generate = (g: Generation): Effect.Effect<GenerationResult, Refusal> =>
       supervised(g, () => true, (s) => runJson(g, s))

@@ -4,11 +4,12 @@
  * holds ids, names, numbers and the error envelope's code.
  */
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
 import { Catalog } from "../accounts/Catalog.ts"
 import { formatUsd } from "../config/Money.ts"
 import { endpointOf } from "./endpoints.ts"
 import { Metrics } from "./Metrics.ts"
-import type { RequestRecord } from "./RequestRecord.ts"
+import { currentRecord, type RequestRecord } from "./RequestRecord.ts"
 
 const ms = (x: number) => Math.round(x * 10) / 10
 
@@ -73,6 +74,23 @@ export class RequestLog extends Effect.Service<RequestLog>()("Observability/Requ
         return Effect.logInfo(`${r.method} ${endpoint} ${r.status}`, accessFields(r, endpoint, now))
       })
 
-    return { finish } as const
+    /**
+     * Marks the request's record while its work runs: a client that leaves before the answer gets its
+     * access line (status 499) once the work has billed the call, with the bill's tokens and cost.
+     */
+    const whileWorking = <A, E>(work: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+      Effect.flatMap(FiberRef.get(currentRecord), (record) =>
+        record === undefined ? work : Effect.suspend(() => {
+          record.working = true
+          return Effect.ensuring(
+            work,
+            Effect.suspend(() => {
+              record.working = false
+              return record.status === 499 && !record.deferred ? finish(record) : Effect.void
+            })
+          )
+        }))
+
+    return { finish, whileWorking } as const
   })
 }) {}
