@@ -2,8 +2,9 @@
 import type { Codec } from "../Codec.ts"
 import { obj } from "../shared/counts.ts"
 import { decodeChatAnswer, encodeChatAnswer } from "./answer.ts"
+import { decodeChatRequest } from "./decodeRequest.ts"
 import { chatEmitter } from "./emit.ts"
-import { decodeChatRequest, encodeChatRequest } from "./request.ts"
+import { encodeChatRequest } from "./encodeRequest.ts"
 import { chatDecoder } from "./stream.ts"
 import { chatOutputText, fromChatUsage } from "./usage.ts"
 

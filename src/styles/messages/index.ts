@@ -2,8 +2,9 @@
 import type { Codec } from "../Codec.ts"
 import { obj } from "../shared/counts.ts"
 import { decodeMessagesAnswer, encodeMessagesAnswer } from "./answer.ts"
+import { decodeMessagesRequest } from "./decodeRequest.ts"
 import { messagesEmitter } from "./emit.ts"
-import { decodeMessagesRequest, encodeMessagesRequest } from "./request.ts"
+import { encodeMessagesRequest } from "./encodeRequest.ts"
 import { messagesDecoder } from "./stream.ts"
 import { fromMessagesUsage, messagesOutputText } from "./usage.ts"
 

@@ -2,8 +2,8 @@
 import type { Codec } from "../Codec.ts"
 import { obj } from "../shared/counts.ts"
 import { encodeResponsesAnswer } from "./answer.ts"
+import { decodeResponsesRequest } from "./decodeRequest.ts"
 import { responsesEmitter } from "./emit.ts"
-import { decodeResponsesRequest } from "./request.ts"
 import { isResponsesTerminal, responsesDecoder } from "./stream.ts"
 import { fromResponsesUsage, responsesOutputText } from "./usage.ts"
 

@@ -1,7 +1,6 @@
 /**
- * Chat-completions requests <-> the canonical request. Reading: what has a canonical place is taken,
- * advisory fields are dropped through the policy, the rest is refused. Writing: what a chat upstream
- * cannot take is dropped (earlier reasoning, `safety_identifier`) or refused (more than 4 stop sequences).
+ * Chat-completions requests -> the canonical request: what has a canonical place is taken, advisory
+ * fields are dropped through the policy, the rest is refused.
  */
 import { isObject, type Json, present } from "../../canonical/Json.ts"
 import type {
@@ -15,13 +14,11 @@ import type {
   ToolResult,
   Turn
 } from "../../canonical/Request.ts"
-import type { RequestTarget } from "../Codec.ts"
 import { normaliseEffort } from "../shared/effort.ts"
-import { imageFromUrl, urlOfImage } from "../shared/images.ts"
+import { imageFromUrl } from "../shared/images.ts"
 import { dropExtras, type Policy, sortTopLevel } from "../shared/Policy.ts"
 import { textOfParts } from "../shared/textParts.ts"
 import { argumentsText, refuse } from "../shared/Untranslatable.ts"
-import { userIdWithin } from "../shared/userId.ts"
 
 const MAPPED = new Set([
   "model",
@@ -58,8 +55,6 @@ const ADVISORY: Record<string, string> = {
 
 const FUNCTION = new Set(["name", "description", "parameters", "strict"])
 const TOOL_CALL = new Set(["id", "type", "function", "index"])
-/** OpenAI's bound on `user`. */
-const MAX_USER = 64
 
 const userContent = (content: unknown, param: string): Array<TextPart | ImagePart> => {
   if (typeof content === "string") return [{ type: "text", text: content }]
@@ -235,104 +230,4 @@ export const decodeChatRequest = (body: Json, policy: Policy): Request => {
       : {}),
     ...(present(body, "stream") ? { stream: body.stream } : {})
   }
-}
-
-const resultText = (r: ToolResult) => {
-  const text = typeof r.content === "string" ? r.content : r.content.map((p) => p.text).join("\n")
-  // Chat tool messages have no error flag: an error result says so in its text.
-  return r.isError ? `Error: ${text}` : text
-}
-
-/** Canonical -> a chat-completions request. */
-export const encodeChatRequest = (r: Request, target: RequestTarget, policy: Policy): Json => {
-  const messages: Array<Json> = []
-  for (const turn of r.turns) {
-    switch (turn.role) {
-      case "system":
-        messages.push({ role: "system", content: turn.text })
-        break
-      case "user": {
-        const parts: Array<Json> = []
-        for (const c of turn.content) {
-          if (c.type === "text") parts.push({ type: "text", text: c.text })
-          else if (c.type === "image") parts.push({ type: "image_url", image_url: { url: urlOfImage(c.source) } })
-          else messages.push({ role: "tool", tool_call_id: c.callId, content: resultText(c) })
-        }
-        if (parts.length > 0) {
-          messages.push({
-            role: "user",
-            content: parts.length === 1 && parts[0]!.type === "text" ? parts[0]!.text : parts
-          })
-        }
-        break
-      }
-      case "assistant": {
-        let text = ""
-        let reasoning = false
-        const calls: Array<Json> = []
-        for (const c of turn.content) {
-          if (c.type === "text") text += c.text
-          else if (c.type === "call") {
-            calls.push({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } })
-          } else {
-            // Earlier reasoning is context for its own provider only; chat has no field to send it in.
-            reasoning = true
-            policy.drop(c.param, "earlier reasoning cannot be sent to a chat upstream")
-          }
-        }
-        // A turn that held only reasoning leaves nothing to send.
-        if (reasoning && text === "" && calls.length === 0) break
-        messages.push({
-          role: "assistant",
-          content: text === "" && calls.length > 0 ? null : text,
-          ...(calls.length > 0 ? { tool_calls: calls } : {})
-        })
-        break
-      }
-    }
-  }
-  const out: Json = { model: r.model, messages }
-  if (r.maxOutputTokens !== undefined) out[target.maxTokensField] = r.maxOutputTokens
-  if (r.temperature !== undefined) out.temperature = r.temperature
-  if (r.topP !== undefined) out.top_p = r.topP
-  if (r.stop) {
-    if (r.stop.sequences.length > 4) refuse(r.stop.param, "chat completions take at most 4 stop sequences")
-    if (r.stop.sequences.length > 0) out.stop = r.stop.sequences
-  }
-  if (r.choices) out.n = r.choices.n
-  if (r.user) out.user = userIdWithin(r.user.id, MAX_USER)
-  if (r.safetyIdentifier !== undefined) policy.drop("safety_identifier", "not every chat upstream has it")
-  if (r.reasoning) {
-    if (typeof r.reasoning.requested !== "string") {
-      refuse(r.reasoning.param, `the effort "${String(r.reasoning.requested)}" has no equivalent`)
-    }
-    out.reasoning_effort = r.reasoning.requested
-  }
-  if (r.sealedReasoning) policy.drop(r.sealedReasoning.param, "the upstream cannot produce reasoning.encrypted_content")
-  if (r.format?.type === "json_schema") {
-    out.response_format = {
-      type: "json_schema",
-      json_schema: { name: r.format.name, schema: r.format.schema, strict: r.format.strict }
-    }
-  } else if (r.format) out.response_format = { type: "json_object" }
-  if (r.tools && r.tools.length > 0) {
-    out.tools = r.tools.map((t) => ({
-      type: "function",
-      function: {
-        name: t.name,
-        ...(t.description !== undefined ? { description: t.description } : {}),
-        parameters: t.parameters,
-        ...(t.strict !== undefined ? { strict: t.strict } : {})
-      }
-    }))
-    // A tool choice without tools is an error upstream.
-    if (r.toolChoice) {
-      out.tool_choice = r.toolChoice.kind === "function"
-        ? { type: "function", function: { name: r.toolChoice.name } }
-        : r.toolChoice.kind
-    }
-  }
-  if (r.parallelToolCalls !== undefined) out.parallel_tool_calls = r.parallelToolCalls
-  if (r.stream !== undefined) out.stream = r.stream
-  return out
 }
