@@ -12,6 +12,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Redacted from "effect/Redacted"
+import * as Scope from "effect/Scope"
 import type { IncomingHttpHeaders } from "node:http"
 import { Agent, type Dispatcher } from "undici"
 import type { ProviderConfig } from "../../config/ConfigFile.ts"
@@ -285,7 +286,15 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
             )
           })
         ).pipe(
-          Effect.tap((res) => Effect.addFinalizer((exit) => Effect.sync(() => release(res.body, Exit.isSuccess(exit)))))
+          // Added to the scope directly: `Effect.addFinalizer` would also carry the fiber's context
+          // over to the finalizer, work a plain release does not need, on every call.
+          Effect.tap((res) =>
+            Effect.flatMap(
+              Effect.scope,
+              (scope) =>
+                Scope.addFinalizerExit(scope, (exit) => Effect.sync(() => release(res.body, Exit.isSuccess(exit))))
+            )
+          )
         )
       ).pipe(
         Effect.flatMap((res) =>
