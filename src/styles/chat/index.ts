@@ -3,9 +3,9 @@ import type { Codec } from "../Codec.ts"
 import { obj } from "../shared/counts.ts"
 import { decodeChatAnswer, encodeChatAnswer } from "./answer.ts"
 import { decodeChatRequest } from "./decodeRequest.ts"
-import { chatEmitter } from "./emit.ts"
+import { chatDecoder } from "./decodeStream.ts"
 import { encodeChatRequest } from "./encodeRequest.ts"
-import { chatDecoder } from "./stream.ts"
+import { chatEmitter } from "./encodeStream.ts"
 import { chatOutputText, fromChatUsage } from "./usage.ts"
 
 export const chat: Codec = {

@@ -3,9 +3,9 @@ import type { Codec } from "../Codec.ts"
 import { obj } from "../shared/counts.ts"
 import { decodeMessagesAnswer, encodeMessagesAnswer } from "./answer.ts"
 import { decodeMessagesRequest } from "./decodeRequest.ts"
-import { messagesEmitter } from "./emit.ts"
+import { messagesDecoder } from "./decodeStream.ts"
 import { encodeMessagesRequest } from "./encodeRequest.ts"
-import { messagesDecoder } from "./stream.ts"
+import { messagesEmitter } from "./encodeStream.ts"
 import { fromMessagesUsage, messagesOutputText } from "./usage.ts"
 
 export const messages: Codec = {

@@ -3,8 +3,8 @@ import type { Codec } from "../Codec.ts"
 import { obj } from "../shared/counts.ts"
 import { encodeResponsesAnswer } from "./answer.ts"
 import { decodeResponsesRequest } from "./decodeRequest.ts"
-import { responsesEmitter } from "./emit.ts"
-import { isResponsesTerminal, responsesDecoder } from "./stream.ts"
+import { isResponsesTerminal, responsesDecoder } from "./decodeStream.ts"
+import { responsesEmitter } from "./encodeStream.ts"
 import { fromResponsesUsage, responsesOutputText } from "./usage.ts"
 
 export const responses: Codec = {
