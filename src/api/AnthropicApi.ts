@@ -1,7 +1,7 @@
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
-import { CountTokensRequest, CountTokensResponse, MessagesRequest } from "../wire/messages.ts"
 import { GenerationErrors, GenerationSuccess } from "./errors.ts"
+import { CountTokensRequest, CountTokensResponse, MessagesRequest } from "./schemas/messages.ts"
 import { ApiKeyAuth } from "./security.ts"
 
 /** The messages style (Anthropic); base URL `{base}`, requires `anthropic-version: 2023-06-01`. */

@@ -1,7 +1,7 @@
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as Schema from "effect/Schema"
-import { Discovery } from "../wire/models.ts"
+import { Discovery } from "./schemas/models.ts"
 
 /**
  * `GET /v1`: the public discovery probe (spec §2.3), no authentication. `GET /` (and `HEAD /`, which

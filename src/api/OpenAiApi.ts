@@ -1,11 +1,11 @@
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as Schema from "effect/Schema"
-import { ChatCompletionRequest } from "../wire/chat.ts"
-import { ImagesRequest } from "../wire/images.ts"
-import { ModelEntry, ModelList } from "../wire/models.ts"
-import { ResponsesRequest } from "../wire/responses.ts"
 import { GenerationErrors, GenerationSuccess, NotFound } from "./errors.ts"
+import { ChatCompletionRequest } from "./schemas/chat.ts"
+import { ImagesRequest } from "./schemas/images.ts"
+import { ModelEntry, ModelList } from "./schemas/models.ts"
+import { ResponsesRequest } from "./schemas/responses.ts"
 import { ApiKeyAuth } from "./security.ts"
 
 /** The chat-completions family (OpenAI style); base URL `{base}/v1`. */

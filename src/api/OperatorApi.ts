@@ -1,6 +1,6 @@
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
-import { OperatorStatus } from "../wire/models.ts"
+import { OperatorStatus } from "./schemas/models.ts"
 import { OperatorAuth } from "./security.ts"
 
 /**

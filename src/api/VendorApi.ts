@@ -1,6 +1,8 @@
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as Schema from "effect/Schema"
+import { BodyReader } from "./BodyReader.ts"
+import { InvalidRequest, NotFound, PermissionDenied } from "./errors.ts"
 import {
   CreatedKey,
   CreateKeyRequest,
@@ -9,9 +11,7 @@ import {
   UpdateKeyRequest,
   VendorKey,
   VendorKeyList
-} from "../wire/vendor.ts"
-import { BodyReader } from "./BodyReader.ts"
-import { InvalidRequest, NotFound, PermissionDenied } from "./errors.ts"
+} from "./schemas/vendor.ts"
 import { VendorAuth, VendorScope } from "./security.ts"
 import { UsageWindowParams } from "./UsageApi.ts"
 

@@ -27,7 +27,7 @@ import { EventLog } from "../ledger/EventLog.ts"
 import { streamOf } from "../ledger/events.ts"
 import { landOnce } from "../ledger/landOnce.ts"
 import { Spool } from "../ledger/Spool.ts"
-import { CHEAP_ESTIMATOR } from "../wire/tokens.ts"
+import { CHEAP_ESTIMATOR } from "../tokens/count.ts"
 import { Heartbeat } from "./Heartbeat.ts"
 import { RequestSupervisor } from "./RequestSupervisor.ts"
 

@@ -1,14 +1,14 @@
 /**
  * Usage the gateway counts itself when an upstream does not report it: always marked as an estimate,
- * with what was counted and by which tokenizer (see wire/tokens.ts).
+ * with what was counted and by which tokenizer (see tokens/count.ts).
  */
 import * as Effect from "effect/Effect"
 import { zeroUsage } from "../accounts/Pricing.ts"
 import type { Usage } from "../canonical/Usage.ts"
 import type { UpstreamEndpoint } from "../providers/Upstream.ts"
 import { outputTextOfReply } from "../styles/registry.ts"
-import { textOf } from "../wire/text.ts"
-import { countTokens, ESTIMATOR } from "../wire/tokens.ts"
+import { countTokens, ESTIMATOR } from "../tokens/count.ts"
+import { textOf } from "../tokens/text.ts"
 import type { Settled } from "./Billing.ts"
 
 /** A complete non-streamed answer without usage. */

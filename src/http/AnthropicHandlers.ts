@@ -6,15 +6,15 @@ import * as FiberRef from "effect/FiberRef"
 import { KeyStore } from "../accounts/KeyStore.ts"
 import { AuthenticationFailed, InvalidRequest } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
-import { CurrentKey } from "../api/security.ts"
-import { GatewayConfig } from "../config/GatewayConfig.ts"
-import { TokenCount } from "../gateway/TokenCount.ts"
 import {
   ACCEPTED_ANTHROPIC_VERSIONS,
   ANTHROPIC_VERSION,
   CountTokensRequest,
   MessagesRequest
-} from "../wire/messages.ts"
+} from "../api/schemas/messages.ts"
+import { CurrentKey } from "../api/security.ts"
+import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { TokenCount } from "../gateway/TokenCount.ts"
 import { bodyLimitsOf, decodeFields, readJsonObject } from "./body.ts"
 import { mapGatewayErrors } from "./gatewayErrors.ts"
 import { makeGenerationHandler, protocolHeadersOf } from "./generation.ts"

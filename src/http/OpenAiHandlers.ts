@@ -4,10 +4,10 @@ import { Catalog, type CatalogModel } from "../accounts/Catalog.ts"
 import { KeyStore } from "../accounts/KeyStore.ts"
 import { AuthenticationFailed, NotFound } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
+import { ChatCompletionRequest } from "../api/schemas/chat.ts"
+import { ImagesRequest } from "../api/schemas/images.ts"
+import { ResponsesRequest } from "../api/schemas/responses.ts"
 import { CurrentKey } from "../api/security.ts"
-import { ChatCompletionRequest } from "../wire/chat.ts"
-import { ImagesRequest } from "../wire/images.ts"
-import { ResponsesRequest } from "../wire/responses.ts"
 import { makeGenerationHandler } from "./generation.ts"
 
 export const OpenAiHandlers = HttpApiBuilder.group(GatewayApi, "openai", (handlers) =>

@@ -11,7 +11,7 @@ import { Effect } from "effect"
 import { countTokens as onePass } from "gpt-tokenizer/encoding/o200k_base"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { MAX_COUNTED_CHARS } from "../../src/gateway/TokenCount.ts"
-import { countTokens, PIECE_CHARS, pieceEnd } from "../../src/wire/tokens.ts"
+import { countTokens, PIECE_CHARS, pieceEnd } from "../../src/tokens/count.ts"
 import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
 import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
 

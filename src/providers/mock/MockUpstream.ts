@@ -10,7 +10,7 @@ import type { LooseJson } from "../../canonical/Json.ts"
 import type { FinishReason, Op } from "../../canonical/Stream.ts"
 import { encode } from "../../stream/sse.ts"
 import { CODECS, type StyleEndpoint } from "../../styles/registry.ts"
-import { textOf } from "../../wire/text.ts"
+import { textOf } from "../../tokens/text.ts"
 import type { UpstreamBody, UpstreamReply, UpstreamRequest } from "../Upstream.ts"
 
 const CREATED = 1_750_000_000
