@@ -2,7 +2,7 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import fc from "fast-check"
-import { identifiers, join, literal, numeric, raw, script, sql } from "../../src/db/SqlScript.ts"
+import { Fragment, identifiers, join, literal, numeric, raw, script, sql } from "../../src/db/SqlScript.ts"
 import { TestDatabase } from "../support/TestDatabase.ts"
 
 // Text the writer inlines: ids, model names, JSON with quotes and backslashes, placeholder look-alikes.
@@ -59,6 +59,32 @@ describe("SqlScript", () => {
     expect(() => numeric("1; DROP" as never)).toThrow(/made from a number/)
   })
 
+  it("makes SQL text only from the source: a string is a value, never text", () => {
+    const input: string = "1; DROP TABLE event_log"
+    expect(sql`SELECT ${input}`.text).toBe("SELECT '1; DROP TABLE event_log'")
+    // @ts-expect-error a computed string is not SQL text
+    raw(input)
+    // @ts-expect-error nor is a template literal type, which a computed string has
+    raw(`x${input}` as `x${string}`)
+    // @ts-expect-error nor a separator
+    join([], input)
+    // @ts-expect-error a string is not a Fragment
+    const asFragment: Fragment = input
+    // @ts-expect-error nor is an object shaped like one
+    const shaped: Fragment = { text: input }
+    void [asFragment, shaped]
+    // An object shaped like a Fragment is a value, and a value is only a primitive.
+    expect(() => sql`SELECT ${{ text: input } as never}`).toThrow(/primitive/)
+    // Only the module makes a Fragment.
+    expect(() => new Fragment(Symbol("Fragment") as never, input)).toThrow(/made by/)
+    // The tag takes a template's own strings, not an array of text.
+    expect(() => sql([input] as never)).toThrow(/tagged template/)
+    // Identifiers come from their set only, and a set holds plain names only.
+    const col = identifiers(["key_id"])
+    expect(() => col("key_id; DROP TABLE event_log")).toThrow(/not one of the known identifiers/)
+    expect(() => identifiers(["key_id", "x\"; DROP"])).toThrow(/not a plain SQL identifier/)
+  })
+
   layer(TestDatabase)((it) => {
     it.effect("any text survives the round trip through a literal, whatever standard_conforming_strings says", () =>
       Effect.gen(function*() {
@@ -81,6 +107,32 @@ describe("SqlScript", () => {
           expect(setting.scs).toBe(conforming)
           expect(samples.map((_, i) => row[`v${i}`])).toEqual(samples)
         }
+      }))
+
+    it.effect("a value that looks like SQL is stored as the same string, and the script runs as written", () =>
+      Effect.gen(function*() {
+        const sqlc = yield* SqlClient.SqlClient
+        yield* sqlc`CREATE TABLE value_probe (n int, v text)`
+        const values = [
+          "x'); DROP TABLE value_probe; --",
+          "'; SELECT tollgate_refuse('quota', 'k1'); --",
+          "$1",
+          "$$; DELETE FROM value_probe; $$",
+          "\\'); DELETE FROM value_probe; --",
+          "E'\\'",
+          "/* x",
+          "x */ ; SELECT 1 --"
+        ]
+        const rows = join(values.map((v, i) => sql`(${i}, ${v})`), ", ")
+        const results = yield* sqlc.unsafe<any>(script([
+          sql`INSERT INTO value_probe (n, v) VALUES ${rows}`,
+          sql`SELECT v FROM value_probe ORDER BY n`
+        ])).unprepared
+        // Two statements answer with two results: no value ended a statement or began another.
+        expect(results).toHaveLength(2)
+        expect((results[1] as Array<{ v: string }>).map((r) => r.v)).toEqual(values)
+        const stored = yield* sqlc<{ v: string }>`SELECT v FROM value_probe ORDER BY n`
+        expect(stored.map((r) => r.v)).toEqual(values)
       }))
 
     it.effect("a script is one transaction: an error in a later statement undoes the earlier ones", () =>
