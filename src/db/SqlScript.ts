@@ -1,13 +1,42 @@
 /**
- * Several parameterised statements as one SQL script, sent in one round trip (the simple query
- * protocol, which Postgres runs as one implicit transaction: an error anywhere rolls all of it back).
- * Each `$n` becomes its parameter as a quoted literal, exactly as the extended protocol would have
- * sent it: as text of unknown type, which the statement's context (a column, a cast) types.
+ * Several statements as one SQL script, sent in one round trip (the simple query protocol, which
+ * Postgres runs as one implicit transaction: an error anywhere rolls all of it back).
+ *
+ * A statement is a `Fragment`, and a Fragment can only be made from SQL text written in the source:
+ * - `sql\`...\``: a tagged template whose text is the source's; each interpolation is either another
+ *   Fragment or a value, which is written as a quoted literal (text of unknown type, which the
+ *   statement's context, a column or a cast, types, as the extended protocol would send a parameter);
+ * - `raw(text)`: a string literal type (or a union of them), never a computed `string`;
+ * - `identifiers(names)`: names from a fixed set, each a plain lower-case name;
+ * - `numeric(n)`: a finite number as a numeric constant;
+ * - `join(fragments, separator)`: Fragments with a string literal between them.
+ * So a value never becomes SQL text: it reaches the script only through `literal`. There are no
+ * placeholders to replace, so a value that looks like one (`$1`) is a value like any other.
  */
 export type Param = string | number | bigint | boolean | null | undefined
 
+/** Held only by this module: the one way to make a Fragment. */
+const made: unique symbol = Symbol("Fragment")
+
+/** SQL text made by this module's builders only (see the module's comment). */
+export class Fragment {
+  declare private readonly brand: typeof made
+  readonly text: string
+  constructor(token: typeof made, text: string) {
+    if (token !== made) throw new TypeError("a Fragment is made by sql`...`, raw, identifiers, numeric or join")
+    this.text = text
+  }
+}
+
 /**
- * A string as a Postgres literal. Quotes are doubled; a string with a backslash is written E'...' with
+ * `S` if it is a string literal type or a union of them; `never` for `string` and for template
+ * literal types such as `x${string}`, which a computed string can have.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export type Literal<S extends string> = {} extends Record<S, 1> ? never : S
+
+/**
+ * A value as a Postgres literal. Quotes are doubled; a string with a backslash is written E'...' with
  * the backslashes doubled too, so it reads the same whatever `standard_conforming_strings` says.
  */
 export const literal = (value: Param): string => {
@@ -21,18 +50,62 @@ export const literal = (value: Param): string => {
 }
 
 /**
- * One statement with its parameters inlined. Placeholders are replaced in one pass, so a parameter
- * whose text looks like a placeholder stays as it is. The statement text itself must hold no `$n`
- * other than its placeholders (the writer's statements are built from column names and numbers only).
- * A statement without parameters is taken as it is: it may hold literals already, `$n` look-alikes included.
+ * A statement or a part of one: the template's text as it is, each interpolated Fragment as its text,
+ * each other value as a quoted literal. Only a template's own strings array is taken (it is frozen);
+ * a call that passes an array of its own is refused.
  */
-export const inline = (text: string, params: ReadonlyArray<unknown>): string =>
-  params.length === 0 ? text : text.replace(/\$(\d+)/g, (_, n: string) => {
-    const i = Number(n) - 1
-    if (i < 0 || i >= params.length) throw new RangeError(`no parameter for $${n}`)
-    return literal(params[i] as Param)
-  })
+export const sql = (strings: TemplateStringsArray, ...values: ReadonlyArray<Param | Fragment>): Fragment => {
+  if (!Object.isFrozen(strings) || strings.length !== values.length + 1) {
+    throw new TypeError("sql`...` is used as a tagged template only")
+  }
+  let text = strings[0]!
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i]
+    text += (v instanceof Fragment ? v.text : literal(v)) + strings[i + 1]!
+  }
+  return new Fragment(made, text)
+}
+
+/** SQL text written in the source: a string literal type, never a computed string (see `Literal`). */
+export const raw = <S extends string>(text: Literal<S>): Fragment => new Fragment(made, text)
+
+const plainName = /^[a-z_][a-z0-9_]*$/
+
+/**
+ * Identifiers from a fixed set (the tables and columns a module writes to), each checked here to be
+ * a plain lower-case name, which reads the same bare as quoted. The answer gives a name of the set as
+ * a Fragment and refuses any other.
+ */
+export const identifiers = (names: Iterable<string>): (name: string) => Fragment => {
+  const known = new Map<string, Fragment>()
+  for (const name of names) {
+    if (!plainName.test(name)) throw new RangeError(`${JSON.stringify(name)} is not a plain SQL identifier`)
+    known.set(name, new Fragment(made, name))
+  }
+  return (name) => {
+    const f = known.get(name)
+    if (f === undefined) throw new RangeError(`${JSON.stringify(name)} is not one of the known identifiers`)
+    return f
+  }
+}
+
+/**
+ * A finite number as a numeric constant, which Postgres types as it types a number in the source
+ * (integer, bigint or numeric), not as a literal of unknown type. A negative one is parenthesised, so
+ * that it cannot follow a `-` and make a comment.
+ */
+export const numeric = (n: number | bigint): Fragment => {
+  if (typeof n === "number" && !Number.isFinite(n)) throw new RangeError(`${n} is not a SQL number`)
+  if (typeof n !== "number" && typeof n !== "bigint") throw new TypeError("a SQL number is made from a number")
+  return new Fragment(made, n < 0 ? `(${n})` : String(n))
+}
+
+/** Fragments with `separator` (a string literal) between them. */
+export const join = <S extends string>(fragments: ReadonlyArray<Fragment>, separator: Literal<S>): Fragment => {
+  let text = fragments.length > 0 ? fragments[0]!.text : ""
+  for (let i = 1; i < fragments.length; i++) text += separator + fragments[i]!.text
+  return new Fragment(made, text)
+}
 
 /** Statements as one script, in order. */
-export const script = (statements: ReadonlyArray<readonly [string, ReadonlyArray<unknown>]>): string =>
-  statements.map(([text, params]) => inline(text, params)).join(";\n")
+export const script = (statements: ReadonlyArray<Fragment>): string => join(statements, ";\n").text

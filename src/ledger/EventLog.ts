@@ -16,11 +16,11 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { LooseJson } from "../canonical/Json.ts"
-import { literal, script } from "../db/SqlScript.ts"
+import { type Fragment, join, numeric, script, sql as sqlText } from "../db/SqlScript.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { type AppendError, appendErrorOf, LedgerRejected, LedgerUnavailable } from "./appendErrors.ts"
 import { currentSchemaVersion, DomainEvent, type EventType } from "./events.ts"
-import { plan, type Statement } from "./projections/applySql.ts"
+import { plan } from "./projections/applySql.ts"
 import type { Delta } from "./projections/Delta.ts"
 import { project } from "./projections/project.ts"
 import { readEvents, requestSummaryOf } from "./readEvents.ts"
@@ -111,15 +111,14 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           )
           for (const r of rows) heads.set(r.stream_id, r.v)
         }
-        // The rows are written as literals straight away: the largest part of the script, so not scanned again.
-        const now = literal(occurredAt)
-        const values: Array<string> = []
+        const now = sqlText`${occurredAt}`
+        const values: Array<Fragment> = []
         const deltas: Array<Delta> = []
         const committed: Array<CommittedEvents[number]> = []
         const plans = jobs.map((job) => {
           const { events, expectedVersion, metadata, streamId } = job.request
           const when = job.request.occurredAt ?? occurredAt
-          const at = job.request.occurredAt === undefined ? now : literal(when)
+          const at = job.request.occurredAt === undefined ? now : sqlText`${when}`
           const first = (expectedVersion === "any" ? heads.get(streamId) ?? 0 : expectedVersion) + 1
           // Later appends to the same stream in this batch go after this one.
           heads.set(streamId, Math.max(heads.get(streamId) ?? 0, first + events.length - 1))
@@ -128,10 +127,10 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
             const id = eventIdOf(streamId, version)
             const { _tag, ...data } = encodeEvent(event) as { _tag: EventType }
             values.push(
-              `(${literal(id)}::uuid, ${literal(streamId)}, ${version}, ${literal(_tag)}, ${
-                currentSchemaVersion[_tag]
-              }, ${literal(JSON.stringify(data))}::jsonb, ${
-                literal(JSON.stringify({ replica: replicaId, ...metadata }))
+              sqlText`(${id}::uuid, ${streamId}, ${numeric(version)}, ${_tag}, ${
+                numeric(currentSchemaVersion[_tag])
+              }, ${JSON.stringify(data)}::jsonb, ${
+                JSON.stringify({ replica: replicaId, ...metadata })
               }::jsonb, ${at}::timestamptz)`
             )
             for (const d of project(event, when)) deltas.push(d)
@@ -140,16 +139,13 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           })
           return { job, first, ids }
         })
-        const statements: Array<Statement> = [
-          [
-            `INSERT INTO event_log (event_id, stream_id, stream_version, event_type, schema_version, data, metadata, occurred_at)
-             VALUES ${values.join(", ")} RETURNING event_id::text, position::text`,
-            []
-          ],
+        const statements: Array<Fragment> = [
+          sqlText`INSERT INTO event_log (event_id, stream_id, stream_version, event_type, schema_version, data, metadata, occurred_at)
+             VALUES ${join(values, ", ")} RETURNING event_id::text, position::text`,
           ...plan(deltas)
         ]
         if (committed.some((c) => c.event._tag.startsWith("Key") || c.event._tag === "QuotaGranted")) {
-          statements.push([`SELECT pg_notify('tollgate_keys', 'changed')`, []])
+          statements.push(sqlText`SELECT pg_notify('tollgate_keys', 'changed')`)
         }
         // Untraced: the script carries every event's data (names, metadata, hashes) as literals, which
         // a span of the statement would copy to the trace collector.

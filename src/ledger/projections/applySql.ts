@@ -9,37 +9,45 @@
  * error back into a typed refusal.
  */
 import type { SqlError } from "@effect/sql/SqlError"
+import { type Fragment, identifiers, join, numeric, type Param, raw, sql } from "../../db/SqlScript.ts"
 import { type Delta, keyOf, type Row, type TableName, tables, type Value } from "./Delta.ts"
 
-const param = (v: Value): unknown => {
+const param = (v: Value): Param => {
   if (v === null) return null
   if (typeof v === "bigint") return v.toString()
   if (typeof v === "object") return JSON.stringify(v)
   return v
 }
 
-const where = (key: Row, offset: number) => Object.keys(key).map((c, i) => `${c} = $${offset + i + 1}`).join(" AND ")
+/** The tables the deltas name, and the columns of each: the only identifiers a statement is made with. */
+const table = identifiers(Object.keys(tables))
+const columns = Object.fromEntries(
+  Object.values(tables).map((spec) => [spec.name, identifiers(Object.keys(spec.columns))])
+) as Record<TableName, (name: string) => Fragment>
 
-export type Statement = readonly [text: string, params: ReadonlyArray<unknown>]
+const where = (t: TableName, key: Row) =>
+  join(Object.keys(key).map((c) => sql`${columns[t](c)} = ${param(key[c]!)}`), " AND ")
+
+/** A list of columns, `(a, b)`. */
+const columnList = (t: TableName, cols: ReadonlyArray<string>) => sql`(${join(cols.map(columns[t]), ", ")})`
+
+export type Statement = Fragment
 
 const structural = (d: Structural): Statement => {
   switch (d._tag) {
     case "insert": {
       const cols = Object.keys(d.row)
-      return [
-        `INSERT INTO ${d.table} (${cols.join(", ")}) VALUES (${cols.map((_, i) => `$${i + 1}`).join(", ")})`,
-        cols.map((c) => param(d.row[c]!))
-      ]
+      return sql`INSERT INTO ${table(d.table)} ${columnList(d.table, cols)} VALUES (${
+        join(cols.map((c) => sql`${param(d.row[c]!)}`), ", ")
+      })`
     }
     case "set": {
-      const cols = Object.keys(d.values)
-      return [
-        `UPDATE ${d.table} SET ${cols.map((c, i) => `${c} = $${i + 1}`).join(", ")} WHERE ${where(d.key, cols.length)}`,
-        [...cols.map((c) => param(d.values[c]!)), ...Object.values(d.key).map(param)]
-      ]
+      const col = columns[d.table]
+      const sets = join(Object.keys(d.values).map((c) => sql`${col(c)} = ${param(d.values[c]!)}`), ", ")
+      return sql`UPDATE ${table(d.table)} SET ${sets} WHERE ${where(d.table, d.key)}`
     }
     case "delete":
-      return [`DELETE FROM ${d.table} WHERE ${where(d.key, 0)}`, Object.values(d.key).map(param)]
+      return sql`DELETE FROM ${table(d.table)} WHERE ${where(d.table, d.key)}`
   }
 }
 
@@ -48,56 +56,61 @@ interface Counter {
   readonly by: Record<string, bigint>
 }
 
+const castOf = { date: raw("::date"), bigint: raw("::bigint"), none: raw("") }
+
 const counterStatements = (
   tag: "increment" | "upsertAdd",
-  table: TableName,
+  t: TableName,
   counters: ReadonlyArray<Counter>
 ): Statement => {
-  const spec = tables[table]
+  const spec = tables[t]
+  const col = columns[t]
   const keyCols = spec.primaryKey
   const counterCols = [...new Set(counters.flatMap((c) => Object.keys(c.by)))]
   const cols = [...keyCols, ...counterCols]
-  const params: Array<unknown> = []
-  const values = counters.map((c) =>
-    `(${
-      cols.map((col, i) => {
-        params.push(i < keyCols.length ? param(c.key[col]!) : (c.by[col] ?? 0n).toString())
-        const cast = spec.columns[col] === "date" ? "::date" : spec.columns[col] === "bigint" ? "::bigint" : ""
-        return `$${params.length}${cast}`
-      }).join(", ")
-    })`
+  const casts = cols.map((c) =>
+    spec.columns[c] === "date" ? castOf.date : spec.columns[c] === "bigint" ? castOf.bigint : castOf.none
+  )
+  const values = join(
+    counters.map((c) =>
+      sql`(${
+        join(
+          cols.map((name, i) =>
+            sql`${i < keyCols.length ? param(c.key[name]!) : (c.by[name] ?? 0n).toString()}${casts[i]!}`
+          ),
+          ", "
+        )
+      })`
+    ),
+    ", "
   )
   if (tag === "upsertAdd") {
-    return [
-      `INSERT INTO ${table} (${cols.join(", ")}) VALUES ${values.join(", ")} ON CONFLICT (${keyCols.join(", ")}) ` +
-      `DO UPDATE SET ${counterCols.map((c) => `${c} = ${table}.${c} + EXCLUDED.${c}`).join(", ")}`,
-      params
-    ]
+    const adds = join(counterCols.map((c) => sql`${col(c)} = ${table(t)}.${col(c)} + EXCLUDED.${col(c)}`), ", ")
+    return sql`INSERT INTO ${table(t)} ${columnList(t, cols)} VALUES ${values} ON CONFLICT ${
+      columnList(t, keyCols)
+    } DO UPDATE SET ${adds}`
   }
-  return [
-    `UPDATE ${table} AS t SET ${counterCols.map((c) => `${c} = t.${c} + v.${c}`).join(", ")} ` +
-    `FROM (VALUES ${values.join(", ")}) AS v(${cols.join(", ")}) ` +
-    `WHERE ${keyCols.map((c) => `t.${c} = v.${c}`).join(" AND ")}`,
-    params
-  ]
+  const adds = join(counterCols.map((c) => sql`${col(c)} = t.${col(c)} + v.${col(c)}`), ", ")
+  const matches = join(keyCols.map((c) => sql`t.${col(c)} = v.${col(c)}`), " AND ")
+  return sql`UPDATE ${table(t)} AS t SET ${adds} FROM (VALUES ${values}) AS v${columnList(t, cols)} WHERE ${matches}`
 }
 
 type Structural = Exclude<Delta, { _tag: "increment" | "upsertAdd" | "reserve" | "rate" | "drawCredit" }>
 
 /** Consecutive inserts into one table with the same columns become one multi-row INSERT. */
 const insertMany = (rows: ReadonlyArray<Extract<Delta, { _tag: "insert" }>>): Statement => {
+  const t = rows[0]!.table
   const cols = Object.keys(rows[0]!.row)
-  const params: Array<unknown> = []
-  const values = rows.map((d) => `(${cols.map((c) => `$${params.push(param(d.row[c]!))}`).join(", ")})`)
-  return [`INSERT INTO ${rows[0]!.table} (${cols.join(", ")}) VALUES ${values.join(", ")}`, params]
+  const values = rows.map((d) => sql`(${join(cols.map((c) => sql`${param(d.row[c]!)}`), ", ")})`)
+  return sql`INSERT INTO ${table(t)} ${columnList(t, cols)} VALUES ${join(values, ", ")}`
 }
 
 /** Consecutive deletes from one table become one DELETE ... WHERE (key) IN (...). */
 const deleteMany = (rows: ReadonlyArray<Extract<Delta, { _tag: "delete" }>>): Statement => {
+  const t = rows[0]!.table
   const cols = Object.keys(rows[0]!.key)
-  const params: Array<unknown> = []
-  const tuples = rows.map((d) => `(${cols.map((c) => `$${params.push(param(d.key[c]!))}`).join(", ")})`)
-  return [`DELETE FROM ${rows[0]!.table} WHERE (${cols.join(", ")}) IN (${tuples.join(", ")})`, params]
+  const tuples = rows.map((d) => sql`(${join(cols.map((c) => sql`${param(d.key[c]!)}`), ", ")})`)
+  return sql`DELETE FROM ${table(t)} WHERE ${columnList(t, cols)} IN (${join(tuples, ", ")})`
 }
 
 const columnsOf = (d: Structural) =>
@@ -113,41 +126,33 @@ const sameShape = (a: Structural, b: Structural) =>
  * and its appends are retried one by one, each with its own reservation.
  */
 const reserveAll = (amounts: ReadonlyMap<string, bigint>): Statement => {
-  const params: Array<unknown> = []
-  const values = [...amounts].map(([k, a]) => `($${params.push(k)}, $${params.push(a.toString())}::bigint)`)
-  return [
-    `WITH v(key_id, amount) AS (VALUES ${values.join(", ")}),
+  const values = join([...amounts].map(([k, a]) => sql`(${k}, ${a.toString()}::bigint)`), ", ")
+  return sql`WITH v(key_id, amount) AS (VALUES ${values}),
      held AS (
        UPDATE api_keys AS t SET reserved_nanos = t.reserved_nanos + v.amount FROM v
         WHERE t.key_id = v.key_id AND t.quota_nanos - t.used_nanos - t.reserved_nanos >= v.amount
        RETURNING t.key_id)
      SELECT tollgate_refuse('quota', v.key_id) FROM v
       WHERE NOT EXISTS (SELECT 1 FROM held WHERE held.key_id = v.key_id)
-        AND EXISTS (SELECT 1 FROM api_keys a WHERE a.key_id = v.key_id)`,
-    params
-  ]
+        AND EXISTS (SELECT 1 FROM api_keys a WHERE a.key_id = v.key_id)`
 }
 
 const rateStatement = (d: Extract<Delta, { _tag: "rate" }>): Statement => {
   const rpm = d.limits?.requests_per_minute
   const tpm = d.limits?.tokens_per_minute
   const guarded = d.requests > 0 && (rpm !== undefined || tpm !== undefined)
-  const conds = [
-    ...(rpm !== undefined ? [`rate_minutes.requests < ${Number(rpm)}`] : []),
-    ...(tpm !== undefined ? [`rate_minutes.tokens < ${Number(tpm)}`] : [])
-  ]
-  const upsert = `INSERT INTO rate_minutes (key_id, minute, requests, tokens)
-     VALUES ($1, date_trunc('minute', $2::timestamptz), $3, $4)
+  const upsert = sql`INSERT INTO rate_minutes (key_id, minute, requests, tokens)
+     VALUES (${d.keyId}, date_trunc('minute', ${d.at}::timestamptz), ${d.requests}, ${d.tokens})
      ON CONFLICT (key_id, minute) DO UPDATE
        SET requests = rate_minutes.requests + EXCLUDED.requests, tokens = rate_minutes.tokens + EXCLUDED.tokens`
-  const params = [d.keyId, d.at, d.requests, d.tokens]
-  if (!guarded) return [upsert, params]
+  if (!guarded) return upsert
+  const conds = join([
+    ...(rpm !== undefined ? [sql`rate_minutes.requests < ${numeric(Number(rpm))}`] : []),
+    ...(tpm !== undefined ? [sql`rate_minutes.tokens < ${numeric(Number(tpm))}`] : [])
+  ], " AND ")
   // Past the limits the conflict update does nothing and returns no row: then the request is refused.
-  return [
-    `WITH counted AS (${upsert} WHERE ${conds.join(" AND ")} RETURNING 1)
-     SELECT tollgate_refuse('rate', $1) WHERE NOT EXISTS (SELECT 1 FROM counted)`,
-    params
-  ]
+  return sql`WITH counted AS (${upsert} WHERE ${conds} RETURNING 1)
+     SELECT tollgate_refuse('rate', ${d.keyId}) WHERE NOT EXISTS (SELECT 1 FROM counted)`
 }
 
 /** Turns a batch of deltas into the statements that apply it. Pure; exported for tests. */
@@ -176,14 +181,12 @@ export const plan = (deltas: ReadonlyArray<Delta>): ReadonlyArray<Statement> => 
       rates.push(rateStatement(d))
     } else if (d._tag === "drawCredit") {
       // As in memory, a vendor the projection does not have has nothing to draw on; one it has must cover it.
-      credits.push([
-        `WITH drawn AS (
-           UPDATE vendors SET credit_used_nanos = credit_used_nanos + $2::bigint
-            WHERE vendor_id = $1 AND credit_nanos - credit_used_nanos >= $2::bigint RETURNING 1)
-         SELECT tollgate_refuse('credit', $1)
-          WHERE NOT EXISTS (SELECT 1 FROM drawn) AND EXISTS (SELECT 1 FROM vendors WHERE vendor_id = $1)`,
-        [d.vendorId, d.amount.toString()]
-      ])
+      const amount = d.amount.toString()
+      credits.push(sql`WITH drawn AS (
+           UPDATE vendors SET credit_used_nanos = credit_used_nanos + ${amount}::bigint
+            WHERE vendor_id = ${d.vendorId} AND credit_nanos - credit_used_nanos >= ${amount}::bigint RETURNING 1)
+         SELECT tollgate_refuse('credit', ${d.vendorId})
+          WHERE NOT EXISTS (SELECT 1 FROM drawn) AND EXISTS (SELECT 1 FROM vendors WHERE vendor_id = ${d.vendorId})`)
     } else {
       structurals.push(d)
     }
