@@ -20,6 +20,8 @@ const projects = [
 export default defineConfig({
   test: {
     projects,
+    // One migrated embedded data folder for the run, copied by tests rather than made again (globalSetup.ts).
+    globalSetup: ["test/support/globalSetup.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: "forks",

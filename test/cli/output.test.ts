@@ -15,6 +15,7 @@ import {
   bin,
   envWith,
   freePort,
+  migratedDataDir,
   root,
   running,
   start,
@@ -73,7 +74,7 @@ describe.skipIf(backend() === "postgres")("CLI output on an embedded folder", ()
   let env: Record<string, string>
 
   beforeAll(async () => {
-    dir = path.join(tempDir("output"), "data")
+    dir = migratedDataDir("output")
     env = { TOLLGATE_DATA_DIR: dir }
     const r = await tollgate(["keys", "create", "--quota-usd", "1", "--name", "first"], env)
     expect(r.code, r.stderr).toBe(0)
