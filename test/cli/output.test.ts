@@ -16,6 +16,7 @@ import {
   envWith,
   freePort,
   migratedDataDir,
+  nodeFlags,
   root,
   running,
   start,
@@ -34,7 +35,8 @@ const hasScript = fs.existsSync("/usr/bin/script")
 /** Runs `tollgate ...args` on a pseudo-terminal (util-linux `script`); stdout and stderr come back as one. */
 const onTerminal = (args: ReadonlyArray<string>, env: Record<string, string>) =>
   new Promise<{ code: number | null; output: string }>((resolve) => {
-    const command = [process.execPath, bin, ...args].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(" ")
+    const quoted = (a: string) => `'${a.replaceAll("'", "'\\''")}'`
+    const command = [process.execPath, ...nodeFlags, bin, ...args].map(quoted).join(" ")
     const child = spawn("/usr/bin/script", ["-qec", command, "/dev/null"], {
       cwd: root,
       env: envWith(env),
