@@ -1,7 +1,30 @@
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
 
 // The suite runs once on the embedded PGlite and, when TEST_DATABASE_URL points at a Postgres
 // server, once more on it (each test file gets its own fresh database there).
+//
+// The `postgres` project runs only the files that reach a database: those whose source names one of
+// `databasePatterns` (the test database or gateway, a Postgres cluster of its own, the database or
+// application layers of src/, or the backend switch itself). The others (translation, streams, config,
+// pure units) run the same code on either backend, so once, in `pglite`, is enough. A new file that
+// touches the database by another route must name it here.
+const databasePatterns =
+  /support\/(TestDatabase|TestGateway|PostgresCluster)\.ts|src\/main\.ts|src\/db\/Database\.ts|TOLLGATE_TEST_DB|TEST_DATABASE_URL/
+
+const testFiles = (dir: string): Array<string> =>
+  fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const file = path.join(dir, entry.name)
+    return entry.isDirectory() ? testFiles(file) : entry.name.endsWith(".test.ts") ? [file] : []
+  })
+
+const root = path.dirname(fileURLToPath(import.meta.url))
+const reachesDatabase = testFiles(path.join(root, "test"))
+  .filter((file) => databasePatterns.test(fs.readFileSync(file, "utf8")))
+  .map((file) => path.relative(root, file))
+
 // `extends: true`: each project inherits the options below (timeouts, pool); without it a project
 // runs with vitest's defaults (5 s a test, 10 s a hook), too short for a PGlite start on a loaded machine.
 const projects = [
@@ -12,7 +35,7 @@ const projects = [
   ...(process.env.TEST_DATABASE_URL
     ? [{
       extends: true as const,
-      test: { name: "postgres", include: ["test/**/*.test.ts"], env: { TOLLGATE_TEST_DB: "postgres" } }
+      test: { name: "postgres", include: reachesDatabase, env: { TOLLGATE_TEST_DB: "postgres" } }
     }]
     : [])
 ]
@@ -20,6 +43,8 @@ const projects = [
 export default defineConfig({
   test: {
     projects,
+    // One migrated embedded data folder for the run, copied by tests rather than made again (globalSetup.ts).
+    globalSetup: ["test/support/globalSetup.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: "forks",

@@ -9,7 +9,7 @@ import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { countTokens } from "../../src/tokens/count.ts"
 import { FakeUpstream, type FakeUpstream as Fake } from "../support/FakeUpstream.ts"
-import { freePort, start, tempDir, tollgateJson, waitForHttp } from "../support/Processes.ts"
+import { freePort, migratedDataDir, start, tempDir, tollgateJson, waitForHttp } from "../support/Processes.ts"
 import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
 
 const T = 120_000
@@ -36,7 +36,10 @@ describe("checkpoints of a long stream", () => {
         "  default: { models: [slow] }"
       ].join("\n")
     )
-    env = { TOLLGATE_CONFIG: config, TOLLGATE_DATA_DIR: path.join(dir, "data") }
+    env = {
+      TOLLGATE_CONFIG: config,
+      TOLLGATE_DATA_DIR: backend() === "postgres" ? path.join(dir, "data") : migratedDataDir("checkpoint")
+    }
     if (backend() === "postgres") env.DATABASE_URL = await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope))
   }, T)
 

@@ -13,6 +13,7 @@ import {
   exitWithin,
   freePort,
   logLines,
+  migratedDataDir,
   type Proc,
   root,
   sleep,
@@ -51,12 +52,10 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
   let created: any
   let vendor: any
 
-  beforeAll(async () => {
-    dir = path.join(tempDir("embedded"), "data")
+  beforeAll(() => {
+    dir = migratedDataDir("embedded") // a migrated folder: later output is only the result
     env = { TOLLGATE_DATA_DIR: dir }
-    const r = await tollgate(["migrate"], env) // the folder is created and migrated; later output is only the result
-    expect(r.code, r.stderr).toBe(0)
-  }, T)
+  })
 
   it("--json prints only JSON on stdout, even when the command migrates a fresh folder", async () => {
     const fresh = { TOLLGATE_DATA_DIR: path.join(tempDir("fresh"), "data") }
@@ -271,7 +270,7 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder while 
   let cliKey: any
 
   beforeAll(async () => {
-    dir = path.join(tempDir("serve"), "data")
+    dir = migratedDataDir("serve")
     const port = await freePort()
     env = { TOLLGATE_DATA_DIR: dir }
     base = `http://127.0.0.1:${port}`

@@ -15,6 +15,8 @@ import {
   bin,
   envWith,
   freePort,
+  migratedDataDir,
+  nodeFlags,
   root,
   running,
   start,
@@ -33,7 +35,8 @@ const hasScript = fs.existsSync("/usr/bin/script")
 /** Runs `tollgate ...args` on a pseudo-terminal (util-linux `script`); stdout and stderr come back as one. */
 const onTerminal = (args: ReadonlyArray<string>, env: Record<string, string>) =>
   new Promise<{ code: number | null; output: string }>((resolve) => {
-    const command = [process.execPath, bin, ...args].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(" ")
+    const quoted = (a: string) => `'${a.replaceAll("'", "'\\''")}'`
+    const command = [process.execPath, ...nodeFlags, bin, ...args].map(quoted).join(" ")
     const child = spawn("/usr/bin/script", ["-qec", command, "/dev/null"], {
       cwd: root,
       env: envWith(env),
@@ -73,7 +76,7 @@ describe.skipIf(backend() === "postgres")("CLI output on an embedded folder", ()
   let env: Record<string, string>
 
   beforeAll(async () => {
-    dir = path.join(tempDir("output"), "data")
+    dir = migratedDataDir("output")
     env = { TOLLGATE_DATA_DIR: dir }
     const r = await tollgate(["keys", "create", "--quota-usd", "1", "--name", "first"], env)
     expect(r.code, r.stderr).toBe(0)

@@ -9,7 +9,15 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FakeUpstream, type FakeUpstream as Fake } from "../support/FakeUpstream.ts"
-import { freePort, type Proc, start, tempDir, tollgateJson, waitForHttp } from "../support/Processes.ts"
+import {
+  freePort,
+  migratedDataDir,
+  type Proc,
+  start,
+  tempDir,
+  tollgateJson,
+  waitForHttp
+} from "../support/Processes.ts"
 import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
 
 const T = 120_000
@@ -44,7 +52,7 @@ describe("a gateway killed with streams in flight", () => {
     if (backend() === "postgres") {
       env.DATABASE_URL = await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope))
     } else {
-      env.TOLLGATE_DATA_DIR = path.join(dir, "data")
+      env.TOLLGATE_DATA_DIR = migratedDataDir("crash")
     }
   }, T)
 

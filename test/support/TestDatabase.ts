@@ -1,13 +1,18 @@
 /**
- * The database a test file runs on: a throwaway in-memory PGlite, or, in the `postgres` project
+ * The database a test file runs on: a throwaway PGlite (a copy of the run's migrated data folder, see
+ * globalSetup.ts, removed afterwards; in memory in a run without one), or, in the `postgres` project
  * (TEST_DATABASE_URL set), a fresh database created on that server and dropped afterwards.
  */
 import { NodeContext } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Redacted } from "effect"
+import { Clock, Effect, Layer, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import * as Database from "../../src/db/Database.ts"
+import { copyTemplate } from "./Template.ts"
 
 export const backend = (): "postgres" | "pglite" => process.env.TOLLGATE_TEST_DB === "postgres" ? "postgres" : "pglite"
 
@@ -32,6 +37,19 @@ export const freshPostgresDatabase = Effect.gen(function*() {
   return url.toString()
 })
 
+/**
+ * A copy of the migrated folder, removed when the scope closes (after the database in it has closed:
+ * it is acquired first, so released last); "memory://" when the run has none.
+ */
+const throwawayFolder = Effect.acquireRelease(
+  Effect.sync(() => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "tollgate-testdb-"))
+    const data = path.join(dir, "data")
+    return { dir, data: copyTemplate(data) ? data : "memory://" }
+  }),
+  ({ dir }) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+)
+
 /** A migrated database for one test file. */
 export const TestDatabase = Layer.unwrapScoped(
   Effect.gen(function*() {
@@ -39,6 +57,12 @@ export const TestDatabase = Layer.unwrapScoped(
       const url = yield* freshPostgresDatabase
       return Database.migrated(Database.postgres(Redacted.make(url)))
     }
-    return Database.migrated(Database.pglite("memory://"))
+    const { data } = yield* throwawayFolder
+    // On the live clock: a folder's database sweeps its modes every minute, and under a TestClock set to
+    // a date years ahead that schedule would run once for every minute in between.
+    return Layer.scopedContext(
+      Effect.flatMap(Effect.scope, (scope) => Layer.buildWithScope(Database.migrated(Database.pglite(data)), scope))
+        .pipe(Effect.withClock(Clock.make()))
+    )
   })
 ).pipe(Layer.provide(NodeContext.layer), Layer.orDie)

@@ -1,0 +1,32 @@
+/**
+ * Once per test run, before any test file: an embedded data folder made and migrated by `tollgate
+ * migrate` itself (which also builds the command's bundle once, so the files that start processes
+ * do not race to build it). Tests copy it (`Template.ts`) where they need a migrated folder, rather
+ * than paying PGlite's initdb and every migration again in each process and each test database.
+ */
+import { execFile } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { promisify } from "node:util"
+import type { TestProject } from "vitest/node"
+import { bin, envWith, root } from "./Command.ts"
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    /** A migrated embedded data folder, to be copied, never opened. */
+    readonly pgliteTemplate: string
+  }
+}
+
+export default async function setup(project: TestProject) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "tollgate-template-"))
+  const data = path.join(dir, "data")
+  await promisify(execFile)(process.execPath, [bin, "migrate"], {
+    cwd: root,
+    env: envWith({ TOLLGATE_DATA_DIR: data }),
+    timeout: 120_000
+  })
+  project.provide("pgliteTemplate", data)
+  return () => fs.rmSync(dir, { recursive: true, force: true })
+}
