@@ -24,8 +24,9 @@ import { UpstreamError } from "../providers/Upstream.ts"
 import type { Upstreams } from "../providers/Upstreams.ts"
 import { clientSink } from "../stream/ClientSink.ts"
 import { bytesOf, pump } from "../stream/Pump.ts"
-import { relayFor, type StreamEndpoint } from "../stream/Relay.ts"
+import { relayFor } from "../stream/Relay.ts"
 import { sseDecoder, sseReader } from "../stream/UpstreamEvents.ts"
+import type { StyleEndpoint } from "../styles/registry.ts"
 import { countTokens, ESTIMATOR } from "../tokens/count.ts"
 import { textOf } from "../tokens/text.ts"
 import type { Billing } from "./Billing.ts"
@@ -145,8 +146,8 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
     deps.metrics.streamsInFlight.inc()
     const t = candidate.deployment.provider.timeouts
     const relay = relayFor({
-      client: g.endpoint as StreamEndpoint,
-      upstream: candidate.path.upstreamEndpoint as StreamEndpoint,
+      client: g.endpoint as StyleEndpoint,
+      upstream: candidate.path.upstreamEndpoint as StyleEndpoint,
       model: g.model,
       includeUsage: g.includeUsage,
       request: g.body,

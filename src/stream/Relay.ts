@@ -14,8 +14,6 @@ import type { Usage } from "../canonical/Usage.ts"
 import { CODECS, type StyleEndpoint } from "../styles/registry.ts"
 import { withModel, withoutUsage } from "./rewrite.ts"
 
-export type StreamEndpoint = StyleEndpoint
-
 export interface Relay {
   /** One upstream event in, the client's events out. Throws `UpstreamStreamError` for an error event. */
   readonly push: (event: SseEvent) => Array<SseEvent>
@@ -42,8 +40,8 @@ export class UpstreamStreamError extends Error {
 }
 
 interface Options {
-  readonly client: StreamEndpoint
-  readonly upstream: StreamEndpoint
+  readonly client: StyleEndpoint
+  readonly upstream: StyleEndpoint
   /** The public model name the client sees. */
   readonly model: string
   /** chat clients: whether they asked for the usage chunk (`stream_options.include_usage`). */

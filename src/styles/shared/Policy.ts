@@ -9,6 +9,7 @@
  *
  * A model configured with `translation: strict` refuses advisory fields too.
  */
+import { isObject } from "../../canonical/Json.ts"
 import { refuse } from "./Untranslatable.ts"
 
 export type TranslationMode = "strict" | "lenient"
@@ -39,13 +40,10 @@ export const makePolicy = (mode: TranslationMode = "lenient"): Policy => {
   }
 }
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> =>
-  v !== null && typeof v === "object" && !Array.isArray(v)
-
 /** A value that asks for something: not absent, null, false, an empty list or an empty object. */
 export const meaningful = (v: unknown) =>
   v !== undefined && v !== null && v !== false && !(Array.isArray(v) && v.length === 0) &&
-  !(isPlainObject(v) && Object.keys(v).length === 0)
+  !(isObject(v) && Object.keys(v).length === 0)
 
 /**
  * Sorts a request's top-level fields: `mapped` ones are the translator's; an `advisory` one is dropped
