@@ -1,8 +1,11 @@
 #!/usr/bin/env -S node --max-semi-space-size=32
-// The `tollgate` command. It runs one bundle of the TypeScript sources (dist/bin/tollgate.mjs, built
-// with esbuild; packages stay in node_modules), rebuilt whenever a source is newer than it. A bundle
-// starts faster and uses about 130 MB less memory than transpiling every module at load time; if it
-// cannot be built, the sources run through tsx's loader instead.
+// The `tollgate` command. It runs one bundle of the TypeScript sources and the packages they use
+// (dist/bin/tollgate.mjs, built with esbuild), rebuilt whenever a source, this file or the installed
+// packages are newer than it. One file loads in about a third of the time of the hundreds of modules
+// it replaces (a command starts in ~0.6 s instead of ~1.4 s) and uses about 130 MB less memory than
+// transpiling the sources at load time. PGlite stays outside (it finds its WebAssembly and data files
+// beside its own modules), and so do the build tools. If the bundle cannot be built, the sources run
+// through tsx's loader instead.
 import cluster from "node:cluster"
 import { existsSync, readdirSync, renameSync, statSync } from "node:fs"
 import { dirname, join } from "node:path"
@@ -30,14 +33,24 @@ const build = async () => {
     platform: "node",
     format: "esm",
     target: "node20",
-    packages: "external",
+    external: ["@electric-sql/pglite", "@electric-sql/pglite/*", "esbuild", "tsx", "tsx/*", "pg-native"],
+    // CommonJS packages inside an ES module bundle still call `require` (for Node's own modules).
+    banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
     outfile: tmp,
     logLevel: "error"
   })
   renameSync(tmp, bundle) // atomic: a concurrent start sees the old bundle or the new one, whole
 }
 
-const fresh = () => existsSync(bundle) && statSync(bundle).mtimeMs >= newestSource(join(root, "src"))
+const mtime = (path) => (existsSync(path) ? statSync(path).mtimeMs : 0)
+// npm rewrites node_modules/.package-lock.json whenever it installs or removes a package.
+const inputsChanged = () =>
+  Math.max(
+    newestSource(join(root, "src")),
+    mtime(fileURLToPath(import.meta.url)),
+    mtime(join(root, "node_modules", ".package-lock.json"))
+  )
+const fresh = () => existsSync(bundle) && statSync(bundle).mtimeMs >= inputsChanged()
 
 let entry = bundle
 // A `serve --workers` worker runs what its primary has just checked (or built).
