@@ -47,7 +47,13 @@ export default defineConfig({
     globalSetup: ["test/support/globalSetup.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
+    // Kills what a file started and removes its folders after it, whatever its tests did (fileEnd.ts).
+    setupFiles: ["test/support/perFile.ts"],
     pool: "forks",
-    poolOptions: { forks: { maxForks: 2 } }
+    // Two worker processes, each running file after file with its modules loaded once (`isolate:
+    // false`): a fresh process and module graph per file cost more than most files' tests. So no
+    // file may leave state behind in a module: no top-level hooks in support modules (fileEnd.ts),
+    // no module-level state in src/ beyond constant tables. Each project still gets fresh workers.
+    poolOptions: { forks: { maxForks: 2, isolate: false } }
   }
 })

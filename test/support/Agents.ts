@@ -12,7 +12,7 @@ import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { afterAll } from "vitest"
+import { atFileEnd } from "./fileEnd.ts"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
 const require = createRequire(import.meta.url)
@@ -37,7 +37,7 @@ const removeFolders = (dirs: Iterable<string>) => {
   }
 }
 
-afterAll(async () => {
+atFileEnd(async () => {
   for (const [pid, child] of running) {
     killGroup(pid)
     await new Promise<void>((

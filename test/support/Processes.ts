@@ -7,8 +7,9 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
-import { afterAll, expect } from "vitest"
+import { expect } from "vitest"
 import { bin, envWith, root } from "./Command.ts"
+import { atFileEnd } from "./fileEnd.ts"
 import { copyTemplate } from "./Template.ts"
 
 export { bin, envWith, root }
@@ -16,11 +17,11 @@ export const T = 60_000
 
 // ---- processes ----------------------------------------------------------------------------------
 
-/** Every process this file starts, by PID, until it has exited. */
+/** Every process the running test file starts, by PID, until it has exited. */
 export const running = new Map<number, ChildProcess>()
 export const tempDirs: Array<string> = []
 
-afterAll(async () => {
+atFileEnd(async () => {
   for (const [pid, child] of running) {
     try {
       process.kill(pid, "SIGKILL")
@@ -31,8 +32,8 @@ afterAll(async () => {
       child.exitCode !== null || child.signalCode !== null ? resolve() : child.once("exit", () => resolve())
     )
   }
-  for (const dir of tempDirs) fs.rmSync(dir, { recursive: true, force: true })
-}, T)
+  for (const dir of tempDirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
+})
 
 export const tempDir = (label: string) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `tollgate-cli-${label}-`))
