@@ -12,7 +12,7 @@
 import { Effect, Exit, Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, type ExpectStatic, it } from "vitest"
 import { FakeUpstream, type FakeUpstream as Fake, type Reply } from "../support/FakeUpstream.ts"
 import { type Cluster, startCluster } from "../support/PostgresCluster.ts"
 import { freePort, type Proc, sleep, start, tempDir, tollgateJson, waitForHttp } from "../support/Processes.ts"
@@ -266,19 +266,17 @@ const call = async (base: string, key: string, kind: Kind, i: number): Promise<O
   }
 }
 
-describe.skipIf(backend() !== "postgres")("billing through database outages", () => {
+// The scenarios run at once, each on a Postgres server of its own (an outage stops a whole server).
+describe.skipIf(backend() !== "postgres").concurrent("billing through database outages", () => {
   const scope = Effect.runSync(Scope.make())
-  let cluster: Cluster
   let fake: Fake
 
   beforeAll(async () => {
-    cluster = await startCluster()
     fake = await Effect.runPromise(Scope.extend(FakeUpstream, scope))
     fake.otherwise(answer)
   }, T)
 
   afterAll(async () => {
-    cluster?.dispose()
     await Effect.runPromise(Scope.close(scope, Exit.void))
   }, T)
 
@@ -299,6 +297,21 @@ describe.skipIf(backend() !== "postgres")("billing through database outages", ()
   }
 
   const scenario = async (
+    expect: ExpectStatic,
+    name: string,
+    o: { readonly outageMs: number; readonly kill: boolean; readonly replicas?: number }
+  ) => {
+    const cluster = await startCluster()
+    try {
+      return await run(expect, cluster, name, o)
+    } finally {
+      await cluster.dispose()
+    }
+  }
+
+  const run = async (
+    expect: ExpectStatic,
+    cluster: Cluster,
     name: string,
     o: { readonly outageMs: number; readonly kill: boolean; readonly replicas?: number }
   ) => {
@@ -349,7 +362,7 @@ describe.skipIf(backend() !== "postgres")("billing through database outages", ()
     const workers = Array.from({ length: 6 }, worker)
 
     await sleep(1_500)
-    cluster.stop("immediate")
+    await cluster.stop("immediate")
     const downAt = Date.now()
     let spooledAtKill = 0
     if (o.kill) {
@@ -361,7 +374,7 @@ describe.skipIf(backend() !== "postgres")("billing through database outages", ()
     } else {
       await sleep(o.outageMs)
     }
-    cluster.start()
+    await cluster.start()
     const upAt = Date.now()
     if (o.kill) {
       servers[0] = await serve(envOf(0))
@@ -440,23 +453,23 @@ describe.skipIf(backend() !== "postgres")("billing through database outages", ()
     return { succeeded: succeeded.length, outageMs: upAt - downAt }
   }
 
-  it("a short outage (shorter than a bill's wait)", async () => {
-    await scenario("short", { outageMs: 400, kill: false })
+  it("a short outage (shorter than a bill's wait)", async ({ expect }) => {
+    await scenario(expect, "short", { outageMs: 400, kill: false })
   }, T)
 
-  it("a long outage (many times a bill's wait and the spool's retries)", async () => {
-    await scenario("long", { outageMs: 8_000, kill: false })
+  it("a long outage (many times a bill's wait and the spool's retries)", async ({ expect }) => {
+    await scenario(expect, "long", { outageMs: 8_000, kill: false })
   }, T)
 
-  it("a short outage with the gateway SIGKILLed during it", async () => {
-    await scenario("short_kill", { outageMs: 1_000, kill: true })
+  it("a short outage with the gateway SIGKILLed during it", async ({ expect }) => {
+    await scenario(expect, "short_kill", { outageMs: 1_000, kill: true })
   }, T)
 
-  it("a long outage with the gateway SIGKILLed during it", async () => {
-    await scenario("long_kill", { outageMs: 8_000, kill: true })
+  it("a long outage with the gateway SIGKILLed during it", async ({ expect }) => {
+    await scenario(expect, "long_kill", { outageMs: 8_000, kill: true })
   }, T)
 
-  it("a long outage under two replicas: neither takes the other for dead afterwards", async () => {
-    await scenario("long_two", { outageMs: 8_000, kill: false, replicas: 2 })
+  it("a long outage under two replicas: neither takes the other for dead afterwards", async ({ expect }) => {
+    await scenario(expect, "long_two", { outageMs: 8_000, kill: false, replicas: 2 })
   }, T)
 })

@@ -62,7 +62,7 @@ describe.skipIf(backend() !== "postgres")("/readyz through a database outage", (
     cluster = await startCluster()
   }, 120_000)
   afterAll(async () => {
-    cluster?.dispose()
+    await cluster?.dispose()
     await Effect.runPromise(Scope.close(scope, Exit.void))
   }, 120_000)
 
@@ -88,13 +88,13 @@ describe.skipIf(backend() !== "postgres")("/readyz through a database outage", (
       }
     }
     expect((await until(200)).body.status).toBe("ready")
-    cluster.stop("fast")
+    await cluster.stop("fast")
     const down = await until(503)
     expect(down.body.error).toMatchObject({ type: "overloaded_error", code: "not_ready" })
     expect(down.body.error.message).toMatch(/database/)
     // Liveness is not readiness: the process still answers.
     expect((await fetch(`${base}/livez`)).status).toBe(200)
-    cluster.start()
+    await cluster.start()
     expect((await until(200)).body.checks.database.ok).toBe(true)
     process.kill(server.pid, "SIGTERM")
     expect((await server.exited).code).toBe(0)

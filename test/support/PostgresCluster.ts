@@ -3,10 +3,11 @@
  * test can stop it (an outage, or a crash with `immediate`) and start it again. As root, the server
  * runs as the `postgres` user. Requires `initdb` and `pg_ctl` on the PATH (Debian's postgresql).
  */
-import { execFileSync } from "node:child_process"
+import { execFile, execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { promisify } from "node:util"
 import pg from "pg"
 import { freePort } from "./Processes.ts"
 
@@ -15,10 +16,10 @@ export interface Cluster {
   readonly url: (database?: string) => string
   readonly createDatabase: (name: string) => Promise<void>
   readonly query: <R = any>(database: string, text: string, params?: ReadonlyArray<unknown>) => Promise<Array<R>>
-  readonly start: () => void
+  readonly start: () => Promise<void>
   /** `immediate`: as a crash; `fast`: an orderly stop that cuts the clients. */
-  readonly stop: (mode?: "immediate" | "fast") => void
-  readonly dispose: () => void
+  readonly stop: (mode?: "immediate" | "fast") => Promise<void>
+  readonly dispose: () => Promise<void>
 }
 
 const which = (bin: string) => {
@@ -43,19 +44,19 @@ export const startCluster = async (): Promise<Cluster> => {
   const logFile = path.join(root, "server.log")
   const asRoot = process.getuid?.() === 0
   if (asRoot) execFileSync("chown", ["-R", "postgres:postgres", root])
-  const run = (bin: string, args: ReadonlyArray<string>) => {
+  // Asynchronous, so that a test's clients and servers go on while the cluster starts or stops.
+  const run = async (bin: string, args: ReadonlyArray<string>) => {
     const exe = which(bin)
-    return asRoot
-      ? execFileSync("runuser", ["-u", "postgres", "--", exe, ...args], { encoding: "utf8", stdio: "pipe", cwd: root })
-      : execFileSync(exe, [...args], { encoding: "utf8", stdio: "pipe", cwd: root })
+    const [file, argv] = asRoot ? ["runuser", ["-u", "postgres", "--", exe, ...args]] : [exe, [...args]]
+    await promisify(execFile)(file, argv, { encoding: "utf8", cwd: root })
   }
-  run("initdb", ["-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"])
+  await run("initdb", ["-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"])
   const port = await freePort()
   const options = `-p ${port} -c listen_addresses=127.0.0.1 -k ${root} -c fsync=off -c max_connections=100`
-  const start = () => void run("pg_ctl", ["-D", data, "-l", logFile, "-w", "-t", "60", "-o", options, "start"])
+  const start = () => run("pg_ctl", ["-D", data, "-l", logFile, "-w", "-t", "60", "-o", options, "start"])
   const stop = (mode: "immediate" | "fast" = "immediate") =>
-    void run("pg_ctl", ["-D", data, "-m", mode, "-w", "-t", "60", "stop"])
-  start()
+    run("pg_ctl", ["-D", data, "-m", mode, "-w", "-t", "60", "stop"])
+  await start()
   const url = (database = "postgres") => `postgres://postgres@127.0.0.1:${port}/${database}`
   const query = async <R>(database: string, text: string, params: ReadonlyArray<unknown> = []) => {
     const client = new pg.Client({ connectionString: url(database) })
@@ -72,12 +73,8 @@ export const startCluster = async (): Promise<Cluster> => {
     createDatabase: async (name) => void (await query("postgres", `CREATE DATABASE ${name}`)),
     start,
     stop,
-    dispose: () => {
-      try {
-        stop("immediate")
-      } catch {
-        // already stopped
-      }
+    dispose: async () => {
+      await stop("immediate").catch(() => undefined) // stopped already
       fs.rmSync(root, { recursive: true, force: true })
     }
   }
