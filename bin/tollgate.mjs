@@ -35,7 +35,10 @@ const build = async () => {
     target: "node20",
     external: ["@electric-sql/pglite", "@electric-sql/pglite/*", "esbuild", "tsx", "tsx/*", "pg-native"],
     // CommonJS packages inside an ES module bundle still call `require` (for Node's own modules).
-    banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+    banner: {
+      js:
+        "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);"
+    },
     outfile: tmp,
     logLevel: "error"
   })
