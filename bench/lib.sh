@@ -10,7 +10,8 @@ PIDS=()
 DB=""
 # Node as `npm start` and bin/tollgate.mjs's shebang run the server (a larger young generation: fewer
 # of a request's objects, alive while its commits are awaited, survive into the old one).
-SERVE_NODE=(node --max-semi-space-size=32)
+# SEMI_SPACE_MB measures another size.
+SERVE_NODE=(node "--max-semi-space-size=${SEMI_SPACE_MB:-32}")
 NODE_FLAGS=()  # more node flags for the server (bench:profile: --cpu-prof)
 SERVE_ARGS=()  # serve's own arguments (bench: --workers N)
 
