@@ -2,6 +2,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
+import { BaseSequencer, type TestSpecification } from "vitest/node"
 
 // The suite runs once on the embedded PGlite and, when TEST_DATABASE_URL points at a Postgres
 // server, once more on it (each test file gets its own fresh database there).
@@ -25,6 +26,24 @@ const reachesDatabase = testFiles(path.join(root, "test"))
   .filter((file) => databasePatterns.test(fs.readFileSync(file, "utf8")))
   .map((file) => path.relative(root, file))
 
+/**
+ * The order files start in, within each project: those that start processes or servers of their own
+ * (the CLI, real agents, Postgres clusters) first, the larger first, so that no long file starts last
+ * while the other worker has nothing left. (vitest orders by the durations of the previous run when
+ * it has them; a clean clone has none.)
+ */
+const startsProcesses = /support\/(Processes|Agents|PostgresCluster)\.ts/
+const weight = (file: string) => {
+  const text = fs.readFileSync(file, "utf8")
+  return (startsProcesses.test(text) ? 1e9 : 0) + text.length
+}
+class HeaviestFirst extends BaseSequencer {
+  override sort(files: Array<TestSpecification>) {
+    const weights = new Map(files.map((f) => [f.moduleId, weight(f.moduleId)]))
+    return Promise.resolve([...files].sort((a, b) => weights.get(b.moduleId)! - weights.get(a.moduleId)!))
+  }
+}
+
 // `extends: true`: each project inherits the options below (timeouts, pool); without it a project
 // runs with vitest's defaults (5 s a test, 10 s a hook), too short for a PGlite start on a loaded machine.
 const projects = [
@@ -45,6 +64,7 @@ export default defineConfig({
     projects,
     // One migrated embedded data folder for the run, copied by tests rather than made again (globalSetup.ts).
     globalSetup: ["test/support/globalSetup.ts"],
+    sequence: { sequencer: HeaviestFirst },
     testTimeout: 30_000,
     hookTimeout: 60_000,
     // Kills what a file started and removes its folders after it, whatever its tests did (fileEnd.ts).

@@ -8,11 +8,11 @@ import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { expect } from "vitest"
-import { bin, envWith, root } from "./Command.ts"
+import { bin, envWith, nodeFlags, root } from "./Command.ts"
 import { atFileEnd } from "./fileEnd.ts"
 import { copyTemplate } from "./Template.ts"
 
-export { bin, envWith, root }
+export { bin, envWith, nodeFlags, root }
 export const T = 60_000
 
 // ---- processes ----------------------------------------------------------------------------------
@@ -57,15 +57,6 @@ export interface Proc {
   readonly output: () => { stdout: string; stderr: string }
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
 }
-
-/**
- * Node flags of the processes tests start. `--liftoff-only`: PGlite's WebAssembly runs on V8's
- * baseline compiler alone, without compiling it again in the background with the optimizing one,
- * which a process that lives seconds pays for and hardly uses (measured on this 2-core machine:
- * a command on a migrated folder 2.8 -> 2.2 s of CPU, a `serve` ready 3.8 -> 3.0 s, its first 30
- * calls 1.2 -> 0.8 s). Only how the code is compiled changes, not what it does.
- */
-export const nodeFlags: ReadonlyArray<string> = ["--liftoff-only"]
 
 export const start = (args: ReadonlyArray<string>, env: Record<string, string>): Proc => {
   const child = spawn(process.execPath, [...nodeFlags, bin, ...args], {

@@ -10,7 +10,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { promisify } from "node:util"
 import type { TestProject } from "vitest/node"
-import { bin, envWith, root } from "./Command.ts"
+import { bin, envWith, nodeFlags, root } from "./Command.ts"
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -22,7 +22,7 @@ declare module "vitest" {
 export default async function setup(project: TestProject) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "tollgate-template-"))
   const data = path.join(dir, "data")
-  await promisify(execFile)(process.execPath, [bin, "migrate"], {
+  await promisify(execFile)(process.execPath, [...nodeFlags, bin, "migrate"], {
     cwd: root,
     env: envWith({ TOLLGATE_DATA_DIR: data }),
     timeout: 120_000
