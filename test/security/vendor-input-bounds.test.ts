@@ -236,8 +236,12 @@ describe("vendor input bounds", () => {
           metadata
         )
 
-        for (let i = 0; i < 20; i++) yield* issueKey({ quotaUsd: 1 })
-        yield* store.catchUp // up to date with everything so far
+        let last = ""
+        for (let i = 0; i < 20; i++) last = (yield* issueKey({ quotaUsd: 1 })).key.keyId
+        // Up to date with everything so far: the catch-up reads settled events only, so first wait until
+        // the last key issued is readable in the log (settled.ts).
+        yield* untilSettled(events, (log) => log.some((e) => e.event._tag === "KeyIssued" && e.event.key_id === last))
+        yield* store.catchUp
         const readBefore = store.rowsRead()
         // Another process (its own event writer and cache over the same database) issues, revokes, tops up.
         const other = yield* Layer.build(Layer.fresh(AccountsLive))
