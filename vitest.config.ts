@@ -22,9 +22,11 @@ const testFiles = (dir: string): Array<string> =>
   })
 
 const root = path.dirname(fileURLToPath(import.meta.url))
-const reachesDatabase = testFiles(path.join(root, "test"))
-  .filter((file) => databasePatterns.test(fs.readFileSync(file, "utf8")))
-  .map((file) => path.relative(root, file))
+// Each test file's source, read once: by the project rule above and by the order below.
+const sources = new Map(testFiles(path.join(root, "test")).map((file) => [file, fs.readFileSync(file, "utf8")]))
+const reachesDatabase = [...sources]
+  .filter(([, text]) => databasePatterns.test(text))
+  .map(([file]) => path.relative(root, file))
 
 /**
  * The order files start in, within each project: those that start processes or servers of their own
@@ -34,7 +36,7 @@ const reachesDatabase = testFiles(path.join(root, "test"))
  */
 const startsProcesses = /support\/(Processes|Agents|PostgresCluster)\.ts/
 const weight = (file: string) => {
-  const text = fs.readFileSync(file, "utf8")
+  const text = sources.get(file) ?? fs.readFileSync(file, "utf8")
   return (startsProcesses.test(text) ? 1e9 : 0) + text.length
 }
 class HeaviestFirst extends BaseSequencer {

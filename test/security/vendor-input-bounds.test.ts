@@ -15,7 +15,7 @@ import { run } from "../../src/cli/operations.ts"
 import { EventLog } from "../../src/ledger/EventLog.ts"
 import * as Replay from "../../src/ledger/Replay.ts"
 import { AccountsLive } from "../../src/main.ts"
-import { untilSettled } from "../support/settled.ts"
+import { logSettled } from "../support/settled.ts"
 import { baseUrl, issueKey, registerVendor, TestGateway } from "../support/TestGateway.ts"
 import { expectEnvelope, fetchJson } from "./support.ts"
 
@@ -38,15 +38,8 @@ const events = Effect.flatMap(EventLog, (log) => log.read({ limit: 100_000 })).p
 const keysIn = (log: ReadonlyArray<{ readonly event: { readonly _tag: string } }>) =>
   log.filter((e) => e.event._tag === "KeyIssued").length
 
-/**
- * The KeyIssued events in the log once it has settled up to the vendor just registered (on a shared
- * Postgres a write can be readable a moment after it commits: settled.ts).
- */
-const keysIssuedSince = (vendorId: string) =>
-  untilSettled(
-    events,
-    (log) => log.some((e) => e.event._tag === "VendorRegistered" && e.event.vendor_id === vendorId)
-  ).pipe(Effect.map(keysIn))
+/** The KeyIssued events in the log once every write so far is readable (settled.ts). */
+const keysIssued = Effect.zipRight(logSettled, Effect.map(events, keysIn))
 
 describe("vendor input bounds", () => {
   layer(TestGateway, { timeout: 120_000, excludeTestServices: true })((it) => {
@@ -54,7 +47,7 @@ describe("vendor input bounds", () => {
       Effect.gen(function*() {
         const base = yield* baseUrl
         const vendor = yield* registerVendor(ALL, undefined, 1_000)
-        const before = yield* keysIssuedSince(vendor.vendor.vendorId)
+        const before = yield* keysIssued
         const pad = (n: number) => "m".repeat(n)
         const manyKeys = Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, "v"]))
         const bigButWithinCounts = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`k${i}`, pad(450)]))
@@ -106,8 +99,7 @@ describe("vendor input bounds", () => {
         expect(ok.body.expires_at).toBe("9999-12-31T23:59:59.000Z")
 
         // Nothing of the refused requests was written; only the accepted key drew credit.
-        // The accepted key was the last write: once it is readable, so is anything written before it.
-        expect(keysIn(yield* untilSettled(events, (log) => keysIn(log) > before))).toBe(before + 1)
+        expect(yield* keysIssued).toBe(before + 1)
         const usage = yield* vendorCall(base, vendor.token, "GET", "/api/usage")
         expect(usage.body.credit.drawn_usd).toBe("1")
       }))
@@ -116,7 +108,7 @@ describe("vendor input bounds", () => {
       Effect.gen(function*() {
         const base = yield* baseUrl
         const broke = yield* registerVendor(ALL, undefined, 0)
-        const before = yield* keysIssuedSince(broke.vendor.vendorId)
+        const before = yield* keysIssued
         for (let i = 0; i < 5; i++) {
           const r = yield* vendorCall(
             base,
@@ -236,12 +228,9 @@ describe("vendor input bounds", () => {
           metadata
         )
 
-        let last = ""
-        for (let i = 0; i < 20; i++) last = (yield* issueKey({ quotaUsd: 1 })).key.keyId
-        // Up to date with everything so far: the catch-up reads settled events only, so first wait until
-        // the last key issued is readable in the log (settled.ts).
-        yield* untilSettled(events, (log) => log.some((e) => e.event._tag === "KeyIssued" && e.event.key_id === last))
-        yield* store.catchUp
+        for (let i = 0; i < 20; i++) yield* issueKey({ quotaUsd: 1 })
+        yield* logSettled // the catch-up reads settled events only
+        yield* store.catchUp // up to date with everything so far
         const readBefore = store.rowsRead()
         // Another process (its own event writer and cache over the same database) issues, revokes, tops up.
         const other = yield* Layer.build(Layer.fresh(AccountsLive))
@@ -251,14 +240,9 @@ describe("vendor input bounds", () => {
         yield* otherKeys.revoke(made.body.id, "test").pipe(Effect.orDie)
         yield* otherKeys.grant(elsewhere.key.keyId, 1_000_000_000n, "test").pipe(Effect.orDie)
 
-        // On Postgres the server's listener may have caught up already (NOTIFY, or its one-second poll);
-        // on a shared server the three events may settle a moment later (settled.ts).
-        yield* untilSettled(
-          store.catchUp,
-          () =>
-            store.byId(made.body.id)?.revokedAt != null &&
-            store.byId(elsewhere.key.keyId)?.quotaNanos === 6_000_000_000n
-        )
+        // On Postgres the server's listener may have caught up already (NOTIFY, or its one-second poll).
+        yield* logSettled
+        yield* store.catchUp
         // Two keys changed, three times: at most three rows read, not the 20-odd keys of the table.
         const read = store.rowsRead() - readBefore
         expect(read).toBeGreaterThanOrEqual(2)

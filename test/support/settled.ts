@@ -5,6 +5,7 @@
  * has just committed reads again until it is there (15 s at most; then the last read is returned for
  * the test's own assertion to fail on).
  */
+import { SqlClient } from "@effect/sql"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 
@@ -17,3 +18,17 @@ export const untilSettled = <A, E, R>(read: Effect.Effect<A, E, R>, ready: (a: A
       yield* Effect.sleep("50 millis")
     }
   })
+
+/**
+ * Waits until every event committed so far is settled (readable by the log's reads and the key
+ * cache's catch-up): a test's own writes, whatever they were. 15 s at most, as above.
+ */
+export const logSettled = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const [last] = yield* sql<{ readonly t: string | null }>`SELECT max(transaction_id)::text AS t FROM event_log`
+  if (!last?.t) return
+  yield* untilSettled(
+    sql<{ readonly ok: boolean }>`SELECT ${last.t}::xid8 < pg_snapshot_xmin(pg_current_snapshot()) AS ok`,
+    (rows) => rows[0]?.ok === true
+  )
+}).pipe(Effect.orDie)
