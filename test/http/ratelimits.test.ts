@@ -5,10 +5,11 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { Keys } from "../../src/accounts/Keys.ts"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import * as Replay from "../../src/ledger/Replay.ts"
+import { movableClock } from "../support/MovableClock.ts"
 import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
 
 const config: ConfigFileEncoded = {
@@ -25,8 +26,12 @@ const config: ConfigFileEncoded = {
   default_server_option: "rpm"
 }
 
+// Each test starts 5 seconds into a minute of the gateway's clock, well clear of the boundary where
+// the window restarts, and may move it on to the next minute.
+const clock = movableClock()
+
 describe("rate limits", () => {
-  layer(makeTestGateway(config), { timeout: 60_000, excludeTestServices: true })((it) => {
+  layer(Layer.provide(makeTestGateway(config), clock.layer), { timeout: 60_000, excludeTestServices: true })((it) => {
     const call = (base: string, secret: string, model: string) =>
       Effect.promise(() =>
         fetch(`${base}/v1/chat/completions`, {
@@ -44,8 +49,7 @@ describe("rate limits", () => {
       "requests per minute: the 4th of 3 allowed is 429 rate_limited with Retry-After, and writes nothing",
       () =>
         Effect.gen(function*() {
-          // Stay clear of a minute boundary, where the window would restart mid-test.
-          if (new Date().getUTCSeconds() > 50) yield* Effect.sleep("11 seconds")
+          clock.toSecondOfNextMinute(5)
           const base = yield* baseUrl
           const { secret } = yield* issueKey()
           const statuses = []
@@ -56,13 +60,16 @@ describe("rate limits", () => {
           const limited = yield* call(base, secret, "m")
           expect(limited.status).toBe(429)
           expect(limited.body.error).toMatchObject({ type: "rate_limit_error", code: "rate_limited" })
-          // The window is the minute the request was counted in: a retry is counted anew when it ends.
-          const untilNextMinute = Math.ceil((60_000 - (Date.now() % 60_000)) / 1000)
+          // The window is the minute the request was counted in: Retry-After is the rest of it (about 55 s).
+          const untilNextMinute = Math.ceil((60_000 - (clock.now() % 60_000)) / 1000)
           const retryAfter = Number(limited.retryAfter)
-          expect(retryAfter).toBeGreaterThanOrEqual(1)
+          expect(retryAfter).toBeGreaterThan(40)
           expect(Math.abs(retryAfter - untilNextMinute)).toBeLessThanOrEqual(1)
           const after = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM event_log`
           expect(after[0]!.n).toBe(before[0]!.n)
+          // Once that minute is over, the key is counted anew.
+          clock.toSecondOfNextMinute(1)
+          expect((yield* call(base, secret, "m")).status).toBe(200)
           // Another key has its own window.
           const other = yield* issueKey()
           expect((yield* call(base, other.secret, "m")).status).toBe(200)
@@ -75,7 +82,7 @@ describe("rate limits", () => {
       "tokens per minute: once a minute's billed tokens reach the limit, the next call is refused",
       () =>
         Effect.gen(function*() {
-          if (new Date().getUTCSeconds() > 50) yield* Effect.sleep("11 seconds")
+          clock.toSecondOfNextMinute(5)
           const base = yield* baseUrl
           // A key on the tpm option.
           const issued = yield* Effect.flatMap(
@@ -96,7 +103,7 @@ describe("rate limits", () => {
 
     it.effect("a key's own limit overrides its Server Option's", () =>
       Effect.gen(function*() {
-        if (new Date().getUTCSeconds() > 50) yield* Effect.sleep("11 seconds")
+        clock.toSecondOfNextMinute(5)
         const base = yield* baseUrl
         const issued = yield* Effect.flatMap(Keys, (keys) =>
           keys.issue({

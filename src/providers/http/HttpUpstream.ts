@@ -14,7 +14,7 @@ import * as Exit from "effect/Exit"
 import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
 import type { IncomingHttpHeaders } from "node:http"
-import { Agent, type Dispatcher } from "undici"
+import type { Agent, Dispatcher } from "undici"
 import type { ProviderConfig } from "../../config/ConfigFile.ts"
 import { betaNames, forwardedBetas, LIST_HEADERS } from "../protocolHeaders.ts"
 import {
@@ -199,6 +199,9 @@ const release = (body: Dispatcher.ResponseData["body"], completed: boolean) => {
 
 export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/HttpUpstream", {
   scoped: Effect.gen(function*() {
+    // Loaded here, not at the top: only a process that serves calls upstreams, and undici is a tenth
+    // of a command's start.
+    const { Agent } = yield* Effect.promise(() => import("undici"))
     const agents = new Map<string, Agent>()
     yield* Effect.addFinalizer(() =>
       Effect.promise(() => Promise.all([...agents.values()].map((a) => a.close()))).pipe(Effect.ignore)
