@@ -19,14 +19,27 @@ declare module "vitest" {
   }
 }
 
-export default async function setup(project: TestProject) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "tollgate-template-"))
-  const data = path.join(dir, "data")
+// vitest runs this once per project (pglite, postgres), in one process: the folder is made once and
+// shared, and removed after the last project is done with it.
+const shared = globalThis as { tollgateTemplate?: { readonly data: Promise<string>; users: number } }
+
+const makeTemplate = async () => {
+  const data = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "tollgate-template-")), "data")
   await promisify(execFile)(process.execPath, [...nodeFlags, bin, "migrate"], {
     cwd: root,
     env: envWith({ TOLLGATE_DATA_DIR: data }),
     timeout: 120_000
   })
-  project.provide("pgliteTemplate", data)
-  return () => fs.rmSync(dir, { recursive: true, force: true })
+  return data
+}
+
+export default async function setup(project: TestProject) {
+  const template = (shared.tollgateTemplate ??= { data: makeTemplate(), users: 0 })
+  template.users++
+  project.provide("pgliteTemplate", await template.data)
+  return () => {
+    if (--template.users > 0) return
+    delete shared.tollgateTemplate
+    return template.data.then((data) => fs.rmSync(path.dirname(data), { recursive: true, force: true }))
+  }
 }
