@@ -18,7 +18,7 @@ import { type Endpoint, streamOf } from "../ledger/events.ts"
 import { landOnce } from "../ledger/landOnce.ts"
 import { Spool } from "../ledger/Spool.ts"
 import { note } from "../observability/RequestRecord.ts"
-import { noStackTrace } from "../observability/Tracing.ts"
+import { traced } from "../observability/Tracing.ts"
 import type { UpstreamEndpoint } from "../providers/Upstream.ts"
 import type { CallBound } from "./Bound.ts"
 import { LedgerDown, RateLimitReached } from "./errors.ts"
@@ -169,10 +169,7 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
           ...(r.rateLimits ? { rate_limits: r.rateLimits } : {})
         }]
       }).pipe(
-        Effect.withSpan("tollgate.ledger.append", {
-          ...noStackTrace,
-          attributes: { "tollgate.events": "StreamStarted" }
-        }),
+        traced("tollgate.ledger.append", { "tollgate.events": "StreamStarted" }),
         Effect.as(ticket),
         Effect.catchTags({
           StreamConflict: () => Effect.succeed(ticket),
@@ -272,10 +269,7 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
           const appended = yield* Effect.either(
             log.append({ ...entry, expectedVersion: t.version }, { confirmWithinMs: wait })
           ).pipe(
-            Effect.withSpan("tollgate.ledger.append", {
-              ...noStackTrace,
-              attributes: { "tollgate.events": "UsageReported, Billed" }
-            })
+            traced("tollgate.ledger.append", { "tollgate.events": "UsageReported, Billed" })
           )
           if (appended._tag === "Left") {
             const e = appended.left

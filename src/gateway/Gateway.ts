@@ -15,7 +15,7 @@ import type { QuotaExceeded } from "../accounts/errors.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { RequestLog } from "../observability/RequestLog.ts"
-import { noStackTrace } from "../observability/Tracing.ts"
+import { traced } from "../observability/Tracing.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
 import { cheapTokens } from "../tokens/count.ts"
 import { textOf } from "../tokens/text.ts"
@@ -99,7 +99,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                 inputEstimateTokens: cheapTokens(textOf(g.body))
               }).pipe(
                 Effect.onError(() => Effect.zipRight(reservation.release, supervisor.leave(g.requestId))),
-                Effect.withSpan("tollgate.admission", noStackTrace)
+                traced("tollgate.admission")
               )
               const committed = reservation.ample && routed.rateLimits === undefined && (yield* billing.logAnswering)
                 ? Effect.flatten(Fiber.await(yield* Effect.fork(start)))

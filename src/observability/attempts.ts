@@ -8,7 +8,7 @@ import type { Candidate } from "../gateway/Routing.ts"
 import type { UpstreamError } from "../providers/Upstream.ts"
 import type { Metrics } from "./Metrics.ts"
 import { note } from "./RequestRecord.ts"
-import { noStackTrace } from "./Tracing.ts"
+import { traced } from "./Tracing.ts"
 
 /** Wraps one request's attempt function (a fresh wrapper per request: it remembers the last deployment). */
 export const observeAttempts = <A, R>(
@@ -32,9 +32,10 @@ export const observeAttempts = <A, R>(
       }).pipe(
         Effect.zipRight(attempt(c, n)),
         Effect.tapError((e) => Effect.sync(() => metrics.upstreamErrors.inc({ provider, deployment, kind: e.kind }))),
-        Effect.withSpan("tollgate.upstream.attempt", {
-          ...noStackTrace,
-          attributes: { "tollgate.provider": provider, "tollgate.deployment": deployment, "tollgate.attempt": n }
+        traced("tollgate.upstream.attempt", {
+          "tollgate.provider": provider,
+          "tollgate.deployment": deployment,
+          "tollgate.attempt": n
         })
       )
     })
