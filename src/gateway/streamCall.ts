@@ -25,7 +25,7 @@ import type { Upstreams } from "../providers/Upstreams.ts"
 import { clientSink } from "../stream/ClientSink.ts"
 import { bytesOf, pump } from "../stream/Pump.ts"
 import { relayFor } from "../stream/Relay.ts"
-import { sseDecoder, sseReader } from "../stream/UpstreamEvents.ts"
+import { sseDecoder, sseRead } from "../stream/UpstreamEvents.ts"
 import type { StyleEndpoint } from "../styles/registry.ts"
 import { countTokens, ESTIMATOR } from "../tokens/count.ts"
 import { textOf } from "../tokens/text.ts"
@@ -58,13 +58,22 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
   Effect.gen(function*() {
     const { billing, upstreams } = deps
     const { candidates, restore } = s
-    const began = yield* Clock.currentTimeMillis
+    const clock = yield* Effect.clock
+    const began = clock.unsafeCurrentTimeMillis()
 
     // Each attempt opens the upstream in its own scope; a failed attempt's connection closes at once.
+    // Its first event must come within `first_byte_ms` of the attempt's start: the upstream's answer
+    // and each read until then get what is left of that time (timers, not a fiber racing the attempt).
     const open = (c: Candidate) =>
       Effect.gen(function*() {
         const scope = yield* Scope.make()
-        const t = c.deployment.provider.timeouts
+        const deadline = clock.unsafeCurrentTimeMillis() + c.deployment.provider.timeouts.first_byte_ms
+        const left = () => deadline - clock.unsafeCurrentTimeMillis()
+        const late = () =>
+          new UpstreamError({
+            kind: "timeout",
+            message: `The upstream ${c.deployment.providerName} sent no first event in time.`
+          })
         const opened = yield* Effect.gen(function*() {
           const body = yield* upstreams.open({
             providerName: c.deployment.providerName,
@@ -72,13 +81,13 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
             endpoint: c.path.upstreamEndpoint,
             body: c.upstreamBody,
             headers: g.protocolHeaders,
-            requestId: g.requestId
+            requestId: g.requestId,
+            answerWithinMs: left()
           })
           const decoder = sseDecoder()
-          const pull = sseReader(body, decoder)
           let first: ReadonlyArray<SseEvent> = []
           while (first.length === 0) {
-            const events = yield* pull
+            const events = yield* sseRead(body, decoder, left(), late)
             if (events === undefined) {
               return yield* new UpstreamError({
                 kind: "protocol",
@@ -90,14 +99,6 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
           return { body, decoder, first }
         }).pipe(
           Scope.extend(scope),
-          Effect.timeoutFail({
-            duration: Duration.millis(t.first_byte_ms),
-            onTimeout: () =>
-              new UpstreamError({
-                kind: "timeout",
-                message: `The upstream ${c.deployment.providerName} sent no first event in time.`
-              })
-          }),
           Effect.onError((cause) => Scope.close(scope, Exit.failCause(cause)))
         )
         return { ...opened, scope, candidate: c }
@@ -155,7 +156,6 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
     })
     // A bounded buffer: a slow client slows the upstream reads instead of growing memory.
     const out = clientSink()
-    const clock = yield* Effect.clock
 
     // Checkpoints: every `checkpointMs` the output so far (counted once, in pieces) goes to the log,
     // off the relay's path, at most one in flight. The pump asks after each read; a stream shorter

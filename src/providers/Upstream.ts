@@ -35,9 +35,9 @@ export interface UpstreamRequest {
   readonly headers?: ProtocolHeaders | undefined
   readonly requestId: string
   /**
-   * `send` only: the whole answer must have arrived within this many milliseconds, or the call fails
-   * as a timeout. The gateway decides it; the client enforces it with one timer (cheaper than racing
-   * the call against a sleeping fiber).
+   * Within how many milliseconds the answer must have arrived (`send`: all of it; `open`: its status
+   * and headers), or the call fails as a timeout. The gateway decides it; the client enforces it with
+   * one timer (cheaper than racing the call against a sleeping fiber).
    */
   readonly answerWithinMs?: number
 }
@@ -84,18 +84,43 @@ export interface UpstreamBody {
   readonly cancelReady: () => void
 }
 
-/** The next bytes of a body: waits for some, `undefined` at its end; fails if it broke. */
-export const readBody = (body: UpstreamBody): Effect.Effect<ReadonlyArray<Uint8Array> | undefined, UpstreamError> =>
+/**
+ * The next bytes of a body: waits for some, `undefined` at its end; fails if it broke, or with
+ * `timeout` if nothing came within `withinMs` (one timer, no fiber).
+ */
+export const readBody = (
+  body: UpstreamBody,
+  withinMs?: number,
+  timeout?: () => UpstreamError
+): Effect.Effect<ReadonlyArray<Uint8Array> | undefined, UpstreamError> =>
   Effect.async((resume) => {
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const done = (effect: Effect.Effect<ReadonlyArray<Uint8Array> | undefined, UpstreamError>) => {
+      if (timer !== undefined) clearTimeout(timer)
+      resume(effect)
+    }
     const attempt = () => {
       const chunks = body.take()
       if (chunks === undefined) {
         const failure = body.failure()
-        return resume(failure ? Effect.fail(failure) : Effect.succeed(undefined))
+        return done(failure ? Effect.fail(failure) : Effect.succeed(undefined))
       }
-      if (chunks.length > 0) return resume(Effect.succeed(chunks))
+      if (chunks.length > 0) return done(Effect.succeed(chunks))
+      if (withinMs !== undefined && timer === undefined) {
+        timer = setTimeout(() => {
+          body.cancelReady()
+          resume(
+            Effect.fail(
+              timeout?.() ?? new UpstreamError({ kind: "timeout", message: "The upstream sent nothing in time." })
+            )
+          )
+        }, Math.max(0, withinMs))
+      }
       body.onReady(attempt)
     }
     attempt()
-    return Effect.sync(body.cancelReady)
+    return Effect.sync(() => {
+      if (timer !== undefined) clearTimeout(timer)
+      body.cancelReady()
+    })
   })

@@ -1,6 +1,6 @@
 /** An upstream's streamed body read as SSE events. */
 import * as Effect from "effect/Effect"
-import { readBody, type UpstreamBody } from "../providers/Upstream.ts"
+import { readBody, type UpstreamBody, type UpstreamError } from "../providers/Upstream.ts"
 import { feed, initialParser, type SseEvent } from "./sse.ts"
 
 /** Turns bytes, split anywhere, into the SSE events they complete. */
@@ -24,10 +24,15 @@ export const sseDecoder = (): SseDecoder => {
 
 /**
  * Each read yields the events whose bytes arrived complete (maybe none), or `undefined` at the end of
- * the body.
+ * the body; with `withinMs`, it fails with `timeout` if no bytes came in that time.
  */
-export const sseReader = (body: UpstreamBody, decoder: SseDecoder) =>
+export const sseRead = (
+  body: UpstreamBody,
+  decoder: SseDecoder,
+  withinMs?: number,
+  timeout?: () => UpstreamError
+) =>
   Effect.map(
-    readBody(body),
+    readBody(body, withinMs, timeout),
     (chunks): ReadonlyArray<SseEvent> | undefined => chunks === undefined ? undefined : decoder.decode(chunks)
   )

@@ -673,6 +673,20 @@ describe("streaming", () => {
           yield* billedOnce(key.keyId, { outcome: "failed" })
         }))
 
+      it.effect("timeouts: an upstream that answers 200 at once but sends no event within first_byte_ms is retried, then a JSON 504", () =>
+        Effect.gen(function*() {
+          const { base, fake, key, secret } = yield* setup
+          const quiet = { firstEventDelayMs: 2_000, events: chatToolStream }
+          fake.script("/slow/v1/chat/completions", quiet, quiet)
+          const r = yield* slowCall(base, secret, true)
+          expect(r.status).toBe(504)
+          expect(r.ms).toBeLessThan(1_500)
+          expect(r.type).toContain("application/json")
+          expect(JSON.parse(r.text).error).toMatchObject({ code: "upstream_timeout" })
+          expect(fake.received.filter((x) => x.path === "/slow/v1/chat/completions")).toHaveLength(2)
+          yield* billedOnce(key.keyId, { outcome: "failed" })
+        }))
+
       it.effect("timeouts: a stream that goes quiet for idle_ms ends with an error event, no [DONE]; billed once, estimated", () =>
         Effect.gen(function*() {
           const { base, fake, key, secret } = yield* setup

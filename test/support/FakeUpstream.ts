@@ -31,6 +31,8 @@ export interface Reply {
   readonly events?: ReadonlyArray<string | { readonly event?: string; readonly data: unknown }>
   /** With `events`: wait this long between events. */
   readonly eventDelayMs?: number
+  /** With `events`: send the status and headers at once, then wait this long before the first event. */
+  readonly firstEventDelayMs?: number
   /** With `events`: destroy the socket after this many events. */
   readonly dropAfter?: number
   /** Streams: keep the response open this long after the last event before ending it. */
@@ -291,7 +293,9 @@ export const FakeUpstream = Effect.acquireRelease(
               if (reply.eventDelayMs) setTimeout(next, reply.eventDelayMs)
               else next()
             }
-            return next()
+            if (reply.firstEventDelayMs === undefined) return next()
+            res.flushHeaders()
+            return void setTimeout(next, reply.firstEventDelayMs)
           }
           const payload = typeof reply.body === "function"
             ? (reply.body as (b: any) => unknown)(body)

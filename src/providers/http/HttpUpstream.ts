@@ -239,8 +239,18 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
       })
     }
 
-    const send = (request: UpstreamRequest) =>
-      Effect.async<{ status: number; body: unknown }, UpstreamError>((resume, interrupted) => {
+    /**
+     * Posts `request` and settles once `answered` does with the response: with an upstream error if
+     * the request fails, or a timeout once `answerWithinMs` passes first (one timer, which aborts the
+     * request; cheaper than racing the call against a sleeping fiber). An interruption aborts it too.
+     */
+    const postWithin = <A>(
+      request: UpstreamRequest,
+      accept: string | undefined,
+      answered: (res: Dispatcher.ResponseData) => Promise<Effect.Effect<A, UpstreamError>>,
+      timeoutMessage: string
+    ) =>
+      Effect.async<A, UpstreamError>((resume, interrupted) => {
         const controller = new AbortController()
         const onInterrupt = () => controller.abort()
         interrupted.addEventListener("abort", onInterrupt)
@@ -249,31 +259,31 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
           timedOut = true
           controller.abort()
         }, request.answerWithinMs)
-        const settle = (effect: Effect.Effect<{ status: number; body: unknown }, UpstreamError>) => {
+        const settle = (effect: Effect.Effect<A, UpstreamError>) => {
           if (timer) clearTimeout(timer)
           interrupted.removeEventListener("abort", onInterrupt)
           resume(effect)
         }
-        post(request, controller.signal).then(
-          async (res) => {
-            const text = await res.body.text()
-            settle(
-              res.statusCode >= 200 && res.statusCode < 300
-                ? Effect.succeed({ status: res.statusCode, body: parseBody(text) })
-                : statusError(request, res.statusCode, res.headers, text)
-            )
-          }
-        ).catch((e) =>
+        post(request, controller.signal, accept).then(answered).then(settle, (e) =>
           settle(Effect.fail(
             timedOut
-              ? new UpstreamError({
-                kind: "timeout",
-                message: `The upstream ${request.providerName} did not answer in time.`
-              })
+              ? new UpstreamError({ kind: "timeout", message: timeoutMessage })
               : connectionError(request.providerName, e)
-          ))
-        )
+          )))
       })
+
+    const send = (request: UpstreamRequest) =>
+      postWithin(
+        request,
+        undefined,
+        async (res) => {
+          const text = await res.body.text()
+          return res.statusCode >= 200 && res.statusCode < 300
+            ? Effect.succeed({ status: res.statusCode, body: parseBody(text) })
+            : statusError(request, res.statusCode, res.headers, text)
+        },
+        `The upstream ${request.providerName} did not answer in time.`
+      )
 
     const open = (request: UpstreamRequest) =>
       // The wait for the answer stays interruptible (a first-byte timeout, a client that left). Once it
@@ -282,12 +292,12 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
       // new TCP or TLS handshake; any other end (the client left, an error, a timeout) destroys it.
       Effect.uninterruptibleMask((restore) =>
         restore(
-          Effect.async<Dispatcher.ResponseData, UpstreamError>((resume, signal) => {
-            post(request, signal, "text/event-stream").then(
-              (res) => resume(Effect.succeed(res)),
-              (e) => resume(Effect.fail(connectionError(request.providerName, e)))
-            )
-          })
+          postWithin(
+            request,
+            "text/event-stream",
+            (res) => Promise.resolve(Effect.succeed(res)),
+            `The upstream ${request.providerName} sent no first event in time.`
+          )
         ).pipe(
           // Added to the scope directly: `Effect.addFinalizer` would also carry the fiber's context
           // over to the finalizer, work a plain release does not need, on every call.
