@@ -3,9 +3,9 @@
 # mock, under 50 connections (paced: PROFILE_CONNS streams, 1000, of 20 chunks 250 ms apart) for
 # PROFILE_SECONDS (8) after a 2 s warm-up, with `node --cpu-prof`. Prints
 # req/s, the CPU Tollgate and Postgres used (in cores), peak RSS, and the profile's self time by
-# package and by function; the .cpuprofile is kept under bench/results/ (open it in Chrome DevTools).
-# This is the tool behind the "what each change bought" figures in the README. Loopback only;
-# everything it starts it stops, by PID. Env: BENCH_DATABASE_URL, TOLLGATE_NODE_OPTIONS, PROFILE=0 (no profiler).
+# package (Tollgate's own by folder of src/) and by function; the .cpuprofile is kept under
+# bench/results/ (open it in Chrome DevTools). The figures of docs/performance.md's "Where the time
+# goes" come from it. Loopback only; everything it starts it stops, by PID. Env: BENCH_DATABASE_URL, TOLLGATE_NODE_OPTIONS, PROFILE=0 (no profiler).
 NAME=profile
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 TEST="${1:-chat}"
@@ -51,25 +51,36 @@ node -e '
   console.log(`CPU per request: ${Math.round((c / hz / s) / r.rps * 1e6)} µs of Tollgate, ${Math.round((p / hz / s) / r.rps * 1e6)} µs of Postgres`)' \
   "$result" "$((c1 - c0))" "$((p1 - p0))" "$((t1 - t0))" "$hwm" "$TEST" | tee "$OUT/summary.txt"
 if [[ "${PROFILE:-1}" != 0 ]]; then
-  node - "$(ls -S "$OUT"/*.cpuprofile | head -1)" <<'NODE' | tee -a "$OUT/summary.txt"
-const p = JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"))
+  node - "$(ls -S "$OUT"/*.cpuprofile | head -1)" "$ROOT/dist/bin/tollgate.mjs" <<'NODE' | tee -a "$OUT/summary.txt"
+const fs = require("fs")
+const p = JSON.parse(fs.readFileSync(process.argv[2], "utf8"))
+// The command runs one bundle: esbuild heads each module in it with a "// <path>" line, which names
+// the module (and its package) a sampled line of the bundle belongs to.
+const heads = []
+fs.readFileSync(process.argv[3], "utf8").split("\n").forEach((l, i) => { if (/^\/\/ (node_modules|src)\//.test(l)) heads.push([i, l.slice(3)]) })
+const moduleAt = (line) => {
+  let lo = 0, hi = heads.length - 1, found = "tollgate.mjs"
+  while (lo <= hi) { const m = (lo + hi) >> 1; if (heads[m][0] <= line) { found = heads[m][1]; lo = m + 1 } else hi = m - 1 }
+  return found
+}
 const byId = new Map(p.nodes.map((n) => [n.id, n])), self = new Map()
 let total = 0
 p.samples.forEach((s, i) => { const t = p.timeDeltas[i] ?? 0; total += t; self.set(s, (self.get(s) ?? 0) + t) })
 const byPkg = new Map(), byFn = new Map()
 for (const [id, t] of self) {
   const cf = byId.get(id).callFrame
-  const url = cf.url.replace(/.*node_modules\//, "").replace(/.*\/dist\/bin\//, "tollgate:")
-  const pkg = url.startsWith("tollgate:") ? "tollgate (src)" : url.match(/^(@[^/]+\/[^/]+|[^/:]+)\//)?.[1] ?? (url || cf.functionName)
+  const url = cf.url.includes("/dist/bin/tollgate.mjs") ? moduleAt(cf.lineNumber) : cf.url.replace(/.*node_modules\//, "node_modules/")
+  const pkg = url.startsWith("src/") ? `tollgate ${url.split("/").slice(0, 2).join("/")}`
+    : url.match(/^node_modules\/(@[^/]+\/[^/]+|[^/]+)\//)?.[1] ?? (url || cf.functionName)
   byPkg.set(pkg, (byPkg.get(pkg) ?? 0) + t)
-  const fn = `${cf.functionName || "(anonymous)"} ${url}:${cf.lineNumber + 1}`
+  const fn = `${cf.functionName || "(anonymous)"} ${url}`
   byFn.set(fn, (byFn.get(fn) ?? 0) + t)
 }
 const show = (title, m, n) => {
   console.log(title)
   for (const [k, t] of [...m].sort((a, b) => b[1] - a[1]).slice(0, n)) console.log(`${((100 * t) / total).toFixed(1).padStart(6)}%  ${k}`)
 }
-show("self time by package:", byPkg, 12)
+show("self time by package (tollgate: by folder of src/):", byPkg, 16)
 show("self time by function:", byFn, 20)
 NODE
 fi
