@@ -67,8 +67,9 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
     const open = (c: Candidate) =>
       Effect.gen(function*() {
         const scope = yield* Scope.make()
-        const deadline = clock.unsafeCurrentTimeMillis() + c.deployment.provider.timeouts.first_byte_ms
-        const left = () => deadline - clock.unsafeCurrentTimeMillis()
+        // Kept on the timers' own clock (monotonic), which is what waits for it.
+        const deadline = performance.now() + c.deployment.provider.timeouts.first_byte_ms
+        const left = () => deadline - performance.now()
         const late = () =>
           new UpstreamError({
             kind: "timeout",
@@ -87,6 +88,8 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
           const decoder = sseDecoder()
           let first: ReadonlyArray<SseEvent> = []
           while (first.length === 0) {
+            // Bytes that never complete an event (comments, one endless event) do not stretch the time.
+            if (left() <= 0) return yield* late()
             const events = yield* sseRead(body, decoder, left(), late)
             if (events === undefined) {
               return yield* new UpstreamError({

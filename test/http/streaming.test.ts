@@ -687,6 +687,19 @@ describe("streaming", () => {
           yield* billedOnce(key.keyId, { outcome: "failed" })
         }))
 
+      it.effect("timeouts: an error answer whose body stalls is cut at first_byte_ms and retried, not waited for", () =>
+        Effect.gen(function*() {
+          const { base, fake, key, secret } = yield* setup
+          const stalled = { status: 503, bodyDelayMs: 2_000, body: { error: { message: "overloaded" } } }
+          fake.script("/slow/v1/chat/completions", stalled, stalled)
+          const r = yield* slowCall(base, secret, true)
+          expect(r.ms).toBeLessThan(1_500)
+          expect(r.status).toBeGreaterThanOrEqual(500)
+          expect(r.type).toContain("application/json")
+          expect(fake.received.filter((x) => x.path === "/slow/v1/chat/completions")).toHaveLength(2)
+          yield* billedOnce(key.keyId, { outcome: "failed" })
+        }))
+
       it.effect("timeouts: a stream that goes quiet for idle_ms ends with an error event, no [DONE]; billed once, estimated", () =>
         Effect.gen(function*() {
           const { base, fake, key, secret } = yield* setup

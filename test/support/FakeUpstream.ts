@@ -33,6 +33,8 @@ export interface Reply {
   readonly eventDelayMs?: number
   /** With `events`: send the status and headers at once, then wait this long before the first event. */
   readonly firstEventDelayMs?: number
+  /** Without `events`: send the status and headers at once, then wait this long before the body. */
+  readonly bodyDelayMs?: number
   /** With `events`: destroy the socket after this many events. */
   readonly dropAfter?: number
   /** Streams: keep the response open this long after the last event before ending it. */
@@ -301,7 +303,10 @@ export const FakeUpstream = Effect.acquireRelease(
             ? (reply.body as (b: any) => unknown)(body)
             : reply.body ?? defaultAnswer(path, body)
           res.writeHead(reply.status ?? 200, { "content-type": "application/json", ...reply.headers })
-          res.end(typeof payload === "string" ? payload : JSON.stringify(payload))
+          const text = typeof payload === "string" ? payload : JSON.stringify(payload)
+          if (reply.bodyDelayMs === undefined) return void res.end(text)
+          res.flushHeaders()
+          setTimeout(() => res.end(text), reply.bodyDelayMs)
         }
         if (reply.delayMs) setTimeout(answer, reply.delayMs)
         else answer()

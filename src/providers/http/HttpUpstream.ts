@@ -250,10 +250,8 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
       answered: (res: Dispatcher.ResponseData) => Promise<Effect.Effect<A, UpstreamError>>,
       timeoutMessage: string
     ) =>
-      Effect.async<A, UpstreamError>((resume, interrupted) => {
+      Effect.async<A, UpstreamError>((resume) => {
         const controller = new AbortController()
-        const onInterrupt = () => controller.abort()
-        interrupted.addEventListener("abort", onInterrupt)
         let timedOut = false
         const timer = request.answerWithinMs === undefined ? undefined : setTimeout(() => {
           timedOut = true
@@ -261,15 +259,22 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
         }, request.answerWithinMs)
         const settle = (effect: Effect.Effect<A, UpstreamError>) => {
           if (timer) clearTimeout(timer)
-          interrupted.removeEventListener("abort", onInterrupt)
           resume(effect)
         }
-        post(request, controller.signal, accept).then(answered).then(settle, (e) =>
+        Promise.resolve().then(() => post(request, controller.signal, accept)).then(answered).then(settle, (e) =>
           settle(Effect.fail(
             timedOut
               ? new UpstreamError({ kind: "timeout", message: timeoutMessage })
               : connectionError(request.providerName, e)
           )))
+        // Interrupted (the client left, the server stops), even after the answer came but before this
+        // fiber took it: the request and its body are dropped.
+        return Effect.sync(() => {
+          if (timer) {
+            clearTimeout(timer)
+          }
+          controller.abort()
+        })
       })
 
     const send = (request: UpstreamRequest) =>
@@ -295,7 +300,11 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
           postWithin(
             request,
             "text/event-stream",
-            (res) => Promise.resolve(Effect.succeed(res)),
+            // An error answer is read whole within the same time as a good one's start.
+            async (res) =>
+              res.statusCode >= 200 && res.statusCode < 300
+                ? Effect.succeed(res)
+                : statusError(request, res.statusCode, res.headers, await textOf(res.body)),
             `The upstream ${request.providerName} sent no first event in time.`
           )
         ).pipe(
@@ -309,16 +318,7 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
             )
           )
         )
-      ).pipe(
-        Effect.flatMap((res) =>
-          res.statusCode >= 200 && res.statusCode < 300
-            ? Effect.succeed(bodyReader(res.body, request.providerName))
-            : Effect.flatMap(
-              Effect.promise(() => textOf(res.body)),
-              (text) => statusError(request, res.statusCode, res.headers, text)
-            )
-        )
-      )
+      ).pipe(Effect.map((res) => bodyReader(res.body, request.providerName)))
 
     return { send, open } as const
   })
