@@ -102,6 +102,7 @@ probe() { # url [key]
     node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const r=JSON.parse(s);console.log(r.first_read_ms+" "+r.verdict)}catch{console.log("- failed")}})'
 }
 read -r FLOOR_FIRST FLOOR_VERDICT < <(probe "http://127.0.0.1:$P_FLOOR")
+echo "$FLOOR_FIRST" >"$OUT/floor.first-chunk-ms"
 {
   echo
   echo "Time to first chunk at rest (stream-probe.mjs: 5 chunks 100 ms apart, median of 7, one at a time):"
@@ -111,6 +112,7 @@ read -r FLOOR_FIRST FLOOR_VERDICT < <(probe "http://127.0.0.1:$P_FLOOR")
   echo "| floor | $FLOOR_FIRST | - | $FLOOR_VERDICT |"
   for t in $TARGETS; do
     read -r first verdict < <(probe "http://127.0.0.1:${PORT[$t]}" "${KEY[$t]}")
+    echo "$first" >"$OUT/tollgate_$t.first-chunk-ms"
     echo "| tollgate_$t | $first | $(node -e 'const a=Number(process.argv[1]),b=Number(process.argv[2]);console.log(Number.isFinite(a-b)?(a-b).toFixed(2):"-")' "$first" "$FLOOR_FIRST") | $verdict |"
   done
 } >>"$OUT/summary.md"
