@@ -74,49 +74,52 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
     const supervised = <A>(
       g: Generation,
       leaves: (a: A) => boolean,
-      body: (s: Started) => Effect.Effect<A, Refusal>
+      body: (s: Started<A>) => Effect.Effect<A, Refusal>
     ): Effect.Effect<A, Refusal> =>
-      Effect.flatMap(route(g), (routed) =>
-        supervisor.run(
-          requestLog.whileWorking(Effect.uninterruptibleMask((restore) =>
-            Effect.gen(function*() {
-              const reservation = yield* admission.admit(g.key.keyId, worstCase(routed.bound, routed.prices))
-              yield* supervisor.enter(g.requestId)
-              const first = routed.candidates[0]!
-              // The authoritative quota check and StreamStarted: one span, `tollgate.admission`.
-              const start = billing.start({
-                requestId: g.requestId,
-                key: g.key,
-                model: g.model,
-                endpoint: g.endpoint,
-                stream: g.stream,
-                provider: first.deployment.providerName,
-                upstreamModel: first.deployment.upstreamModel,
-                prices: routed.prices,
-                reservation,
-                bound: routed.bound,
-                rateLimits: routed.rateLimits,
-                inputEstimateTokens: cheapTokens(textOf(g.body))
-              }).pipe(
-                Effect.onError(() => Effect.zipRight(reservation.release, supervisor.leave(g.requestId))),
-                traced("tollgate.admission")
-              )
-              const committed = reservation.ample && routed.rateLimits === undefined && (yield* billing.logAnswering)
-                ? Effect.flatten(Fiber.await(yield* Effect.fork(start)))
-                : Effect.succeed(yield* start)
-              const close = (exit: Exit.Exit<unknown, unknown>) =>
-                Effect.flatMap(Effect.exit(committed), (ticket) =>
-                  Exit.isSuccess(ticket)
-                    ? Effect.zipRight(billedAnyway(billing, g, ticket.value, exit), supervisor.leave(g.requestId))
-                    : Effect.void)
-              return yield* body({ candidates: routed.candidates, committed, restore, close }).pipe(
-                Effect.onExit((exit) => (Exit.isFailure(exit) || leaves(exit.value) ? close(exit) : Effect.void)),
-                // Released by the bill; on a failure before it too (release is idempotent).
-                Effect.onError(() => reservation.release)
-              )
-            })
-          ))
-        ))
+      Effect.flatMap(
+        route(g),
+        (routed) =>
+          supervisor.run<A, Refusal>((answer) =>
+            requestLog.whileWorking(Effect.uninterruptibleMask((restore) =>
+              Effect.gen(function*() {
+                const reservation = yield* admission.admit(g.key.keyId, worstCase(routed.bound, routed.prices))
+                yield* supervisor.enter(g.requestId)
+                const first = routed.candidates[0]!
+                // The authoritative quota check and StreamStarted: one span, `tollgate.admission`.
+                const start = billing.start({
+                  requestId: g.requestId,
+                  key: g.key,
+                  model: g.model,
+                  endpoint: g.endpoint,
+                  stream: g.stream,
+                  provider: first.deployment.providerName,
+                  upstreamModel: first.deployment.upstreamModel,
+                  prices: routed.prices,
+                  reservation,
+                  bound: routed.bound,
+                  rateLimits: routed.rateLimits,
+                  inputEstimateTokens: cheapTokens(textOf(g.body))
+                }).pipe(
+                  Effect.onError(() => Effect.zipRight(reservation.release, supervisor.leave(g.requestId))),
+                  traced("tollgate.admission")
+                )
+                const committed = reservation.ample && routed.rateLimits === undefined && (yield* billing.logAnswering)
+                  ? Effect.flatten(Fiber.await(yield* Effect.fork(start)))
+                  : Effect.succeed(yield* start)
+                const close = (exit: Exit.Exit<unknown, unknown>) =>
+                  Effect.flatMap(Effect.exit(committed), (ticket) =>
+                    Exit.isSuccess(ticket)
+                      ? Effect.zipRight(billedAnyway(billing, g, ticket.value, exit), supervisor.leave(g.requestId))
+                      : Effect.void)
+                return yield* body({ candidates: routed.candidates, committed, restore, close, answer }).pipe(
+                  Effect.onExit((exit) => (Exit.isFailure(exit) || leaves(exit.value) ? close(exit) : Effect.void)),
+                  // Released by the bill; on a failure before it too (release is idempotent).
+                  Effect.onError(() => reservation.release)
+                )
+              })
+            ))
+          )
+      )
 
     const generate = (g: Generation): Effect.Effect<GenerationResult, Refusal> =>
       supervised(g, () => true, (s) => runJson(g, s))

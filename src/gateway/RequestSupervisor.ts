@@ -5,6 +5,7 @@
  * `server.shutdown_grace_ms`) for in-flight requests to finish and bill, then interrupts the rest,
  * whose billing steps are uninterruptible.
  */
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -22,8 +23,6 @@ export class RequestSupervisor extends Effect.Service<RequestSupervisor>()("Gate
     yield* Heartbeat
     const grace = Duration.millis(config.file.server.shutdown_grace_ms)
     const fibers = yield* FiberSet.make<unknown, unknown>()
-    // Set once the drain is over, just before the set closes (its finalizer runs after this one).
-    let closed = false
     const drain = Effect.flatMap(
       FiberSet.size(fibers),
       (n) =>
@@ -31,22 +30,33 @@ export class RequestSupervisor extends Effect.Service<RequestSupervisor>()("Gate
           Effect.zipRight(FiberSet.awaitEmpty(fibers).pipe(Effect.timeout(grace), Effect.ignore))
         )
     )
-    yield* Effect.addFinalizer(() => Effect.ensuring(drain, Effect.sync(() => void (closed = true))))
+    yield* Effect.addFinalizer(() => drain)
 
     /**
-     * Runs `work` in the supervisor. When the caller goes away (client disconnect) the work fiber is
-     * interrupted, which stops only the parts it left interruptible (its upstream call); it goes on to
-     * bill, then ends.
+     * Runs `work` in the supervisor and answers with what it hands over through `answer`, or with its
+     * outcome if it ends first: a stream answers with its first chunk in hand and goes on relaying and
+     * billing in the same fiber. When the caller goes away (client disconnect) before the answer, the
+     * work fiber is interrupted, which stops only the parts it left interruptible (its upstream call);
+     * it goes on to bill, then ends. After the answer, the work is no longer the caller's to stop.
      */
-    const run = <A, E>(work: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-      Effect.flatMap(FiberSet.run(fibers, work), (fiber) =>
-        // Its outcome only: the caller needs none of the work fiber's FiberRefs (a join would merge them all).
-        Effect.flatten(Fiber.await(fiber)).pipe(Effect.onInterrupt(() => Fiber.interruptFork(fiber))))
-
-    /** Runs `work` in the supervisor without waiting for it (the rest of a stream after its first chunk). */
-    const fork = <A, E>(work: Effect.Effect<A, E>): Effect.Effect<void> =>
-      // A closed set (the process is stopping) would drop the work unrun: it runs on its own then.
-      closed ? Effect.asVoid(Effect.forkDaemon(work)) : Effect.asVoid(FiberSet.run(fibers, work))
+    const run = <A, E>(work: (answer: (a: A) => Effect.Effect<void>) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
+      Effect.flatMap(Deferred.make<A, E>(), (answered) =>
+        Effect.flatMap(
+          FiberSet.run(
+            fibers,
+            Effect.flatMap(
+              Effect.exit(work((a) => Effect.asVoid(Deferred.succeed(answered, a)))),
+              (exit) => Deferred.done(answered, exit)
+            )
+          ),
+          (fiber) =>
+            // Its answer only: the caller needs none of the work fiber's FiberRefs (a join would merge them all).
+            Deferred.await(answered).pipe(
+              Effect.onInterrupt(() =>
+                Effect.flatMap(Deferred.isDone(answered), (done) => done ? Effect.void : Fiber.interruptFork(fiber))
+              )
+            )
+        ))
 
     // The requests this process is serving, by id, from before their StreamStarted until they are
     // billed: the reconciler leaves these alone, and bills any other open request of this process.
@@ -56,7 +66,6 @@ export class RequestSupervisor extends Effect.Service<RequestSupervisor>()("Gate
 
     return {
       run,
-      fork,
       inFlight: FiberSet.size(fibers),
       enter: (requestId: string) => Effect.sync(() => void live.add(requestId)),
       leave: (requestId: string) => Effect.sync(() => void live.delete(requestId)),

@@ -36,7 +36,7 @@ export interface GenerationResult {
   readonly dropped: ReadonlyArray<string>
 }
 
-export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started) =>
+export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started<never>) =>
   Effect.gen(function*() {
     const { billing, metrics, upstreams } = deps
     const call = withFailover(

@@ -5,7 +5,7 @@ import type { Ticket } from "./Billing.ts"
 import type { LedgerDown, RateLimitReached } from "./errors.ts"
 import type { Candidate } from "./Routing.ts"
 
-export interface Started {
+export interface Started<A = unknown> {
   readonly candidates: ReadonlyArray<Candidate>
   /**
    * The request's StreamStarted: its ticket once the append has landed, or the refusal the append
@@ -16,4 +16,9 @@ export interface Started {
   readonly restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /** Ends the request once it is over (after billing): runs on every exit of a stream's relay. */
   readonly close: (exit: Exit.Exit<unknown, unknown>) => Effect.Effect<void>
+  /**
+   * Hands the client its answer while the call goes on in the same fiber (a stream, after its first
+   * chunk): the request's caller resumes with it; the call relays and bills the rest.
+   */
+  readonly answer: (value: A) => Effect.Effect<void>
 }

@@ -54,7 +54,11 @@ export interface StreamDeps {
   readonly commitWaitMs: number
 }
 
-export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly includeUsage: boolean }, s: Started) =>
+export const streamCall = (deps: StreamDeps) =>
+(
+  g: Generation & { readonly includeUsage: boolean },
+  s: Started<{ readonly stream: Readable; readonly dropped: ReadonlyArray<string> }>
+) =>
   Effect.gen(function*() {
     const { billing, upstreams } = deps
     const { candidates, restore } = s
@@ -189,7 +193,7 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
       inFlight = runFork(checkpoint)
     }
 
-    const finish = Effect.gen(function*() {
+    const finish: Effect.Effect<void> = Effect.gen(function*() {
       const result = yield* restore(pump({
         body,
         decoder,
@@ -245,12 +249,15 @@ export const streamCall = (deps: StreamDeps) => (g: Generation & { readonly incl
       // shows a call as soon as its answer is complete.
       yield* out.end
     }).pipe(
-      Effect.onExit(s.close),
+      Effect.onExit((exit) => s.close(exit)),
       Effect.ensuring(Effect.suspend(() => {
         deps.metrics.streamsInFlight.dec()
         return record ? deps.requestLog.finish(record) : Effect.void
       }))
     )
-    yield* deps.supervisor.fork(finish)
-    return { stream: out.readable as Readable, dropped: candidate.dropped }
+    // The client gets its stream now; this fiber relays and bills the rest.
+    const answer = { stream: out.readable as Readable, dropped: candidate.dropped }
+    yield* s.answer(answer)
+    yield* finish
+    return answer
   })

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# bash bench/stream-cpu.sh : CPU per paced stream, the Node floor against Tollgate on Postgres, below
+# saturation. C clients (200) each stream answers of 20 chunks 250 ms apart for D seconds (15), first
+# the floor, then Tollgate, twice over; CPU from /proc/<pid>/stat. A small, quick A/B check between
+# commits; `npm run bench:paced` is the full measurement. Loopback only; everything it starts it stops.
+NAME=streamcpu
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+C=${C:-200}; D=${D:-15}
+copy_harness
+export MOCK_DELAY_MS=250
+start_mock
+P_TG=$(free_port); P_FL=$(free_port)
+one_model_config
+fresh_database
+export DATABASE_URL="$DB_URL" TOLLGATE_CONFIG="$WORK/tollgate.yaml"
+read -r KEY _ < <(bench_key)
+start_serve "$WORK/tollgate.log" "$P_TG"; TG=$SERVE_PID
+node "$WORK/harness/node-floor-proxy.mjs" --port "$P_FL" --upstream "http://127.0.0.1:$P_MOCK" --connections $((C + 500)) >"$WORK/floor.log" 2>&1 & FL=$!; PIDS+=($FL)
+wait_http "http://127.0.0.1:$P_MOCK/health"
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+run() { # label pid port [sse-load args]
+  local label=$1 pid=$2 port=$3; shift 3
+  node "$WORK/harness/sse-load.mjs" --url "http://127.0.0.1:$port" -c 50 -d 2 --timeout 60 "$@" --json >/dev/null
+  local c0 c1 r; c0=$(ticks "$pid")
+  r=$(node "$WORK/harness/sse-load.mjs" --url "http://127.0.0.1:$port" -c "$C" -d "$D" --timeout 60 "$@" --json)
+  c1=$(ticks "$pid")
+  node -e 'const r = JSON.parse(process.argv[1]), t = +process.argv[3]
+    console.log(`${process.argv[2].padEnd(9)} streams ${r.requests}, errors ${r.errors}, TTFC p50 ${r.ttfc_ms?.p50} ms, CPU ${(t * 10 / r.requests).toFixed(2)} ms a stream`)' \
+    "$r" "$label" $((c1 - c0))
+}
+for _ in 1 2; do
+  run floor "$FL" "$P_FL"
+  run tollgate "$TG" "$P_TG" --header "Authorization: Bearer $KEY"
+done
