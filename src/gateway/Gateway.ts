@@ -52,7 +52,6 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
       metrics,
       requestLog,
       billing,
-      supervisor,
       policy,
       checkpointMs: config.file.billing.checkpoint_interval_ms,
       commitWaitMs: config.file.billing.commit_wait_ms

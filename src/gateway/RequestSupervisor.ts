@@ -5,6 +5,7 @@
  * `server.shutdown_grace_ms`) for in-flight requests to finish and bill, then interrupts the rest,
  * whose billing steps are uninterruptible.
  */
+import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -35,27 +36,35 @@ export class RequestSupervisor extends Effect.Service<RequestSupervisor>()("Gate
     /**
      * Runs `work` in the supervisor and answers with what it hands over through `answer`, or with its
      * outcome if it ends first: a stream answers with its first chunk in hand and goes on relaying and
-     * billing in the same fiber. When the caller goes away (client disconnect) before the answer, the
-     * work fiber is interrupted, which stops only the parts it left interruptible (its upstream call);
-     * it goes on to bill, then ends. After the answer, the work is no longer the caller's to stop.
+     * billing in the same fiber. When the caller goes away (client disconnect) while it waits, the
+     * work fiber is interrupted, which stops only the parts it left interruptible (its upstream call,
+     * a stream's relay); it goes on to bill, then ends. Once the caller has its answer, the work is no
+     * longer the caller's to stop (a stream sees its client leave on the connection).
      */
     const run = <A, E>(work: (answer: (a: A) => Effect.Effect<void>) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
       Effect.flatMap(Deferred.make<A, E>(), (answered) =>
         Effect.flatMap(
           FiberSet.run(
             fibers,
-            Effect.flatMap(
-              Effect.exit(work((a) => Effect.asVoid(Deferred.succeed(answered, a)))),
-              (exit) => Deferred.done(answered, exit)
-            )
-          ),
-          (fiber) =>
-            // Its answer only: the caller needs none of the work fiber's FiberRefs (a join would merge them all).
-            Deferred.await(answered).pipe(
-              Effect.onInterrupt(() =>
-                Effect.flatMap(Deferred.isDone(answered), (done) => done ? Effect.void : Fiber.interruptFork(fiber))
+            work((a) => Effect.asVoid(Deferred.succeed(answered, a))).pipe(
+              // Once answered, the caller has gone on: a defect after that is only the log's to tell.
+              Effect.tapErrorCause((cause) =>
+                Effect.flatMap(Deferred.isDone(answered), (done) =>
+                  done && !Cause.isInterruptedOnly(cause)
+                    ? Effect.logError("a request failed after its answer", cause)
+                    : Effect.void)
               )
             )
+          ),
+          (fiber) => {
+            // The fiber's end answers the caller when nothing else has: whatever ended it (an
+            // interruption included, or a closed set that never ran it).
+            fiber.addObserver((exit) => Deferred.unsafeDone(answered, exit))
+            // Its answer only: the caller needs none of the work fiber's FiberRefs (a join would merge
+            // them all). A caller interrupted while it waits interrupts the work, even if the answer
+            // came at that very moment: a stream nobody will read is stopped and billed as cancelled.
+            return Deferred.await(answered).pipe(Effect.onInterrupt(() => Fiber.interruptFork(fiber)))
+          }
         ))
 
     // The requests this process is serving, by id, from before their StreamStarted until they are

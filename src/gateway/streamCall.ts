@@ -32,7 +32,6 @@ import { textOf } from "../tokens/text.ts"
 import type { Billing } from "./Billing.ts"
 import { cancelledBeforeAnswer, estimateStream } from "./estimates.ts"
 import { Exhausted, type RetryPolicy, withFailover } from "./Failover.ts"
-import type { RequestSupervisor } from "./RequestSupervisor.ts"
 import type { Candidate, Generation } from "./Routing.ts"
 import type { Started } from "./started.ts"
 import { toFailure } from "./upstreamFailure.ts"
@@ -44,7 +43,6 @@ const errorEvent = (requestId: string, type: string, code: string, message: stri
 export interface StreamDeps {
   readonly upstreams: Upstreams
   readonly billing: Billing
-  readonly supervisor: RequestSupervisor
   readonly metrics: Metrics
   readonly requestLog: RequestLog
   readonly policy: RetryPolicy
