@@ -27,7 +27,6 @@ one_model_config
 fresh_database
 
 TICKS=$(getconf CLK_TCK)
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime of the process
 rss_kb() { awk '/^VmRSS:/{print $2}' "/proc/$1/status"; }
 
 # run_target LABEL URL PID CONNS [header lines]: one paced run; writes $OUT/LABEL.c$CONNS.json.

@@ -12,8 +12,7 @@ TEST="${1:-chat}"
 SECS="${PROFILE_SECONDS:-8}"
 OUT="$ROOT/bench/results/profile-$TEST-$(date +%Y%m%d-%H%M%S)"
 copy_harness
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-pg_ticks() { local t=0; for p in $(pgrep -u postgres postgres || true); do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo "$t"; }
+pg_ticks() { local t=0; for p in $(pgrep -u postgres postgres || true); do t=$((t + $(cpu_ticks "$p" 2>/dev/null || echo 0))); done; echo "$t"; }
 
 [[ "$TEST" == paced ]] && export MOCK_DELAY_MS=250
 start_mock

@@ -17,13 +17,12 @@ read -r KEY _ < <(bench_key)
 start_serve "$WORK/tollgate.log" "$P_TG"; TG=$SERVE_PID
 node "$WORK/harness/node-floor-proxy.mjs" --port "$P_FL" --upstream "http://127.0.0.1:$P_MOCK" --connections $((C + 500)) >"$WORK/floor.log" 2>&1 & FL=$!; PIDS+=($FL)
 wait_http "http://127.0.0.1:$P_MOCK/health"
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 run() { # label pid port [sse-load args]
   local label=$1 pid=$2 port=$3; shift 3
   node "$WORK/harness/sse-load.mjs" --url "http://127.0.0.1:$port" -c 50 -d 2 --timeout 60 "$@" --json >/dev/null
-  local c0 c1 r; c0=$(ticks "$pid")
+  local c0 c1 r; c0=$(cpu_ticks "$pid")
   r=$(node "$WORK/harness/sse-load.mjs" --url "http://127.0.0.1:$port" -c "$C" -d "$D" --timeout 60 "$@" --json)
-  c1=$(ticks "$pid")
+  c1=$(cpu_ticks "$pid")
   node -e 'const r = JSON.parse(process.argv[1]), t = +process.argv[3]
     console.log(`${process.argv[2].padEnd(9)} streams ${r.requests}, errors ${r.errors}, TTFC p50 ${r.ttfc_ms?.p50} ms, CPU ${(t * 10 / r.requests).toFixed(2)} ms a stream`)' \
     "$r" "$label" $((c1 - c0))

@@ -61,7 +61,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
      * Routes the request; then, in the server-owned supervisor and uninterruptibly but for what `body`
      * restores: admits it and appends StreamStarted; then runs `body`, which bills. Whatever ends the
      * request (a failure, a defect, an interruption), it is billed once and its reservation released.
-     * `leaves` says whether the request is over when `body` returns (a stream goes on after it).
+     * `body` runs to the request's end (a stream hands its answer over with `answer` and goes on).
      *
      * When the append will not refuse the request unless another process acts meanwhile (the key has
      * room for the call twice over, no rate limit, which is counted in the append, and the log has
@@ -72,7 +72,6 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
      */
     const supervised = <A>(
       g: Generation,
-      leaves: (a: A) => boolean,
       body: (s: Started<A>) => Effect.Effect<A, Refusal>
     ): Effect.Effect<A, Refusal> =>
       Effect.flatMap(
@@ -105,13 +104,14 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                 const committed = reservation.ample && routed.rateLimits === undefined && (yield* billing.logAnswering)
                   ? Effect.flatten(Fiber.await(yield* Effect.fork(start)))
                   : Effect.succeed(yield* start)
+                // However the request ends: billed once (the safety net for a defect), and no longer live.
                 const close = (exit: Exit.Exit<unknown, unknown>) =>
                   Effect.flatMap(Effect.exit(committed), (ticket) =>
                     Exit.isSuccess(ticket)
                       ? Effect.zipRight(billedAnyway(billing, g, ticket.value, exit), supervisor.leave(g.requestId))
                       : Effect.void)
-                return yield* body({ candidates: routed.candidates, committed, restore, close, answer }).pipe(
-                  Effect.onExit((exit) => (Exit.isFailure(exit) || leaves(exit.value) ? close(exit) : Effect.void)),
+                return yield* body({ candidates: routed.candidates, committed, restore, answer }).pipe(
+                  Effect.onExit((exit) => close(exit)),
                   // Released by the bill; on a failure before it too (release is idempotent).
                   Effect.onError(() => reservation.release)
                 )
@@ -120,8 +120,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
           )
       )
 
-    const generate = (g: Generation): Effect.Effect<GenerationResult, Refusal> =>
-      supervised(g, () => true, (s) => runJson(g, s))
+    const generate = (g: Generation): Effect.Effect<GenerationResult, Refusal> => supervised(g, (s) => runJson(g, s))
 
     /**
      * A streamed generation: resolves once the first upstream event is in hand (until then failures
@@ -130,7 +129,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
     const generateStream = (
       g: Generation & { readonly includeUsage: boolean }
     ): Effect.Effect<{ readonly stream: Readable; readonly dropped: ReadonlyArray<string> }, Refusal> =>
-      supervised(g, () => false, (s) => runStream(g, s))
+      supervised(g, (s) => runStream(g, s))
 
     return { generate, generateStream } as const
   })

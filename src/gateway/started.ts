@@ -1,5 +1,5 @@
 /** What an admitted request's call gets from the lifecycle (Gateway.ts). */
-import type { Effect, Exit } from "effect"
+import type { Effect } from "effect"
 import type { QuotaExceeded } from "../accounts/errors.ts"
 import type { Ticket } from "./Billing.ts"
 import type { LedgerDown, RateLimitReached } from "./errors.ts"
@@ -14,8 +14,6 @@ export interface Started<A = unknown> {
    */
   readonly committed: Effect.Effect<Ticket, QuotaExceeded | RateLimitReached | LedgerDown>
   readonly restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-  /** Ends the request once it is over (after billing): runs on every exit of a stream's relay. */
-  readonly close: (exit: Exit.Exit<unknown, unknown>) => Effect.Effect<void>
   /**
    * Hands the client its answer while the call goes on in the same fiber (a stream, after its first
    * chunk): the request's caller resumes with it; the call relays and bills the rest.

@@ -92,7 +92,7 @@ export const streamCall = (deps: StreamDeps) =>
           while (first.length === 0) {
             // Bytes that never complete an event (comments, one endless event) do not stretch the time.
             if (left() <= 0) return yield* late()
-            const events = yield* sseRead(body, decoder, left(), late)
+            const events = yield* sseRead(body, decoder, { ms: left(), error: late })
             if (events === undefined) {
               return yield* new UpstreamError({
                 kind: "protocol",
@@ -247,7 +247,6 @@ export const streamCall = (deps: StreamDeps) =>
       // shows a call as soon as its answer is complete.
       yield* out.end
     }).pipe(
-      Effect.onExit((exit) => s.close(exit)),
       Effect.ensuring(Effect.suspend(() => {
         deps.metrics.streamsInFlight.dec()
         return record ? deps.requestLog.finish(record) : Effect.void

@@ -86,12 +86,11 @@ export interface UpstreamBody {
 
 /**
  * The next bytes of a body: waits for some, `undefined` at its end; fails if it broke, or with
- * `timeout` if nothing came within `withinMs` (one timer, no fiber).
+ * `within.error()` if nothing came within `within.ms` (one timer, no fiber).
  */
 export const readBody = (
   body: UpstreamBody,
-  withinMs?: number,
-  timeout?: () => UpstreamError
+  within?: { readonly ms: number; readonly error: () => UpstreamError }
 ): Effect.Effect<ReadonlyArray<Uint8Array> | undefined, UpstreamError> =>
   Effect.async((resume) => {
     let timer: ReturnType<typeof setTimeout> | undefined
@@ -106,15 +105,11 @@ export const readBody = (
         return done(failure ? Effect.fail(failure) : Effect.succeed(undefined))
       }
       if (chunks.length > 0) return done(Effect.succeed(chunks))
-      if (withinMs !== undefined && timer === undefined) {
+      if (within !== undefined && timer === undefined) {
         timer = setTimeout(() => {
           body.cancelReady()
-          resume(
-            Effect.fail(
-              timeout?.() ?? new UpstreamError({ kind: "timeout", message: "The upstream sent nothing in time." })
-            )
-          )
-        }, Math.max(0, withinMs))
+          resume(Effect.fail(within.error()))
+        }, Math.max(0, within.ms))
       }
       body.onReady(attempt)
     }

@@ -24,15 +24,14 @@ export const sseDecoder = (): SseDecoder => {
 
 /**
  * Each read yields the events whose bytes arrived complete (maybe none), or `undefined` at the end of
- * the body; with `withinMs`, it fails with `timeout` if no bytes came in that time.
+ * the body; with `within`, it fails with `within.error()` if no bytes came in `within.ms`.
  */
 export const sseRead = (
   body: UpstreamBody,
   decoder: SseDecoder,
-  withinMs?: number,
-  timeout?: () => UpstreamError
+  within?: { readonly ms: number; readonly error: () => UpstreamError }
 ) =>
   Effect.map(
-    readBody(body, withinMs, timeout),
+    readBody(body, within),
     (chunks): ReadonlyArray<SseEvent> | undefined => chunks === undefined ? undefined : decoder.decode(chunks)
   )
