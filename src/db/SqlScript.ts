@@ -9,8 +9,10 @@
  * - `raw(text)`: a string literal type (or a union of them), never a computed `string`;
  * - `identifiers(names)`: names from a fixed set, each a plain lower-case name;
  * - `numeric(n)`: a finite number as a numeric constant;
+ * - `array(values)`: values as one array literal, each element quoted;
  * - `join(fragments, separator)`: Fragments with a string literal between them.
- * So a value never becomes SQL text: it reaches the script only through `literal`. There are no
+ * So a value never becomes SQL text: it reaches the script only through `literal` (an array's
+ * elements too). There are no
  * placeholders to replace, so a value that looks like one (`$1`) is a value like any other.
  */
 export type Param = string | number | bigint | boolean | null | undefined
@@ -23,7 +25,7 @@ export class Fragment {
   declare private readonly brand: typeof made
   readonly text: string
   constructor(token: typeof made, text: string) {
-    if (token !== made) throw new TypeError("a Fragment is made by sql`...`, raw, identifiers, numeric or join")
+    if (token !== made) throw new TypeError("a Fragment is made by sql`...`, raw, identifiers, numeric, array or join")
     this.text = text
   }
 }
@@ -105,6 +107,27 @@ export const join = <S extends string>(fragments: ReadonlyArray<Fragment>, separ
   let text = fragments.length > 0 ? fragments[0]!.text : ""
   for (let i = 1; i < fragments.length; i++) text += separator + fragments[i]!.text
   return new Fragment(made, text)
+}
+
+/**
+ * Values as one array literal (`'{"a","b",NULL}'`), which a cast types (`::text[]`, `::jsonb[]`): many
+ * rows in a few constants, for `unnest`, which Postgres parses far faster than as many row literals.
+ * Every element is double-quoted with its backslashes and double quotes escaped, so its text is the
+ * value's whatever it holds; null and undefined are NULL. The whole is then a literal like any other.
+ */
+export const array = (values: ReadonlyArray<Param>): Fragment => {
+  let text = "{"
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i]
+    if (i > 0) text += ","
+    if (v === null || v === undefined) text += "NULL"
+    else {
+      if (typeof v === "object") throw new TypeError("a SQL array is made from primitive values")
+      if (typeof v === "number" && !Number.isFinite(v)) throw new RangeError(`${v} is not a SQL number`)
+      text += `"${String(v).replaceAll("\\", "\\\\").replaceAll("\"", "\\\"")}"`
+    }
+  }
+  return new Fragment(made, literal(text + "}"))
 }
 
 /** Statements as one script, in order. */

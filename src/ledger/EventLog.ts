@@ -16,7 +16,7 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { LooseJson } from "../canonical/Json.ts"
-import { type Fragment, join, numeric, script, sql as sqlText } from "../db/SqlScript.ts"
+import { array, type Fragment, join, numeric, script, sql as sqlText } from "../db/SqlScript.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { type AppendError, appendErrorOf, LedgerRejected, LedgerUnavailable } from "./appendErrors.ts"
 import { currentSchemaVersion, DomainEvent, type EventType } from "./events.ts"
@@ -61,6 +61,47 @@ interface Job {
   readonly request: AppendRequest
   /** Answers the appending fiber (once). */
   readonly done: (exit: Exit.Exit<Appended, AppendError>) => void
+}
+
+/** An event as the columns `insertEvents` writes, in its column order. */
+type EventRow = readonly [
+  id: string,
+  streamId: string,
+  version: number,
+  type: EventType,
+  schemaVersion: number,
+  data: string,
+  metadata: string,
+  occurredAt: string
+]
+
+/**
+ * From this many events a batch is inserted from one array per column (`unnest`): Postgres parses
+ * and plans a few hundred row literals, their JSON above all, several times slower than the same
+ * values as arrays; below it, row literals are the quicker (an append at rest is one row).
+ */
+const ARRAYS_FROM = 16
+
+const insertEvents = (rows: ReadonlyArray<EventRow>): Fragment => {
+  const into =
+    sqlText`INSERT INTO event_log (event_id, stream_id, stream_version, event_type, schema_version, data, metadata, occurred_at)`
+  if (rows.length < ARRAYS_FROM) {
+    const values = rows.map(([id, streamId, version, type, schemaVersion, data, metadata, at]) =>
+      sqlText`(${id}::uuid, ${streamId}, ${numeric(version)}, ${type}, ${
+        numeric(schemaVersion)
+      }, ${data}::jsonb, ${metadata}::jsonb, ${at}::timestamptz)`
+    )
+    return sqlText`${into} VALUES ${join(values, ", ")} RETURNING event_id::text, position::text`
+  }
+  const column = (i: number) => array(rows.map((r) => r[i]!))
+  // In the arrays' order, so that positions follow it as they follow the rows' order above.
+  return sqlText`${into}
+     SELECT id, stream, version, type, schema, data, metadata, at
+       FROM unnest(${column(0)}::uuid[], ${column(1)}::text[], ${column(2)}::int[], ${column(3)}::text[],
+                   ${column(4)}::smallint[], ${column(5)}::jsonb[], ${column(6)}::jsonb[], ${column(7)}::timestamptz[])
+            WITH ORDINALITY AS e(id, stream, version, type, schema, data, metadata, at, n)
+      ORDER BY n
+     RETURNING event_id::text, position::text`
 }
 
 const MAX_BATCH = 256
@@ -111,14 +152,12 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           )
           for (const r of rows) heads.set(r.stream_id, r.v)
         }
-        const now = sqlText`${occurredAt}`
-        const values: Array<Fragment> = []
+        const rows: Array<EventRow> = []
         const deltas: Array<Delta> = []
         const committed: Array<CommittedEvents[number]> = []
         const plans = jobs.map((job) => {
           const { events, expectedVersion, metadata, streamId } = job.request
           const when = job.request.occurredAt ?? occurredAt
-          const at = job.request.occurredAt === undefined ? now : sqlText`${when}`
           const first = (expectedVersion === "any" ? heads.get(streamId) ?? 0 : expectedVersion) + 1
           // Later appends to the same stream in this batch go after this one.
           heads.set(streamId, Math.max(heads.get(streamId) ?? 0, first + events.length - 1))
@@ -126,24 +165,23 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
             const version = first + i
             const id = eventIdOf(streamId, version)
             const { _tag, ...data } = encodeEvent(event) as { _tag: EventType }
-            values.push(
-              sqlText`(${id}::uuid, ${streamId}, ${numeric(version)}, ${_tag}, ${
-                numeric(currentSchemaVersion[_tag])
-              }, ${JSON.stringify(data)}::jsonb, ${
-                JSON.stringify({ replica: replicaId, ...metadata })
-              }::jsonb, ${at}::timestamptz)`
-            )
+            rows.push([
+              id,
+              streamId,
+              version,
+              _tag,
+              currentSchemaVersion[_tag],
+              JSON.stringify(data),
+              JSON.stringify({ replica: replicaId, ...metadata }),
+              when
+            ])
             for (const d of project(event, when)) deltas.push(d)
             committed.push({ event, occurredAt: when })
             return id
           })
           return { job, first, ids }
         })
-        const statements: Array<Fragment> = [
-          sqlText`INSERT INTO event_log (event_id, stream_id, stream_version, event_type, schema_version, data, metadata, occurred_at)
-             VALUES ${join(values, ", ")} RETURNING event_id::text, position::text`,
-          ...plan(deltas)
-        ]
+        const statements: Array<Fragment> = [insertEvents(rows), ...plan(deltas)]
         if (committed.some((c) => c.event._tag.startsWith("Key") || c.event._tag === "QuotaGranted")) {
           statements.push(sqlText`SELECT pg_notify('tollgate_keys', 'changed')`)
         }

@@ -2,7 +2,7 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import fc from "fast-check"
-import { Fragment, identifiers, join, literal, numeric, raw, script, sql } from "../../src/db/SqlScript.ts"
+import { array, Fragment, identifiers, join, literal, numeric, raw, script, sql } from "../../src/db/SqlScript.ts"
 import { TestDatabase } from "../support/TestDatabase.ts"
 
 // Text the writer inlines: ids, model names, JSON with quotes and backslashes, placeholder look-alikes.
@@ -47,6 +47,15 @@ describe("SqlScript", () => {
     // A negative number after a minus sign would otherwise start a comment.
     expect(sql`SELECT 1 -${numeric(-5)}`.text).toBe("SELECT 1 -(-5)")
     expect(script([sql`SELECT ${1}`, raw("SELECT 2")])).toBe("SELECT '1';\nSELECT 2")
+  })
+
+  it("writes an array as one literal, every element quoted, null as NULL", () => {
+    expect(array(["a", "b c", null, 7, "NULL", "x\"y"]).text).toBe(`E'{"a","b c",NULL,"7","NULL","x\\\\"y"}'`)
+    expect(array(["it's", "a\\b"]).text).toBe(`E'{"it''s","a\\\\\\\\b"}'`)
+    expect(array([]).text).toBe("'{}'")
+    expect(() => array(["a\u0000"])).toThrow(/NUL/)
+    expect(() => array([{} as never])).toThrow(/primitive/)
+    expect(() => array([Number.NaN])).toThrow(/not a SQL number/)
   })
 
   it("refuses what it cannot write faithfully", () => {
@@ -106,6 +115,24 @@ describe("SqlScript", () => {
           const [[setting], [row]] = rows as [[{ scs: string }], [Record<string, string>]]
           expect(setting.scs).toBe(conforming)
           expect(samples.map((_, i) => row[`v${i}`])).toEqual(samples)
+        }
+      }))
+
+    it.effect("any text survives the round trip through an array, whatever standard_conforming_strings says", () =>
+      Effect.gen(function*() {
+        const sqlc = yield* SqlClient.SqlClient
+        const samples = [...fc.sample(nasty, 300), "NULL", "", " padded ", "{a,b}", "\"", "\\\"", null]
+        for (const conforming of ["on", "off"]) {
+          const rows = yield* sqlc.withTransaction(
+            sqlc.unsafe(`SET LOCAL standard_conforming_strings = ${conforming}`).pipe(
+              Effect.zipRight(
+                sqlc.unsafe<{ v: string | null }>(
+                  script([sql`SELECT v FROM unnest(${array(samples)}::text[]) WITH ORDINALITY AS u(v, n) ORDER BY n`])
+                ).unprepared
+              )
+            )
+          )
+          expect(rows.map((r) => r.v)).toEqual(samples)
         }
       }))
 

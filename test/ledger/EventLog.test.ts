@@ -91,6 +91,38 @@ describe("EventLog", () => {
         expect(tx[0]!.n).toBeLessThan(50)
       }))
 
+    it.effect("a large append keeps every value as written and its events in version order", () =>
+      Effect.gen(function*() {
+        const log = yield* EventLog
+        // Enough events for the writer to send them as arrays rather than as row literals.
+        const awkward = ["it's", "a\\b", "\"quoted\"", "{a,b}", "NULL", "", "$1", "'; DROP TABLE event_log; --", "€ 🙂"]
+        const grants = Array.from({ length: 40 }, (_, i) => ({
+          ...grant("wide"),
+          amount_nanos: BigInt(i + 1),
+          reason: awkward[i % awkward.length]!
+        }))
+        yield* log.append({ streamId: "key-wide", expectedVersion: 0, events: [issued("wide", 100n)] })
+        const appended = yield* log.append({
+          streamId: "key-wide",
+          expectedVersion: 1,
+          events: grants,
+          metadata: { note: "x\\\"y'z" }
+        })
+        expect(appended.firstVersion).toBe(2)
+        const read = yield* log.read({ limit: 100, streamId: "key-wide", settledOnly: false })
+        expect(read.map((e) => e.event)).toEqual([issued("wide", 100n), ...grants])
+        expect(read.map((e) => e.streamVersion)).toEqual(Array.from({ length: 41 }, (_, i) => i + 1))
+        expect(read.slice(1).map((e) => e.position)).toEqual(appended.positions)
+        expect(read.slice(1).every((e) => e.metadata.note === "x\\\"y'z")).toBe(true)
+        // Positions follow the versions.
+        const positions = read.map((e) => BigInt(e.position))
+        expect(positions.every((p, i) => i === 0 || p > positions[i - 1]!)).toBe(true)
+        // The projection saw every grant.
+        const sql = yield* SqlClient.SqlClient
+        const quota = yield* sql<{ q: string }>`SELECT quota_nanos::text AS q FROM api_keys WHERE key_id = 'wide'`
+        expect(quota[0]!.q).toBe(String(100 + (40 * 41) / 2))
+      }))
+
     it.effect("in one batch, a refused reservation and a conflicting append fail alone; the others land", () =>
       Effect.gen(function*() {
         const log = yield* EventLog
@@ -113,7 +145,7 @@ describe("EventLog", () => {
         expect(failed.find(([id]) => id === "request-taken")![1]).toMatch(/StreamConflict/)
         const sql = yield* SqlClient.SqlClient
         const rows = yield* sql<{ key_id: string; reserved: string }>`
-          SELECT key_id, reserved_nanos::text AS reserved FROM api_keys ORDER BY key_id`
+          SELECT key_id, reserved_nanos::text AS reserved FROM api_keys WHERE key_id IN ('poor', 'rich') ORDER BY key_id`
         expect(rows).toEqual([{ key_id: "poor", reserved: "0" }, { key_id: "rich", reserved: String(21 * 10) }])
       }))
 
