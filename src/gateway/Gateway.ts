@@ -15,6 +15,7 @@ import type { QuotaExceeded } from "../accounts/errors.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { RequestLog } from "../observability/RequestLog.ts"
+import { currentRecord } from "../observability/RequestRecord.ts"
 import { traced } from "../observability/Tracing.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
 import { cheapTokens } from "../tokens/count.ts"
@@ -78,45 +79,61 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
         route(g),
         (routed) =>
           supervisor.run<A, Refusal>((answer) =>
-            requestLog.whileWorking(Effect.uninterruptibleMask((restore) =>
-              Effect.gen(function*() {
-                const reservation = yield* admission.admit(g.key.keyId, worstCase(routed.bound, routed.prices))
-                yield* supervisor.enter(g.requestId)
-                const first = routed.candidates[0]!
-                // The authoritative quota check and StreamStarted: one span, `tollgate.admission`.
-                const start = billing.start({
-                  requestId: g.requestId,
-                  key: g.key,
-                  model: g.model,
-                  endpoint: g.endpoint,
-                  stream: g.stream,
-                  provider: first.deployment.providerName,
-                  upstreamModel: first.deployment.upstreamModel,
-                  prices: routed.prices,
-                  reservation,
-                  bound: routed.bound,
-                  rateLimits: routed.rateLimits,
-                  inputEstimateTokens: cheapTokens(textOf(g.body))
-                }).pipe(
-                  Effect.onError(() => Effect.zipRight(reservation.release, supervisor.leave(g.requestId))),
-                  traced("tollgate.admission")
-                )
-                const committed = reservation.ample && routed.rateLimits === undefined && (yield* billing.logAnswering)
-                  ? Effect.flatten(Fiber.await(yield* Effect.fork(start)))
-                  : Effect.succeed(yield* start)
-                // However the request ends: billed once (the safety net for a defect), and no longer live.
-                const close = (exit: Exit.Exit<unknown, unknown>) =>
-                  Effect.flatMap(Effect.exit(committed), (ticket) =>
-                    Exit.isSuccess(ticket)
-                      ? Effect.zipRight(billedAnyway(billing, g, ticket.value, exit), supervisor.leave(g.requestId))
-                      : Effect.void)
-                return yield* body({ candidates: routed.candidates, committed, restore, answer }).pipe(
-                  Effect.onExit((exit) => close(exit)),
-                  // Released by the bill; on a failure before it too (release is idempotent).
-                  Effect.onError(() => reservation.release)
-                )
-              })
-            ))
+            Effect.uninterruptibleMask((restore) =>
+              Effect.flatMap(admission.admit(g.key.keyId, worstCase(routed.bound, routed.prices)), (reservation) =>
+                Effect.withFiberRuntime<A, Refusal>((fiber) => {
+                  // Everything below runs uninterruptibly but for what `body` restores, so plain
+                  // recovery stands in for `onError` / `onExit` (which would mask again, a dozen runtime
+                  // steps each, on every request).
+                  const record = fiber.getFiberRef(currentRecord)
+                  if (record) record.working = true
+                  supervisor.enterNow(g.requestId)
+                  // The end of the request's work: no longer live, and a client that left before the
+                  // answer gets its access line now, with the bill's figures (RequestLog.ts).
+                  const leave = Effect.suspend(() => {
+                    supervisor.leaveNow(g.requestId)
+                    return record ? requestLog.workDone(record) : Effect.void
+                  })
+                  const first = routed.candidates[0]!
+                  // The authoritative quota check and StreamStarted: one span, `tollgate.admission`.
+                  const start = billing.start({
+                    requestId: g.requestId,
+                    key: g.key,
+                    model: g.model,
+                    endpoint: g.endpoint,
+                    stream: g.stream,
+                    provider: first.deployment.providerName,
+                    upstreamModel: first.deployment.upstreamModel,
+                    prices: routed.prices,
+                    reservation,
+                    bound: routed.bound,
+                    rateLimits: routed.rateLimits,
+                    inputEstimateTokens: cheapTokens(textOf(g.body))
+                  }).pipe(traced("tollgate.admission"))
+                  // However the request ends: billed once (the safety net for a defect), its reservation
+                  // released (the bill does it; on a failure before the bill, this does), no longer live.
+                  const proceed = (committed: Started<A>["committed"]) =>
+                    Effect.flatMap(
+                      Effect.exit(body({ candidates: routed.candidates, committed, restore, answer })),
+                      (exit) =>
+                        Effect.flatMap(Effect.exit(committed), (ticket) =>
+                          Effect.zipRight(
+                            Exit.isSuccess(ticket) ? billedAnyway(billing, g, ticket.value, exit) : Effect.void,
+                            Exit.isFailure(exit) ? Effect.zipRight(reservation.release, leave) : leave
+                          )).pipe(Effect.zipRight(exit))
+                    )
+                  if (reservation.ample && routed.rateLimits === undefined && billing.logAnsweringNow()) {
+                    return Effect.flatMap(Effect.fork(start), (f) => proceed(Effect.flatten(Fiber.await(f))))
+                  }
+                  // Refused or unconfirmed before anything goes upstream: billing.start released the
+                  // reservation; the request is no longer live.
+                  return Effect.flatMap(
+                    Effect.exit(start),
+                    (started) => Exit.isFailure(started) ? Effect.zipRight(leave, Effect.failCause(started.cause)) : proceed(started)
+                  )
+                })
+              )
+            )
           )
       )
 

@@ -6,10 +6,9 @@
  * whose billing steps are uninterruptible.
  */
 import * as Cause from "effect/Cause"
-import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
 import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
@@ -42,30 +41,45 @@ export class RequestSupervisor extends Effect.Service<RequestSupervisor>()("Gate
      * longer the caller's to stop (a stream sees its client leave on the connection).
      */
     const run = <A, E>(work: (answer: (a: A) => Effect.Effect<void>) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
-      Effect.flatMap(Deferred.make<A, E>(), (answered) =>
-        Effect.flatMap(
+      Effect.suspend(() => {
+        // The hand-over: the first of the answer and the work's end resumes the caller, once. A plain
+        // callback, not a Deferred: this is on every request's path.
+        let resume: ((effect: Effect.Effect<A, E>) => void) | undefined
+        let early: Effect.Effect<A, E> | undefined
+        let answered = false
+        const give = (effect: Effect.Effect<A, E>) => {
+          if (answered) return
+          answered = true
+          if (resume) resume(effect)
+          else early = effect
+        }
+        return Effect.flatMap(
           FiberSet.run(
             fibers,
-            work((a) => Effect.asVoid(Deferred.succeed(answered, a))).pipe(
+            work((a) => Effect.sync(() => give(Effect.succeed(a)))).pipe(
               // Once answered, the caller has gone on: a defect after that is only the log's to tell.
               Effect.tapErrorCause((cause) =>
-                Effect.flatMap(Deferred.isDone(answered), (done) =>
-                  done && !Cause.isInterruptedOnly(cause)
-                    ? Effect.logError("a request failed after its answer", cause)
-                    : Effect.void)
+                answered && !Cause.isInterruptedOnly(cause)
+                  ? Effect.logError("a request failed after its answer", cause)
+                  : Effect.void
               )
             )
           ),
           (fiber) => {
             // The fiber's end answers the caller when nothing else has: whatever ended it (an
-            // interruption included, or a closed set that never ran it).
-            fiber.addObserver((exit) => Deferred.unsafeDone(answered, exit))
-            // Its answer only: the caller needs none of the work fiber's FiberRefs (a join would merge
-            // them all). A caller interrupted while it waits interrupts the work, even if the answer
-            // came at that very moment: a stream nobody will read is stopped and billed as cancelled.
-            return Deferred.await(answered).pipe(Effect.onInterrupt(() => Fiber.interruptFork(fiber)))
+            // interruption included, or a closed set that never ran it). Its answer only: the caller
+            // needs none of the work fiber's FiberRefs (a join would merge them all).
+            fiber.addObserver((exit) => give(exit))
+            // A caller interrupted while it waits interrupts the work, even if the answer came at that
+            // very moment: a stream nobody will read is stopped and billed as cancelled.
+            return Effect.async<A, E>((cb) => {
+              if (early !== undefined) return cb(early)
+              resume = cb
+              return Effect.sync(() => fiber.unsafeInterruptAsFork(FiberId.none))
+            })
           }
-        ))
+        )
+      })
 
     // The requests this process is serving, by id, from before their StreamStarted until they are
     // billed: the reconciler leaves these alone, and bills any other open request of this process.
@@ -76,8 +90,10 @@ export class RequestSupervisor extends Effect.Service<RequestSupervisor>()("Gate
     return {
       run,
       inFlight: FiberSet.size(fibers),
-      enter: (requestId: string) => Effect.sync(() => void live.add(requestId)),
-      leave: (requestId: string) => Effect.sync(() => void live.delete(requestId)),
+      /** The request is live (from before its StreamStarted until it is billed); a plain call. */
+      enterNow: (requestId: string) => void live.add(requestId),
+      /** The request is no longer live; a plain call. */
+      leaveNow: (requestId: string) => void live.delete(requestId),
       isLive: (requestId: string) => live.has(requestId)
     } as const
   })

@@ -332,6 +332,8 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       queued: Effect.sync(() => pending.length),
       /** The writer's state, for readiness: appends waiting, and since when commits fail for want of the database. */
       writerHealth: Effect.sync(() => ({ queued: pending.length, unavailableSince })),
+      /** Whether commits land: none has failed for want of the database since the last that did. A plain call. */
+      answeringNow: () => unavailableSince === undefined,
       onCommitted: (listener: CommittedListener) =>
         Effect.acquireRelease(
           Effect.sync(() => listeners.add(listener)),

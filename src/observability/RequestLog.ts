@@ -4,12 +4,11 @@
  * holds ids, names, numbers and the error envelope's code.
  */
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import { Catalog } from "../accounts/Catalog.ts"
 import { formatUsd } from "../config/Money.ts"
 import { endpointOf } from "./endpoints.ts"
 import { Metrics } from "./Metrics.ts"
-import { currentRecord, type RequestRecord } from "./RequestRecord.ts"
+import type { RequestRecord } from "./RequestRecord.ts"
 
 const ms = (x: number) => Math.round(x * 10) / 10
 
@@ -75,22 +74,16 @@ export class RequestLog extends Effect.Service<RequestLog>()("Observability/Requ
       })
 
     /**
-     * Marks the request's record while its work runs: a client that leaves before the answer gets its
-     * access line (status 499) once the work has billed the call, with the bill's tokens and cost.
+     * The request's work (in the supervisor, Gateway.ts) has ended: a client that left before the
+     * answer gets its access line (status 499) now that the work has billed the call, with the bill's
+     * tokens and cost. The work marks `record.working` while it runs.
      */
-    const whileWorking = <A, E>(work: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-      Effect.flatMap(FiberRef.get(currentRecord), (record) =>
-        record === undefined ? work : Effect.suspend(() => {
-          record.working = true
-          return Effect.ensuring(
-            work,
-            Effect.suspend(() => {
-              record.working = false
-              return record.status === 499 && !record.deferred ? finish(record) : Effect.void
-            })
-          )
-        }))
+    const workDone = (record: RequestRecord): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        record.working = false
+        return record.status === 499 && !record.deferred ? finish(record) : Effect.void
+      })
 
-    return { finish, whileWorking } as const
+    return { finish, workDone } as const
   })
 }) {}
