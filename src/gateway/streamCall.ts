@@ -5,7 +5,6 @@
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -23,7 +22,7 @@ import { currentRecord } from "../observability/RequestRecord.ts"
 import { UpstreamError } from "../providers/Upstream.ts"
 import type { Upstreams } from "../providers/Upstreams.ts"
 import { clientSink } from "../stream/ClientSink.ts"
-import { bytesOf, pump } from "../stream/Pump.ts"
+import { pump, sseTextOf } from "../stream/Pump.ts"
 import { relayFor } from "../stream/Relay.ts"
 import { sseDecoder, sseRead } from "../stream/UpstreamEvents.ts"
 import type { StyleEndpoint } from "../styles/registry.ts"
@@ -39,6 +38,20 @@ import { toFailure } from "./upstreamFailure.ts"
 /** The SSE error event that ends a stream that failed after it started (both styles). */
 const errorEvent = (requestId: string, type: string, code: string, message: string) =>
   named("error", { type: "error", error: { type, code, message, param: null }, request_id: requestId })
+
+/** Whether `fiber` ends within `ms` (a timer and an observer: `Effect.timeout` races two more fibers). */
+const endsWithin = (fiber: Fiber.RuntimeFiber<unknown, unknown>, ms: number): Effect.Effect<boolean> =>
+  Effect.async<boolean>((resume) => {
+    const ended = () => {
+      clearTimeout(timer)
+      resume(Effect.succeed(true))
+    }
+    const timer = setTimeout(() => {
+      fiber.removeObserver(ended)
+      resume(Effect.succeed(false))
+    }, ms)
+    fiber.addObserver(ended)
+  })
 
 export interface StreamDeps {
   readonly upstreams: Upstreams
@@ -211,7 +224,7 @@ export const streamCall = (deps: StreamDeps) =>
         const e = ended.error
         const upstreamType = (e.body as { error?: { type?: string } } | undefined)?.error?.type
         const code = e.kind === "timeout" ? "upstream_timeout" : "upstream_error"
-        yield* out.write(bytesOf([errorEvent(g.requestId, upstreamType ?? "api_error", code, e.message)])).pipe(
+        yield* out.write(sseTextOf([errorEvent(g.requestId, upstreamType ?? "api_error", code, e.message)])).pipe(
           Effect.timeout("1 second"),
           Effect.ignore
         )
@@ -226,10 +239,7 @@ export const streamCall = (deps: StreamDeps) =>
       // A checkpoint in flight gets part of the bill's wait; then it is stopped (its append may still land).
       const waitStarted = yield* Clock.currentTimeMillis
       const pending = inFlight
-      if (pending) {
-        const done = yield* Effect.timeoutOption(Fiber.await(pending), Duration.millis(deps.commitWaitMs / 2))
-        if (Option.isNone(done)) yield* Fiber.interrupt(pending)
-      }
+      if (pending && !(yield* endsWithin(pending, deps.commitWaitMs / 2))) yield* Fiber.interrupt(pending)
       const reported = relay.usage()
       yield* billing.bill(
         ticket,

@@ -38,13 +38,11 @@ export interface PumpOptions {
   readonly onRead?: () => void
 }
 
-const encoder = new TextEncoder()
-
-/** The client's events as one write. */
-export const bytesOf = (events: ReadonlyArray<SseEvent>) => {
+/** The client's events as one write (text: the response encodes it as UTF-8 into its own buffers). */
+export const sseTextOf = (events: ReadonlyArray<SseEvent>) => {
   let text = ""
   for (const e of events) text += encode(e)
-  return encoder.encode(text)
+  return text
 }
 
 const COMPLETED: PumpEnd = { _tag: "Completed" }
@@ -105,7 +103,7 @@ export const pump = (o: PumpOptions): Effect.Effect<PumpEnd> =>
     const send = (events: ReadonlyArray<SseEvent>) => {
       const out: Array<SseEvent> = []
       for (const e of events) for (const x of relay.push(e)) out.push(x)
-      return out.length === 0 || client.offer(bytesOf(out))
+      return out.length === 0 || client.offer(sseTextOf(out))
     }
 
     const step: () => void = guarded(() => {
@@ -115,7 +113,7 @@ export const pump = (o: PumpOptions): Effect.Effect<PumpEnd> =>
         if (client.closed()) return end(CLIENT_LEFT)
         if (relay.finished()) {
           const last = relay.end()
-          if (last.length > 0) client.offer(bytesOf(last))
+          if (last.length > 0) client.offer(sseTextOf(last))
           return end(COMPLETED)
         }
         const chunks = body.take()

@@ -25,12 +25,14 @@ const CUT_SEARCH = 1024
 
 type Count = (text: string) => number
 let loading: Promise<Count> | undefined
+/** The counter, once loaded: counts then run without a promise's turn. */
+let loaded: Count | undefined
 // Text such as "<|endoftext|>" in a prompt is counted as text, never refused as a special token.
 const asText = { disallowedSpecial: new Set<string>() }
 
 const counter = () =>
   loading ??= import("gpt-tokenizer/encoding/o200k_base").then(
-    (m): Count => (text) => m.countTokens(text, asText),
+    (m): Count => (loaded = (text) => m.countTokens(text, asText)),
     (e) => {
       loading = undefined // tried again next time
       throw e
@@ -90,6 +92,8 @@ const countInPieces = (count: Count, text: string): Effect.Effect<number> =>
 export const countTokens = (text: string): Effect.Effect<number> =>
   text === ""
     ? Effect.succeed(0)
+    : loaded !== undefined
+    ? text.length <= PIECE_CHARS ? Effect.sync(() => loaded!(text)) : countInPieces(loaded, text)
     : Effect.tryPromise(counter).pipe(
       Effect.matchEffect({
         onFailure: (e) =>

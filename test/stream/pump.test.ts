@@ -74,8 +74,8 @@ const fakeClient = (room = Infinity) => {
   const decoder = new TextDecoder()
   const sink: PlainSink = {
     closed: () => closed,
-    offer: (bytes) => {
-      written.push(decoder.decode(bytes))
+    offer: (chunk) => {
+      written.push(typeof chunk === "string" ? chunk : decoder.decode(chunk))
       return written.length < room
     },
     whenDrained: (f) => {
