@@ -8,18 +8,16 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as FiberId from "effect/FiberId"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
-import * as Scope from "effect/Scope"
 import type { Readable } from "node:stream"
 import { named, type SseEvent } from "../canonical/SseEvent.ts"
 import { observeAttempts } from "../observability/attempts.ts"
 import type { Metrics } from "../observability/Metrics.ts"
 import type { RequestLog } from "../observability/RequestLog.ts"
 import { currentRecord } from "../observability/RequestRecord.ts"
-import { UpstreamError } from "../providers/Upstream.ts"
+import { type UpstreamBody, UpstreamError } from "../providers/Upstream.ts"
 import type { Upstreams } from "../providers/Upstreams.ts"
 import { clientSink } from "../stream/ClientSink.ts"
 import { pump, sseTextOf } from "../stream/Pump.ts"
@@ -76,12 +74,17 @@ export const streamCall = (deps: StreamDeps) =>
     const clock = yield* Effect.clock
     const began = clock.unsafeCurrentTimeMillis()
 
-    // Each attempt opens the upstream in its own scope; a failed attempt's connection closes at once.
+    // The body of the upstream's answer, from the moment an attempt has it: whatever ends the call
+    // releases it (a failed attempt's at once, so its connection closes before the next attempt).
+    let held: UpstreamBody | undefined
+    const letGo = () => {
+      held?.release(false)
+      held = undefined
+    }
     // Its first event must come within `first_byte_ms` of the attempt's start: the upstream's answer
     // and each read until then get what is left of that time (timers, not a fiber racing the attempt).
     const open = (c: Candidate) =>
-      Effect.gen(function*() {
-        const scope = yield* Scope.make()
+      Effect.suspend(() => {
         // Kept on the timers' own clock (monotonic), which is what waits for it.
         const deadline = performance.now() + c.deployment.provider.timeouts.first_byte_ms
         const left = () => deadline - performance.now()
@@ -90,36 +93,44 @@ export const streamCall = (deps: StreamDeps) =>
             kind: "timeout",
             message: `The upstream ${c.deployment.providerName} sent no first event in time.`
           })
-        const opened = yield* Effect.gen(function*() {
-          const body = yield* upstreams.open({
-            providerName: c.deployment.providerName,
-            provider: c.deployment.provider,
-            endpoint: c.path.upstreamEndpoint,
-            body: c.upstreamBody,
-            headers: g.protocolHeaders,
-            requestId: g.requestId,
-            answerWithinMs: left()
-          })
-          const decoder = sseDecoder()
-          let first: ReadonlyArray<SseEvent> = []
-          while (first.length === 0) {
-            // Bytes that never complete an event (comments, one endless event) do not stretch the time.
-            if (left() <= 0) return yield* late()
-            const events = yield* sseRead(body, decoder, { ms: left(), error: late })
-            if (events === undefined) {
-              return yield* new UpstreamError({
-                kind: "protocol",
-                message: `The upstream ${c.deployment.providerName} ended before its first event.`
-              })
+        const decoder = sseDecoder()
+        const firstEvents = (body: UpstreamBody): Effect.Effect<ReadonlyArray<SseEvent>, UpstreamError> =>
+          // Bytes that never complete an event (comments, one endless event) do not stretch the time.
+          left() <= 0 ? Effect.fail(late()) : Effect.flatMap(
+            sseRead(body, decoder, { ms: left(), error: late }),
+            (events) =>
+              events === undefined
+                ? Effect.fail(
+                  new UpstreamError({
+                    kind: "protocol",
+                    message: `The upstream ${c.deployment.providerName} ended before its first event.`
+                  })
+                )
+                : events.length === 0
+                ? firstEvents(body)
+                : Effect.succeed(events)
+          )
+        // The body is held as the answer is taken (uninterruptibly), so no interruption can lose it.
+        return Effect.uninterruptibleMask((restore) =>
+          Effect.flatMap(
+            restore(upstreams.open({
+              providerName: c.deployment.providerName,
+              provider: c.deployment.provider,
+              endpoint: c.path.upstreamEndpoint,
+              body: c.upstreamBody,
+              headers: g.protocolHeaders,
+              requestId: g.requestId,
+              answerWithinMs: left()
+            })),
+            (body) => {
+              held = body
+              return restore(firstEvents(body)).pipe(
+                Effect.tapError(() => Effect.sync(letGo)),
+                Effect.map((first) => ({ body, decoder, first, candidate: c }))
+              )
             }
-            first = events
-          }
-          return { body, decoder, first }
-        }).pipe(
-          Scope.extend(scope),
-          Effect.onError((cause) => Scope.close(scope, Exit.failCause(cause)))
+          )
         )
-        return { ...opened, scope, candidate: c }
       })
 
     const record = yield* FiberRef.get(currentRecord)
@@ -130,12 +141,13 @@ export const streamCall = (deps: StreamDeps) =>
     // there (its quota taken by another process meanwhile) drops the upstream's stream unread.
     const committed = yield* Effect.exit(s.committed)
     if (Exit.isFailure(committed)) {
-      if (Exit.isSuccess(exit)) yield* Scope.close(exit.value.value.scope, Exit.interrupt(FiberId.none))
+      letGo()
       return yield* Exit.isInterrupted(exit) ? Effect.interrupt : Effect.failCause(committed.cause)
     }
     const ticket = committed.value
 
     if (Exit.isFailure(exit)) {
+      letGo() // an attempt that had its answer when the call was interrupted
       if (Exit.isInterrupted(exit)) {
         yield* billing.bill(ticket, yield* cancelledBeforeAnswer(g.body))
         return yield* Effect.interrupt
@@ -156,7 +168,7 @@ export const streamCall = (deps: StreamDeps) =>
 
     // The first event is in hand: from here on nothing is retried. The answer is a 200 whatever
     // follows; the request's access line waits for the stream's end.
-    const { body, candidate, decoder, first, scope } = exit.value.value
+    const { body, candidate, decoder, first } = exit.value.value
     if (record) {
       record.firstChunkAt = performance.now()
       record.status = 200
@@ -218,7 +230,7 @@ export const streamCall = (deps: StreamDeps) =>
       })).pipe(Effect.exit)
       const ended = Exit.isSuccess(result) ? result.value : undefined
       // A complete stream hands its upstream connection back for reuse; any other end closes it.
-      yield* Scope.close(scope, ended?._tag === "Completed" ? Exit.void : Exit.interrupt(FiberId.none))
+      body.release(ended?._tag === "Completed")
       if (ended?._tag === "Failed") {
         // After the first chunk an error is the stream's last event; for chat no [DONE] follows.
         const e = ended.error

@@ -2,6 +2,7 @@
  * What the four generation endpoints share: read the body, decode the fields the gateway needs,
  * hand the request to the gateway, answer with the upstream's JSON in the client's style.
  */
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import type { HttpServerRequest } from "@effect/platform"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type { Schema } from "effect"
@@ -126,6 +127,11 @@ export const makeGenerationHandler = Effect.gen(function*() {
           const { dropped, stream } = yield* mapGatewayErrors(
             gateway.generateStream({ ...generation, includeUsage: options?.include_usage === true })
           )
+          // However this handler ends, a client that goes away ends its stream: even one it leaves
+          // before the server has begun to send it (the relay stops and bills it as cancelled).
+          const response = NodeHttpServerRequest.toServerResponse(request)
+          if (response.destroyed) stream.destroy()
+          else response.once("close", () => stream.destroy())
           return HttpServerResponse.raw(stream, {
             contentType: "text/event-stream",
             headers: {

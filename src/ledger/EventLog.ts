@@ -316,9 +316,9 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
               resume(exit)
             }
           })
-          wakeWriter()
-          // An appender that stops waiting stops the timer; its append is committed all the same.
-          return Effect.sync(() => clearTimeout(timer))
+          // No canceller: one would wrap every append in an interruption handler, and an appender that
+          // stops waiting leaves only this timer, whose answer then reaches no one (the append is
+          // committed all the same).
         }
         wakeWriter()
       })

@@ -2,7 +2,6 @@
  * What every upstream provider offers the gateway: send one request body in the provider's own
  * style to one endpoint, get the status and body back. Errors are typed by what a retry could fix.
  */
-import type { Scope } from "effect"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import type { ProviderConfig } from "../config/ConfigFile.ts"
@@ -60,10 +59,11 @@ export class UpstreamError extends Data.TaggedError("UpstreamError")<{
 export interface UpstreamClient {
   readonly send: (request: UpstreamRequest) => Effect.Effect<UpstreamReply, UpstreamError>
   /**
-   * Opens a streamed call: succeeds once the upstream answered 2xx, with its body to read; the
-   * connection lives in the scope, so closing it (a client that left) closes the upstream connection.
+   * Opens a streamed call: succeeds once the upstream answered 2xx, with its body to read. The caller
+   * owns the body from then on and lets it go with `release` (the upstream connection is reused or
+   * closed); an interruption before the answer drops the request.
    */
-  readonly open: (request: UpstreamRequest) => Effect.Effect<UpstreamBody, UpstreamError, Scope.Scope>
+  readonly open: (request: UpstreamRequest) => Effect.Effect<UpstreamBody, UpstreamError>
 }
 
 /**
@@ -82,6 +82,12 @@ export interface UpstreamBody {
   readonly onReady: (f: () => void) => void
   /** Forgets the `f` given to `onReady`. */
   readonly cancelReady: () => void
+  /**
+   * Lets the body go, once (later calls do nothing): after a complete stream its last bytes are
+   * drained (bounded) so the connection serves the next call; otherwise (the client left, an error,
+   * a timeout) the connection is closed.
+   */
+  readonly release: (completed: boolean) => void
 }
 
 /**

@@ -44,7 +44,8 @@ const fakeBody = () => {
     },
     failure: () => broken,
     onReady: (f) => void (ready = f),
-    cancelReady: () => void (ready = undefined)
+    cancelReady: () => void (ready = undefined),
+    release: () => {}
   }
   return {
     body,

@@ -10,9 +10,7 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Redacted from "effect/Redacted"
-import * as Scope from "effect/Scope"
 import type { IncomingHttpHeaders } from "node:http"
 import type { Agent, Dispatcher } from "undici"
 import type { ProviderConfig } from "../../config/ConfigFile.ts"
@@ -142,6 +140,7 @@ const textOf = (body: Dispatcher.ResponseData["body"]) => body.text().catch(() =
  */
 const bodyReader = (body: Dispatcher.ResponseData["body"], providerName: string): UpstreamBody => {
   let failure: UpstreamError | undefined
+  let released = false
   let ended = false
   let ready: (() => void) | undefined
   const poke = () => {
@@ -172,6 +171,12 @@ const bodyReader = (body: Dispatcher.ResponseData["body"], providerName: string)
     },
     cancelReady: () => {
       ready = undefined
+    },
+    release: (completed) => {
+      if (released) return
+      released = true
+      ready = undefined
+      release(body, completed)
     }
   }
 }
@@ -290,35 +295,19 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
         `The upstream ${request.providerName} did not answer in time.`
       )
 
+    // The wait for the answer stays interruptible (a first-byte timeout, a client that left): an
+    // interruption drops the request. Once it is in, the body is the caller's to release.
     const open = (request: UpstreamRequest) =>
-      // The wait for the answer stays interruptible (a first-byte timeout, a client that left). Once it
-      // is in, the scope decides the connection's fate when it closes: a stream that completed has its
-      // last bytes drained (bounded) so the connection goes back to the pool for the next call, with no
-      // new TCP or TLS handshake; any other end (the client left, an error, a timeout) destroys it.
-      Effect.uninterruptibleMask((restore) =>
-        restore(
-          postWithin(
-            request,
-            "text/event-stream",
-            // An error answer is read whole within the same time as a good one's start.
-            async (res) =>
-              res.statusCode >= 200 && res.statusCode < 300
-                ? Effect.succeed(res)
-                : statusError(request, res.statusCode, res.headers, await textOf(res.body)),
-            `The upstream ${request.providerName} sent no first event in time.`
-          )
-        ).pipe(
-          // Added to the scope directly: `Effect.addFinalizer` would also carry the fiber's context
-          // over to the finalizer, work a plain release does not need, on every call.
-          Effect.tap((res) =>
-            Effect.flatMap(
-              Effect.scope,
-              (scope) =>
-                Scope.addFinalizerExit(scope, (exit) => Effect.sync(() => release(res.body, Exit.isSuccess(exit))))
-            )
-          )
-        )
-      ).pipe(Effect.map((res) => bodyReader(res.body, request.providerName)))
+      postWithin(
+        request,
+        "text/event-stream",
+        // An error answer is read whole within the same time as a good one's start.
+        async (res) =>
+          res.statusCode >= 200 && res.statusCode < 300
+            ? Effect.succeed(bodyReader(res.body, request.providerName))
+            : statusError(request, res.statusCode, res.headers, await textOf(res.body)),
+        `The upstream ${request.providerName} sent no first event in time.`
+      )
 
     return { send, open } as const
   })

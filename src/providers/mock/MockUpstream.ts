@@ -223,7 +223,10 @@ export const open = (request: UpstreamRequest) =>
       },
       failure: () => undefined,
       onReady: (f) => f(),
-      cancelReady: () => {}
+      cancelReady: () => {},
+      release: () => {
+        chunks = undefined
+      }
     }
     return body
   })
