@@ -86,7 +86,9 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                   // recovery stands in for `onError` / `onExit` (which would mask again, a dozen runtime
                   // steps each, on every request).
                   const record = fiber.getFiberRef(currentRecord)
-                  if (record) record.working = true
+                  if (record) {
+                    record.working = true
+                  }
                   supervisor.enterNow(g.requestId)
                   // The end of the request's work: no longer live, and a client that left before the
                   // answer gets its access line now, with the bill's figures (RequestLog.ts).
@@ -123,16 +125,19 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                           )).pipe(Effect.zipRight(exit))
                     )
                   if (reservation.ample && routed.rateLimits === undefined && billing.logAnsweringNow()) {
-                    return Effect.flatMap(Effect.fork(start), (f) => proceed(Effect.flatten(Fiber.await(f))))
+                    return Effect.flatMap(Effect.fork(start), (f) =>
+                      proceed(Effect.flatten(Fiber.await(f))))
                   }
                   // Refused or unconfirmed before anything goes upstream: billing.start released the
                   // reservation; the request is no longer live.
                   return Effect.flatMap(
                     Effect.exit(start),
-                    (started) => Exit.isFailure(started) ? Effect.zipRight(leave, Effect.failCause(started.cause)) : proceed(started)
+                    (started) =>
+                      Exit.isFailure(started)
+                        ? Effect.zipRight(leave, Effect.failCause(started.cause))
+                        : proceed(started)
                   )
-                })
-              )
+                }))
             )
           )
       )

@@ -2,8 +2,8 @@
  * What the four generation endpoints share: read the body, decode the fields the gateway needs,
  * hand the request to the gateway, answer with the upstream's JSON in the client's style.
  */
-import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import type { HttpServerRequest } from "@effect/platform"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type { Schema } from "effect"
 import * as Effect from "effect/Effect"
