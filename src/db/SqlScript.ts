@@ -9,10 +9,10 @@
  * - `raw(text)`: a string literal type (or a union of them), never a computed `string`;
  * - `identifiers(names)`: names from a fixed set, each a plain lower-case name;
  * - `numeric(n)`: a finite number as a numeric constant;
- * - `array(values)`: values as one array literal, each element quoted;
+ * - `jsonDocument(value)`: a value's JSON text as one dollar-quoted constant;
  * - `join(fragments, separator)`: Fragments with a string literal between them.
- * So a value never becomes SQL text: it reaches the script only through `literal` (an array's
- * elements too). There are no
+ * So a value never becomes SQL text: it reaches the script only through `literal`, or whole as JSON
+ * inside a dollar-quoted constant whose tag it does not contain. There are no
  * placeholders to replace, so a value that looks like one (`$1`) is a value like any other.
  */
 export type Param = string | number | bigint | boolean | null | undefined
@@ -110,24 +110,20 @@ export const join = <S extends string>(fragments: ReadonlyArray<Fragment>, separ
 }
 
 /**
- * Values as one array literal (`'{"a","b",NULL}'`), which a cast types (`::text[]`, `::jsonb[]`): many
- * rows in a few constants, for `unnest`, which Postgres parses far faster than as many row literals.
- * Every element is double-quoted with its backslashes and double quotes escaped, so its text is the
- * value's whatever it holds; null and undefined are NULL. The whole is then a literal like any other.
+ * A value as one JSON document (`JSON.stringify`), written as a dollar-quoted constant that a cast
+ * types (`::jsonb`): a batch's rows in one constant for `jsonb_to_recordset`, which Postgres reads with
+ * its JSON parser, faster than as many row literals or one array per column. Dollar quoting takes the
+ * text as it is (nothing escaped, whatever `standard_conforming_strings` says), up to its closing tag,
+ * so the tag is one that the text does not contain (nor could form with the tag's own first
+ * characters). JSON text holds no NUL character (JSON.stringify writes control characters as
+ * escapes; jsonb refuses `\u0000`, as it refuses a lone surrogate, and so the statement fails).
  */
-export const array = (values: ReadonlyArray<Param>): Fragment => {
-  let text = "{"
-  for (let i = 0; i < values.length; i++) {
-    const v = values[i]
-    if (i > 0) text += ","
-    if (v === null || v === undefined) text += "NULL"
-    else {
-      if (typeof v === "object") throw new TypeError("a SQL array is made from primitive values")
-      if (typeof v === "number" && !Number.isFinite(v)) throw new RangeError(`${v} is not a SQL number`)
-      text += `"${String(v).replaceAll("\\", "\\\\").replaceAll("\"", "\\\"")}"`
-    }
-  }
-  return new Fragment(made, literal(text + "}"))
+export const jsonDocument = (value: unknown): Fragment => {
+  const text = JSON.stringify(value)
+  if (typeof text !== "string") throw new TypeError("a JSON document is made from a value JSON can write")
+  let tag = "$j$"
+  for (let i = 0; (text + tag).indexOf(tag) !== text.length; i++) tag = `$j${i}$`
+  return new Fragment(made, `${tag}${text}${tag}`)
 }
 
 /** Statements as one script, in order. */

@@ -2,7 +2,17 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import fc from "fast-check"
-import { array, Fragment, identifiers, join, literal, numeric, raw, script, sql } from "../../src/db/SqlScript.ts"
+import {
+  Fragment,
+  identifiers,
+  join,
+  jsonDocument,
+  literal,
+  numeric,
+  raw,
+  script,
+  sql
+} from "../../src/db/SqlScript.ts"
 import { TestDatabase } from "../support/TestDatabase.ts"
 
 // Text the writer inlines: ids, model names, JSON with quotes and backslashes, placeholder look-alikes.
@@ -49,13 +59,12 @@ describe("SqlScript", () => {
     expect(script([sql`SELECT ${1}`, raw("SELECT 2")])).toBe("SELECT '1';\nSELECT 2")
   })
 
-  it("writes an array as one literal, every element quoted, null as NULL", () => {
-    expect(array(["a", "b c", null, 7, "NULL", "x\"y"]).text).toBe(`E'{"a","b c",NULL,"7","NULL","x\\\\"y"}'`)
-    expect(array(["it's", "a\\b"]).text).toBe(`E'{"it''s","a\\\\\\\\b"}'`)
-    expect(array([]).text).toBe("'{}'")
-    expect(() => array(["a\u0000"])).toThrow(/NUL/)
-    expect(() => array([{} as never])).toThrow(/primitive/)
-    expect(() => array([Number.NaN])).toThrow(/not a SQL number/)
+  it("writes a JSON document as one dollar-quoted constant, with a tag its text does not contain", () => {
+    expect(jsonDocument({ a: "it's \\ \"q\"" }).text).toBe("$j$" + JSON.stringify({ a: "it's \\ \"q\"" }) + "$j$")
+    expect(jsonDocument("$j$").text).toBe(`$j0$"$j$"$j0$`)
+    expect(jsonDocument(["$j$", "$j0$"]).text).toBe(`$j1$["$j$","$j0$"]$j1$`)
+    expect(() => jsonDocument(undefined)).toThrow(/JSON/)
+    expect(() => jsonDocument({ n: 1n })).toThrow(TypeError)
   })
 
   it("refuses what it cannot write faithfully", () => {
@@ -118,16 +127,20 @@ describe("SqlScript", () => {
         }
       }))
 
-    it.effect("any text survives the round trip through an array, whatever standard_conforming_strings says", () =>
+    it.effect("any text survives the round trip through a JSON document, whatever standard_conforming_strings says", () =>
       Effect.gen(function*() {
         const sqlc = yield* SqlClient.SqlClient
-        const samples = [...fc.sample(nasty, 300), "NULL", "", " padded ", "{a,b}", "\"", "\\\"", null]
+        const samples = [...fc.sample(nasty, 300), "NULL", "", " padded ", "{a,b}", "\"", "\\\"", "$j$", "$$", "x$j"]
         for (const conforming of ["on", "off"]) {
           const rows = yield* sqlc.withTransaction(
             sqlc.unsafe(`SET LOCAL standard_conforming_strings = ${conforming}`).pipe(
               Effect.zipRight(
-                sqlc.unsafe<{ v: string | null }>(
-                  script([sql`SELECT v FROM unnest(${array(samples)}::text[]) WITH ORDINALITY AS u(v, n) ORDER BY n`])
+                sqlc.unsafe<{ v: string }>(
+                  script([
+                    sql`SELECT v FROM jsonb_array_elements_text(${
+                      jsonDocument(samples)
+                    }::jsonb) WITH ORDINALITY AS u(v, n) ORDER BY n`
+                  ])
                 ).unprepared
               )
             )

@@ -94,7 +94,6 @@ describe("EventLog", () => {
     it.effect("a large append keeps every value as written and its events in version order", () =>
       Effect.gen(function*() {
         const log = yield* EventLog
-        // Enough events for the writer to send them as arrays rather than as row literals.
         const awkward = ["it's", "a\\b", "\"quoted\"", "{a,b}", "NULL", "", "$1", "'; DROP TABLE event_log; --", "€ 🙂"]
         const grants = Array.from({ length: 40 }, (_, i) => ({
           ...grant("wide"),
