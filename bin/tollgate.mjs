@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=32
+#!/usr/bin/env -S node --max-semi-space-size=16 --heap-growing-percent=100
 // The `tollgate` command. It runs one bundle of the TypeScript sources and the packages they use
 // (dist/bin/tollgate.mjs, built with esbuild), rebuilt whenever a source or this file is newer than
 // it, or package-lock.json names other packages than those it was built with. One file loads in about
