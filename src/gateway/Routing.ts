@@ -8,7 +8,7 @@ import type { CatalogModel, CatalogService, ResolvedDeployment } from "../accoun
 import type { KeyRecord } from "../accounts/KeyRecord.ts"
 import type { PriceSheet } from "../accounts/Pricing.ts"
 import type { Endpoint } from "../ledger/events.ts"
-import type { ProtocolHeaders } from "../providers/Upstream.ts"
+import type { ProtocolHeaders, UpstreamRequest } from "../providers/Upstream.ts"
 import { type Route, routeFor } from "../styles/registry.ts"
 import { attempt } from "../styles/shared/Untranslatable.ts"
 import type { RateLimits } from "./Billing.ts"
@@ -45,6 +45,17 @@ export interface Candidate {
   /** The client's advisory fields the translation to this upstream dropped. */
   readonly dropped: ReadonlyArray<string>
 }
+
+/** The request to send to a candidate's upstream, answered within `answerWithinMs`. */
+export const upstreamRequestOf = (g: Generation, c: Candidate, answerWithinMs: number): UpstreamRequest => ({
+  providerName: c.deployment.providerName,
+  provider: c.deployment.provider,
+  endpoint: c.path.upstreamEndpoint,
+  body: c.upstreamBody,
+  headers: g.protocolHeaders,
+  requestId: g.requestId,
+  answerWithinMs
+})
 
 export interface Routed {
   readonly model: CatalogModel

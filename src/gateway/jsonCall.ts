@@ -18,7 +18,7 @@ import { attempt } from "../styles/shared/Untranslatable.ts"
 import type { Billing } from "./Billing.ts"
 import { cancelledBeforeAnswer, estimateReply } from "./estimates.ts"
 import { type RetryPolicy, withFailover } from "./Failover.ts"
-import type { Generation } from "./Routing.ts"
+import { type Generation, upstreamRequestOf } from "./Routing.ts"
 import type { Started } from "./started.ts"
 import { notAnObject, toFailure, untranslatableAnswer } from "./upstreamFailure.ts"
 
@@ -43,19 +43,12 @@ export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started<never>) =
       s.candidates,
       deps.policy,
       observeAttempts(metrics, (c) =>
-        upstreams.send({
-          providerName: c.deployment.providerName,
-          provider: c.deployment.provider,
-          endpoint: c.path.upstreamEndpoint,
-          body: c.upstreamBody,
-          headers: g.protocolHeaders,
-          requestId: g.requestId,
+        upstreams.send(upstreamRequestOf(
+          g,
+          c,
           // A non-streamed answer arrives whole: its first byte is its last.
-          answerWithinMs: Math.min(
-            c.deployment.provider.timeouts.first_byte_ms,
-            c.deployment.provider.timeouts.total_ms
-          )
-        }))
+          Math.min(c.deployment.provider.timeouts.first_byte_ms, c.deployment.provider.timeouts.total_ms)
+        )))
     )
     // A client that leaves interrupts this fiber: only the restored upstream call stops.
     const exit = yield* s.restore(call).pipe(Effect.exit)

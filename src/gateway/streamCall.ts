@@ -29,7 +29,7 @@ import { textOf } from "../tokens/text.ts"
 import type { Billing } from "./Billing.ts"
 import { cancelledBeforeAnswer, estimateStream } from "./estimates.ts"
 import { Exhausted, type RetryPolicy, withFailover } from "./Failover.ts"
-import type { Candidate, Generation } from "./Routing.ts"
+import { type Candidate, type Generation, upstreamRequestOf } from "./Routing.ts"
 import type { Started } from "./started.ts"
 import { toFailure } from "./upstreamFailure.ts"
 
@@ -113,15 +113,7 @@ export const streamCall = (deps: StreamDeps) =>
         // The body is held as the answer is taken (uninterruptibly), so no interruption can lose it.
         return Effect.uninterruptibleMask((restore) =>
           Effect.flatMap(
-            restore(upstreams.open({
-              providerName: c.deployment.providerName,
-              provider: c.deployment.provider,
-              endpoint: c.path.upstreamEndpoint,
-              body: c.upstreamBody,
-              headers: g.protocolHeaders,
-              requestId: g.requestId,
-              answerWithinMs: left()
-            })),
+            restore(upstreams.open(upstreamRequestOf(g, c, left()))),
             (body) => {
               held = body
               return restore(firstEvents(body)).pipe(
