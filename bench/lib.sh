@@ -75,6 +75,18 @@ server_options:
 YAML
 }
 
+# The start of a run on Tollgate on Postgres behind the mock (its pacing from MOCK_DELAY_MS, if set):
+# the harness, the mock, the one-model configuration, a fresh database and a key (KEY); exports
+# DATABASE_URL and TOLLGATE_CONFIG for what follows.
+pg_behind_mock() {
+  copy_harness
+  start_mock
+  one_model_config
+  fresh_database
+  export DATABASE_URL="$DB_URL" TOLLGATE_CONFIG="$WORK/tollgate.yaml"
+  read -r KEY _ < <(bench_key)
+}
+
 # Starts `tollgate serve` in the background as `npm start` runs it, with TOLLGATE_NODE_OPTIONS as its
 # NODE_OPTIONS, NODE_FLAGS and SERVE_ARGS: start_serve LOG PORT [NAME=value ...]. It logs as it does by
 # default (info: an access line per request, to the log file); BENCH_LOG_LEVEL changes that. Sets

@@ -6,14 +6,9 @@
 NAME=streamcpu
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 C=${C:-200}; D=${D:-15}
-copy_harness
 export MOCK_DELAY_MS=250
-start_mock
+pg_behind_mock
 P_TG=$(free_port); P_FL=$(free_port)
-one_model_config
-fresh_database
-export DATABASE_URL="$DB_URL" TOLLGATE_CONFIG="$WORK/tollgate.yaml"
-read -r KEY _ < <(bench_key)
 start_serve "$WORK/tollgate.log" "$P_TG"; TG=$SERVE_PID
 node "$WORK/harness/node-floor-proxy.mjs" --port "$P_FL" --upstream "http://127.0.0.1:$P_MOCK" --connections $((C + 500)) >"$WORK/floor.log" 2>&1 & FL=$!; PIDS+=($FL)
 wait_http "http://127.0.0.1:$P_MOCK/health"
