@@ -25,7 +25,9 @@ export class Fragment {
   declare private readonly brand: typeof made
   readonly text: string
   constructor(token: typeof made, text: string) {
-    if (token !== made) throw new TypeError("a Fragment is made by sql`...`, raw, identifiers, numeric, array or join")
+    if (token !== made) {
+      throw new TypeError("a Fragment is made by sql`...`, raw, identifiers, numeric, jsonDocument or join")
+    }
     this.text = text
   }
 }
@@ -121,9 +123,15 @@ export const join = <S extends string>(fragments: ReadonlyArray<Fragment>, separ
 export const jsonDocument = (value: unknown): Fragment => {
   const text = JSON.stringify(value)
   if (typeof text !== "string") throw new TypeError("a JSON document is made from a value JSON can write")
-  let tag = "$j$"
-  for (let i = 0; (text + tag).indexOf(tag) !== text.length; i++) tag = `$j${i}$`
-  return new Fragment(made, `${tag}${text}${tag}`)
+  // The tags of this form the text holds, found in one pass; the first that it does not is the tag.
+  const taken = new Set<string>()
+  for (const m of text.matchAll(/\$j(\d*)\$/g)) taken.add(m[1]!)
+  let n = -1
+  while (taken.has(n < 0 ? "" : String(n))) n++
+  let tag = n < 0 ? "$j$" : `$j${n}$`
+  for (; (text + tag).indexOf(tag) !== text.length; n++) tag = `$j${n + 1}$`
+  // Spaced: a `$` right after a name's last character or another `$` would not open a quote.
+  return new Fragment(made, ` ${tag}${text}${tag} `)
 }
 
 /** Statements as one script, in order. */
