@@ -85,17 +85,6 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                   // Everything below runs uninterruptibly but for what `body` restores, so plain
                   // recovery stands in for `onError` / `onExit` (which would mask again, a dozen runtime
                   // steps each, on every request).
-                  const record = fiber.getFiberRef(currentRecord)
-                  if (record) {
-                    record.working = true
-                  }
-                  supervisor.enterNow(g.requestId)
-                  // The end of the request's work: no longer live, and a client that left before the
-                  // answer gets its access line now, with the bill's figures (RequestLog.ts).
-                  const leave = Effect.suspend(() => {
-                    supervisor.leaveNow(g.requestId)
-                    return record ? requestLog.workDone(record) : Effect.void
-                  })
                   const first = routed.candidates[0]!
                   // The authoritative quota check and StreamStarted: one span, `tollgate.admission`.
                   const start = billing.start({
@@ -112,6 +101,18 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                     rateLimits: routed.rateLimits,
                     inputEstimateTokens: cheapTokens(textOf(g.body))
                   }).pipe(traced("tollgate.admission"))
+                  // From here on the request is live and its work marked on its record until `leave`.
+                  const record = fiber.getFiberRef(currentRecord)
+                  if (record) {
+                    record.working = true
+                  }
+                  supervisor.enterNow(g.requestId)
+                  // The end of the request's work: no longer live, and a client that left before the
+                  // answer gets its access line now, with the bill's figures (RequestLog.ts).
+                  const leave = Effect.suspend(() => {
+                    supervisor.leaveNow(g.requestId)
+                    return record ? requestLog.workDone(record) : Effect.void
+                  })
                   // However the request ends: billed once (the safety net for a defect), its reservation
                   // released (the bill does it; on a failure before the bill, this does), no longer live.
                   const proceed = (committed: Started<A>["committed"]) =>
@@ -137,7 +138,9 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                         ? Effect.zipRight(leave, Effect.failCause(started.cause))
                         : proceed(started)
                   )
-                }))
+                  // A defect before the request was live (its StreamStarted not even asked for) releases
+                  // the reservation too (release is idempotent).
+                }).pipe(Effect.tapErrorCause(() => reservation.release)))
             )
           )
       )
