@@ -292,6 +292,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
               )
             )
           }, wait)
+          timer.unref() // an appender that stopped waiting does not hold the process
           pending.push({
             request,
             done: (exit) => {
