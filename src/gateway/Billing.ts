@@ -322,7 +322,6 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
       checkpoint,
       bill,
       /** Whether the log's last commits went through (false from a commit that failed for want of the database until one succeeds). */
-      /** Whether the log's last commits landed (none has failed for want of the database since). */
       logAnsweringNow: log.answeringNow
     } as const
   })

@@ -2,9 +2,10 @@
  * The client's end of a stream: what the relay writes here reaches the HTTP response through a Node
  * `Readable` that the server pipes to the socket (`HttpServerResponse.raw`), with backpressure: a write
  * that finds the buffer (64 KiB) full waits until the response has taken it, so a slow client slows the
- * upstream reads instead of growing memory. A plain `Readable` the relay pushes into, rather than a
- * `PassThrough` (a stream written into, then read from: twice the work a chunk) or an Effect Queue
- * turned into a Stream (about 200 µs of CPU a response, more than the whole relay of a 20-chunk stream).
+ * upstream reads instead of growing memory. A plain `Readable` the relay pushes text into (turned into
+ * bytes from Node's buffer pool as it is pushed), rather than a `PassThrough` (a stream written into,
+ * then read from: twice the work a chunk) or an Effect Queue turned into a Stream (about 200 µs of CPU
+ * a response, more than the whole relay of a 20-chunk stream).
  */
 import * as Effect from "effect/Effect"
 import { Readable } from "node:stream"

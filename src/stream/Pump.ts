@@ -38,7 +38,7 @@ export interface PumpOptions {
   readonly onRead?: () => void
 }
 
-/** The client's events as one write (text: the response encodes it as UTF-8 into its own buffers). */
+/** The client's events as one write, as text (the client's stream turns it into bytes from Node's buffer pool). */
 export const sseTextOf = (events: ReadonlyArray<SseEvent>) => {
   let text = ""
   for (const e of events) text += encode(e)
