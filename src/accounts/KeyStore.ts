@@ -91,19 +91,22 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
     }
 
     /**
-     * Adds a key, or replaces its cached record with one that has the figures read (its quota,
-     * spending, billed requests, expiry and revocation; the rest of a key never changes).
+     * Adds a key, or brings its cached record up to the figures read (its quota, spending, billed
+     * requests, expiry and revocation; the rest of a key never changes). A row read from the database
+     * may be older than the cache: this process's own commits reach the cache as they land (the
+     * listener below), possibly between a catch-up's read and this. So what only grows takes the larger
+     * of the two (quota, spending, billed requests), and a revocation, which is final, is never undone.
      */
     const put = (key: KeyRecord) => {
       const cached = byId.get(key.keyId)
       if (cached) {
         set({
           ...cached,
-          quotaNanos: key.quotaNanos,
-          usedNanos: key.usedNanos,
-          billedRequests: key.billedRequests,
+          quotaNanos: key.quotaNanos > cached.quotaNanos ? key.quotaNanos : cached.quotaNanos,
+          usedNanos: key.usedNanos > cached.usedNanos ? key.usedNanos : cached.usedNanos,
+          billedRequests: key.billedRequests > cached.billedRequests ? key.billedRequests : cached.billedRequests,
           expiresAt: key.expiresAt,
-          revokedAt: key.revokedAt
+          revokedAt: cached.revokedAt ?? key.revokedAt
         })
         return
       }

@@ -119,6 +119,34 @@ describe("the key cache", () => {
         expect((yield* admission.admit(keyId, usd(0.5))).amount).toBe(usd(0.5))
       }))
 
+    it.effect("a catch-up that reads a key's row older than the cache does not undo what the cache has", () =>
+      Effect.gen(function*() {
+        const store = yield* KeyStore
+        const keys = yield* Keys
+        const sql = yield* SqlClient.SqlClient
+        const issued = yield* issue(1)
+        const keyId = issued.key.keyId
+        yield* bill(keyId, "req_cache_stale", usd(0.25))
+        yield* keys.grant(keyId, usd(0.5), "test").pipe(Effect.orDie)
+        yield* keys.revoke(keyId, "test").pipe(Effect.orDie)
+        // The row as a read made before those commits would have found it (this process's commits
+        // reach the cache as they land, and may land between a catch-up's read and its use of it).
+        yield* sql`UPDATE api_keys SET revoked_at = NULL, used_nanos = 0, billed_requests = 0, quota_nanos = ${
+          usd(1).toString()
+        }::bigint WHERE key_id = ${keyId}`
+        yield* store.catchUp
+        const current = store.byId(keyId)!
+        expect(current.revokedAt).not.toBeNull()
+        expect(current).toMatchObject({ quotaNanos: usd(1.5), usedNanos: usd(0.25), billedRequests: 1n })
+        expect((yield* store.findBySecret(issued.secret!))?.revokedAt).not.toBeNull()
+        // A row that is newer (changed by another process) still moves the figures that grow.
+        yield* sql`UPDATE api_keys SET used_nanos = ${usd(0.75).toString()}::bigint, billed_requests = 3,
+            quota_nanos = ${usd(2).toString()}::bigint WHERE key_id = ${keyId}`
+        yield* bill(keyId, "req_cache_stale_2", 0n) // names the key in the log, so the catch-up reads it
+        yield* store.catchUp
+        expect(store.byId(keyId)).toMatchObject({ quotaNanos: usd(2), usedNanos: usd(0.75) })
+      }))
+
     it.effect("admission reads the cache the layer build shares, not one of its own", () =>
       Effect.gen(function*() {
         const store = yield* KeyStore
