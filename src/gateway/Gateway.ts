@@ -85,22 +85,28 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                   // Everything below runs uninterruptibly but for what `body` restores, so plain
                   // recovery stands in for `onError` / `onExit` (which would mask again, a dozen runtime
                   // steps each, on every request).
-                  const first = routed.candidates[0]!
-                  // The authoritative quota check and StreamStarted: one span, `tollgate.admission`.
-                  const start = billing.start({
-                    requestId: g.requestId,
-                    key: g.key,
-                    model: g.model,
-                    endpoint: g.endpoint,
-                    stream: g.stream,
-                    provider: first.deployment.providerName,
-                    upstreamModel: first.deployment.upstreamModel,
-                    prices: routed.prices,
-                    reservation,
-                    bound: routed.bound,
-                    rateLimits: routed.rateLimits,
-                    inputEstimateTokens: cheapTokens(textOf(g.body))
-                  }).pipe(traced("tollgate.admission"))
+                  // The authoritative quota check and StreamStarted: one span, `tollgate.admission`. A
+                  // defect in making it (the request not yet live) gives the reservation back.
+                  let start: Started<A>["committed"]
+                  try {
+                    const first = routed.candidates[0]!
+                    start = billing.start({
+                      requestId: g.requestId,
+                      key: g.key,
+                      model: g.model,
+                      endpoint: g.endpoint,
+                      stream: g.stream,
+                      provider: first.deployment.providerName,
+                      upstreamModel: first.deployment.upstreamModel,
+                      prices: routed.prices,
+                      reservation,
+                      bound: routed.bound,
+                      rateLimits: routed.rateLimits,
+                      inputEstimateTokens: cheapTokens(textOf(g.body))
+                    }).pipe(traced("tollgate.admission"))
+                  } catch (defect) {
+                    return Effect.zipRight(reservation.release, Effect.die(defect))
+                  }
                   // From here on the request is live and its work marked on its record until `leave`.
                   const record = fiber.getFiberRef(currentRecord)
                   if (record) {
@@ -138,9 +144,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                         ? Effect.zipRight(leave, Effect.failCause(started.cause))
                         : proceed(started)
                   )
-                  // A defect before the request was live (its StreamStarted not even asked for) releases
-                  // the reservation too (release is idempotent).
-                }).pipe(Effect.tapErrorCause(() => reservation.release)))
+                }))
             )
           )
       )
