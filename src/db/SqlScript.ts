@@ -115,23 +115,26 @@ export const join = <S extends string>(fragments: ReadonlyArray<Fragment>, separ
  * A value as one JSON document (`JSON.stringify`), written as a dollar-quoted constant that a cast
  * types (`::jsonb`): a batch's rows in one constant for `jsonb_to_recordset`, which Postgres reads with
  * its JSON parser, faster than as many row literals or one array per column. Dollar quoting takes the
- * text as it is (nothing escaped, whatever `standard_conforming_strings` says), up to its closing tag,
- * so the tag is one that the text does not contain (nor could form with the tag's own first
- * characters). JSON text holds no NUL character (JSON.stringify writes control characters as
- * escapes; jsonb refuses `\u0000`, as it refuses a lone surrogate, and so the statement fails).
+ * text as it is (nothing escaped, whatever `standard_conforming_strings` says), up to its closing tag:
+ * the tag is one the text does not contain, and a space (which JSON ignores, and no tag holds) stands
+ * between the text and the closing tag, so the text's last characters cannot form the tag with it.
+ * JSON text holds no NUL character (JSON.stringify writes control characters as escapes; jsonb
+ * refuses `\u0000`, as it refuses a lone surrogate, and so the statement fails).
  */
 export const jsonDocument = (value: unknown): Fragment => {
   const text = JSON.stringify(value)
   if (typeof text !== "string") throw new TypeError("a JSON document is made from a value JSON can write")
-  // The tags of this form the text holds, found in one pass; the first that it does not is the tag.
-  const taken = new Set<string>()
-  for (const m of text.matchAll(/\$j(\d*)\$/g)) taken.add(m[1]!)
-  let n = -1
-  while (taken.has(n < 0 ? "" : String(n))) n++
-  let tag = n < 0 ? "$j$" : `$j${n}$`
-  for (; (text + tag).indexOf(tag) !== text.length; n++) tag = `$j${n + 1}$`
-  // Spaced: a `$` right after a name's last character or another `$` would not open a quote.
-  return new Fragment(made, ` ${tag}${text}${tag} `)
+  let tag = "$j$"
+  if (text.includes("$j")) {
+    // Every tag of this form the text holds (overlapping ones too: the lookahead keeps the closing `$`
+    // for the next), in one pass; the first it does not hold is the tag.
+    const taken = new Set<string>()
+    for (const m of text.matchAll(/\$j(\d*)(?=\$)/g)) taken.add(m[1]!)
+    for (let n = 0; taken.has(tag.slice(2, -1)); n++) tag = `$j${n}$`
+  }
+  // Spaced before the opening tag too: a `$` right after a name's last character or another `$` would
+  // not open a quote.
+  return new Fragment(made, ` ${tag}${text} ${tag} `)
 }
 
 /** Statements as one script, in order. */

@@ -61,14 +61,17 @@ describe("SqlScript", () => {
 
   it("writes a JSON document as one dollar-quoted constant, with a tag its text does not contain", () => {
     const value = { a: "it's \\ \"q\"" }
-    expect(jsonDocument(value).text).toBe(` $j$${JSON.stringify(value)}$j$ `)
-    expect(jsonDocument("$j$").text).toBe(` $j0$"$j$"$j0$ `)
-    expect(jsonDocument(["$j$", "$j0$"]).text).toBe(` $j1$["$j$","$j0$"]$j1$ `)
+    expect(jsonDocument(value).text).toBe(` $j$${JSON.stringify(value)} $j$ `)
+    expect(jsonDocument("$j$").text).toBe(` $j0$"$j$" $j0$ `)
+    expect(jsonDocument(["$j$", "$j0$"]).text).toBe(` $j1$["$j$","$j0$"] $j1$ `)
+    // Tags that overlap in the text are all seen.
+    expect(jsonDocument("$j$j0$").text).toBe(` $j1$"$j$j0$" $j1$ `)
     // Many tags taken: the first free one, found without a pass per tag.
     const taken = ["$j$", ...Array.from({ length: 500 }, (_, i) => `$j${i}$`)]
     expect(jsonDocument(taken).text.startsWith(" $j500$[")).toBe(true)
-    // Spaced on both sides: a `$` right after a name (`x$j$`) would not open a quote.
-    expect(sql`SELECT x${jsonDocument(1)}::jsonb`.text).toBe("SELECT x $j$1$j$ ::jsonb")
+    // Spaced: a `$` right after a name (`x$j$`) would not open a quote, nor could the text's end form
+    // the closing tag.
+    expect(sql`SELECT x${jsonDocument(1)}::jsonb`.text).toBe("SELECT x $j$1 $j$ ::jsonb")
     expect(() => jsonDocument(undefined)).toThrow(/JSON/)
     expect(() => jsonDocument({ n: 1n })).toThrow(TypeError)
   })
