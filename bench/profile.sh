@@ -11,17 +11,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 TEST="${1:-chat}"
 SECS="${PROFILE_SECONDS:-8}"
 OUT="$ROOT/bench/results/profile-$TEST-$(date +%Y%m%d-%H%M%S)"
-copy_harness
 pg_ticks() { local t=0; for p in $(pgrep -u postgres postgres || true); do t=$((t + $(cpu_ticks "$p" 2>/dev/null || echo 0))); done; echo "$t"; }
 
 [[ "$TEST" == paced ]] && export MOCK_DELAY_MS=250
-start_mock
+pg_behind_mock
 P_TG=$(free_port)
-one_model_config
-fresh_database
-export DATABASE_URL="$DB_URL"
-export TOLLGATE_CONFIG="$WORK/tollgate.yaml"
-read -r KEY _ < <(bench_key)
 mkdir -p "$OUT"
 [[ "${PROFILE:-1}" != 0 ]] && NODE_FLAGS=(--cpu-prof --cpu-prof-dir="$OUT")
 start_serve "$WORK/tollgate.log" "$P_TG"
