@@ -7,7 +7,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Clock, Effect, Layer } from "effect"
 import { Admission } from "../../src/accounts/Admission.ts"
 import { Keys } from "../../src/accounts/Keys.ts"
 import { KeyStore } from "../../src/accounts/KeyStore.ts"
@@ -16,12 +16,19 @@ import { GatewayConfig } from "../../src/config/GatewayConfig.ts"
 import { EventLog } from "../../src/ledger/EventLog.ts"
 import { type DomainEvent, streamOf } from "../../src/ledger/events.ts"
 import { AccountsLive } from "../../src/main.ts"
+import { logSettled } from "../support/settled.ts"
 import { TestDatabase } from "../support/TestDatabase.ts"
 
 const TestLayer = AccountsLive.pipe(
   Layer.provideMerge(TestDatabase),
   Layer.provideMerge(GatewayConfig.forTest({}))
 )
+
+/**
+ * Waits until the test's commits are settled (the catch-up reads settled events only, which a busy
+ * Postgres can hold back a moment), on the real clock: `it.effect` runs on the TestClock.
+ */
+const settled = Effect.withClock(logSettled, Clock.make())
 
 const usd = (dollars: number) => BigInt(Math.round(dollars * 1e6)) * 1_000n // nanos, from whole micro-dollars
 
@@ -134,6 +141,7 @@ describe("the key cache", () => {
         yield* sql`UPDATE api_keys SET revoked_at = NULL, used_nanos = 0, billed_requests = 0, quota_nanos = ${
           usd(1).toString()
         }::bigint WHERE key_id = ${keyId}`
+        yield* settled // the catch-up reads the revocation's events, so the key's (stale) row
         yield* store.catchUp
         const current = store.byId(keyId)!
         expect(current.revokedAt).not.toBeNull()
@@ -143,6 +151,7 @@ describe("the key cache", () => {
         yield* sql`UPDATE api_keys SET used_nanos = ${usd(0.75).toString()}::bigint, billed_requests = 3,
             quota_nanos = ${usd(2).toString()}::bigint WHERE key_id = ${keyId}`
         yield* bill(keyId, "req_cache_stale_2", 0n) // names the key in the log, so the catch-up reads it
+        yield* settled
         yield* store.catchUp
         expect(store.byId(keyId)).toMatchObject({ quotaNanos: usd(2), usedNanos: usd(0.75) })
       }))
