@@ -1,22 +1,91 @@
 /**
  * An @effect/sql `SqlClient` over an embedded PGlite (Postgres compiled to WASM), so the embedded
- * default runs the same SQL and migrations as a real Postgres. PGlite is one session: every
- * statement outside a transaction, and every whole transaction, holds the single permit, so no
- * other fiber's statement can land inside an open BEGIN.
+ * default runs the same SQL and migrations as a real Postgres. PGlite runs on a thread of its own
+ * (pgliteThread.mjs): its statements run synchronously, and on the main thread each would stop every
+ * request for its whole length. PGlite is one session: every statement outside a transaction, and
+ * every whole transaction, holds the single permit, so no other fiber's statement can land inside an
+ * open BEGIN.
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
-import { PGlite } from "@electric-sql/pglite"
+import type { QueryOptions, Results } from "@electric-sql/pglite"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
+import { Worker } from "node:worker_threads"
 import * as DataDir from "./DataDir.ts"
 
-const make = (db: PGlite) =>
+/** The embedded database, on its thread: PGlite's `query`, `exec` and `close`, answered by messages. */
+interface PgliteThread {
+  readonly query: <T>(sql: string, params: Array<unknown>, options?: QueryOptions) => Promise<Results<T>>
+  readonly exec: (sql: string) => Promise<Array<Results<Record<string, unknown>>>>
+  readonly close: () => Promise<void>
+}
+
+// Beside this file in the sources; from the bundle (dist/bin, two levels below the root as src/db is)
+// the same relative path leads here too.
+const THREAD_FILE = new URL("../../src/db/pgliteThread.mjs", import.meta.url)
+
+/** An error the thread sent as a plain object, as an Error again with its fields (code, constraint, ...). */
+const errorFrom = (plain: { readonly message: string }) => Object.assign(new Error(plain.message), plain)
+
+/**
+ * Starts the thread and opens the database in it. A folder's files are created owner-only: the
+ * process's umask is 077 until the database is open (a thread cannot set its own).
+ */
+const openThread = (dataDir: string): Promise<PgliteThread> =>
+  new Promise((resolve, reject) => {
+    const previous = dataDir === "memory://" ? undefined : process.umask(0o077)
+    const restore = () => {
+      if (previous !== undefined) process.umask(previous)
+    }
+    const worker = new Worker(THREAD_FILE, { workerData: { dataDir } })
+    const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: unknown) => void }>()
+    let next = 0
+    let gone: Error | undefined
+    let opened = false
+    const fail = (error: Error) => {
+      gone ??= error
+      restore()
+      if (!opened) reject(error)
+      for (const p of pending.values()) p.reject(gone)
+      pending.clear()
+    }
+    worker.on("message", (m) => {
+      if ("ready" in m) {
+        if (!m.ready) return fail(errorFrom(m.error))
+        opened = true
+        restore()
+        return resolve(thread)
+      }
+      const p = pending.get(m.id)
+      if (!p) return
+      pending.delete(m.id)
+      if (m.ok) p.resolve(m.result)
+      else p.reject(errorFrom(m.error))
+    })
+    worker.on("error", (e) => fail(e))
+    worker.on("exit", (code) => fail(new Error(`the embedded database's thread stopped (exit code ${code})`)))
+    const call = <A>(message: Record<string, unknown>) =>
+      new Promise<A>((resolve, reject) => {
+        if (gone) return reject(gone)
+        const id = next++
+        pending.set(id, { resolve: resolve as (v: unknown) => void, reject })
+        worker.postMessage({ ...message, id })
+      })
+    const thread: PgliteThread = {
+      query: (sql, params, options) => call({ op: "query", sql, params, options }),
+      exec: (sql) => call({ op: "exec", sql }),
+      close: () =>
+        gone ? Promise.resolve() : call<null>({ op: "close" }).finally(() => worker.terminate()).then(() => {})
+    }
+  })
+
+const make = (db: PgliteThread) =>
   Effect.gen(function*() {
     const compiler = PgClient.makeCompiler()
     const attempt = <A>(f: () => Promise<A>) =>
@@ -59,12 +128,6 @@ const make = (db: PGlite) =>
 /** How often the folder is swept for files PGlite wrote with looser modes while it runs. */
 const SWEEP_INTERVAL = "1 minute"
 
-/** PGlite.create with the process umask at 077, so the folders its initdb makes are 0700 from the start. */
-const createPrivately = (dataDir: string) => {
-  const previous = process.umask(0o077)
-  return PGlite.create(dataDir).finally(() => process.umask(previous))
-}
-
 /**
  * Opens PGlite in `dataDir` ("memory://" for a throwaway database) and closes it with the scope. A
  * folder is kept owner-only (DataDir.ts): checked before PGlite opens it (and logged if it was not),
@@ -78,7 +141,7 @@ export const layer = (dataDir: string): Layer.Layer<SqlClient.SqlClient, SqlErro
       if (!inMemory) yield* DataDir.secureAtStart(dataDir)
       const db = yield* Effect.acquireRelease(
         Effect.tryPromise({
-          try: () => (inMemory ? PGlite.create() : createPrivately(dataDir)),
+          try: () => openThread(dataDir),
           catch: (cause) => new SqlError({ cause, message: `cannot open the embedded database in ${dataDir}` })
         }),
         (db) =>

@@ -1,0 +1,45 @@
+/**
+ * The embedded database runs on a thread of its own (src/db/pgliteThread.mjs): while a statement runs
+ * there, the gateway's thread goes on serving; what a statement returns or raises crosses over as it
+ * was. Run on both backends (on Postgres the database is another process anyway).
+ */
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { expect, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { TestDatabase } from "../support/TestDatabase.ts"
+
+layer(TestDatabase)((it) => {
+  it.effect("a statement that takes a while does not stop this thread's timers", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      let ticks = 0
+      // Real timers, not Effect's clock: what is tested is whether this thread runs at all meanwhile.
+      const interval = setInterval(() => ticks++, 5)
+      yield* sql`SELECT pg_sleep(0.3)`.pipe(Effect.ensuring(Effect.sync(() => clearInterval(interval))))
+      expect(ticks).toBeGreaterThan(0)
+    }))
+
+  it.effect("rows keep their types, and an error keeps Postgres's code and constraint", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ n: number; t: string; j: unknown; d: Date; big: string }>`
+        SELECT 2::int AS n, 'é'::text AS t, '{"a":[1,null]}'::jsonb AS j,
+               '2026-01-02T03:04:05Z'::timestamptz AS d, 9007199254740993::bigint::text AS big`
+      expect(rows).toEqual([{
+        n: 2,
+        t: "é",
+        j: { a: [1, null] },
+        d: new Date("2026-01-02T03:04:05Z"),
+        big: "9007199254740993"
+      }])
+      yield* sql`CREATE TEMP TABLE thread_check (id int CONSTRAINT thread_check_pk PRIMARY KEY)`
+      yield* sql`INSERT INTO thread_check VALUES (1)`
+      const error = yield* Effect.flip(sql`INSERT INTO thread_check VALUES (1)`)
+      const cause = (error as SqlError).cause as { code?: string; constraint?: string }
+      expect(cause.code).toBe("23505")
+      expect(cause.constraint).toBe("thread_check_pk")
+      // The thread goes on answering after an error.
+      expect(yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM thread_check`).toEqual([{ n: 1 }])
+    }))
+})
