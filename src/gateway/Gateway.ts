@@ -121,9 +121,12 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                   })
                   // However the request ends: billed once (the safety net for a defect), its reservation
                   // released (the bill does it; on a failure before the bill, this does), no longer live.
-                  const proceed = (committed: Started<A>["committed"]) =>
+                  const proceed = (
+                    committed: Started<A>["committed"],
+                    upstreamCall: Started<A>["upstreamCall"] = restore
+                  ) =>
                     Effect.flatMap(
-                      Effect.exit(body({ candidates: routed.candidates, committed, restore, answer })),
+                      Effect.exit(body({ candidates: routed.candidates, committed, restore, upstreamCall, answer })),
                       (exit) =>
                         Effect.flatMap(Effect.exit(committed), (ticket) =>
                           Effect.zipRight(
@@ -133,7 +136,22 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                     )
                   if (reservation.ample && routed.rateLimits === undefined && billing.logAnsweringNow()) {
                     return Effect.flatMap(Effect.fork(start), (f) =>
-                      proceed(Effect.flatten(Fiber.await(f))))
+                      proceed(Effect.flatten(Fiber.await(f)), (call) =>
+                        // The upstream call in a fiber of its own, which a refusal (or a log that does not
+                        // confirm the append) interrupts at once rather than after the upstream's answer:
+                        // the client hears of it now, and the upstream stops working on a call no one pays for.
+                        Effect.flatMap(Effect.fork(restore(call)), (child) =>
+                          Effect.async((resume) => {
+                            child.addObserver(resume)
+                            f.addObserver((started) => {
+                              if (Exit.isFailure(started)) {
+                                child.unsafeInterruptAsFork(fiber.id())
+                              }
+                            })
+                            // This fiber interrupted (its client left): the call ends before this does, so
+                            // whatever it holds (an upstream's answer) is known to the caller's release.
+                            return Fiber.interrupt(child)
+                          }))))
                   }
                   // Refused or unconfirmed before anything goes upstream: billing.start released the
                   // reservation; the request is no longer live.

@@ -51,9 +51,9 @@ export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started<never>) =
         )))
     )
     // A client that leaves interrupts this fiber: only the restored upstream call stops.
-    const exit = yield* s.restore(call).pipe(Effect.exit)
+    const exit = yield* s.upstreamCall(call).pipe(Effect.exit)
     // Nothing is answered or billed before the request's StreamStarted has landed; a refusal there
-    // (its quota taken by another process meanwhile) discards the upstream's answer.
+    // (its quota taken by another process meanwhile) stops the upstream call (see Started).
     const ticket = yield* s.committed
 
     if (Exit.isSuccess(exit)) {

@@ -15,6 +15,11 @@ export interface Started<A = unknown> {
   readonly committed: Effect.Effect<Ticket, QuotaExceeded | RateLimitReached | LedgerDown>
   readonly restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /**
+   * Runs the upstream call, interruptible as `restore` makes it, and interrupted at once if the
+   * request's StreamStarted is refused (or not confirmed) while it runs.
+   */
+  readonly upstreamCall: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E>
+  /**
    * Hands the client its answer while the call goes on in the same fiber (a stream, after its first
    * chunk): the request's caller resumes with it; the call relays and bills the rest.
    */

@@ -126,15 +126,16 @@ export const streamCall = (deps: StreamDeps) =>
       })
 
     const record = yield* FiberRef.get(currentRecord)
-    const exit = yield* restore(withFailover(candidates, deps.policy, observeAttempts(deps.metrics, open))).pipe(
+    const exit = yield* s.upstreamCall(withFailover(candidates, deps.policy, observeAttempts(deps.metrics, open))).pipe(
       Effect.exit
     )
     // Nothing reaches the client or the bill before the request's StreamStarted has landed; a refusal
-    // there (its quota taken by another process meanwhile) drops the upstream's stream unread.
+    // there (its quota taken by another process meanwhile) stops the upstream call (see Started) and
+    // drops its stream unread.
     const committed = yield* Effect.exit(s.committed)
     if (Exit.isFailure(committed)) {
       letGo()
-      return yield* Exit.isInterrupted(exit) ? Effect.interrupt : Effect.failCause(committed.cause)
+      return yield* Effect.failCause(committed.cause)
     }
     const ticket = committed.value
 

@@ -584,6 +584,72 @@ describe("streaming", () => {
           expect(fake.closedEarly()).toBe(before + 1)
         }))
 
+      it.effect("a client that leaves before the upstream's first event closes the upstream connection; billed once, cancelled", () =>
+        Effect.gen(function*() {
+          const { base, fake, key, secret } = yield* setup
+          // The upstream answers 200 at once, then thinks for a long time before its first event.
+          fake.script("/v1/chat/completions", {
+            events: [chunk({ role: "assistant", content: "late" }), chunk({}, "stop"), { data: "[DONE]" }],
+            firstEventDelayMs: 10_000
+          })
+          const before = fake.closedEarly()
+          const controller = new AbortController()
+          const response = fetch(`${base}/v1/chat/completions`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+            body: JSON.stringify({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] }),
+            signal: controller.signal
+          }).catch(() => undefined)
+          // Leaves once the call is upstream (the gateway holds the upstream's answer, waiting for an event).
+          for (let i = 0; i < 250 && fake.received.length === 0; i++) yield* Effect.sleep("20 millis")
+          expect(fake.received).toHaveLength(1)
+          controller.abort()
+          yield* Effect.promise(() => response)
+          const billed = yield* billedOnce(key.keyId, { outcome: "cancelled", estimated: true })
+          expect(billed.usage.output_tokens).toBe(0) // nothing came back
+          for (let i = 0; i < 100 && fake.closedEarly() === before; i++) yield* Effect.sleep("20 millis")
+          expect(fake.closedEarly()).toBe(before + 1) // not left open until the upstream's 10 s are up
+        }))
+
+      it.scoped("a call its StreamStarted refuses after it went upstream is answered at once; the upstream call is dropped", () =>
+        Effect.gen(function*() {
+          const { base, fake, key, secret } = yield* setup
+          // Another process holds the key's whole quota for its calls in flight: only the database
+          // knows, so the call goes upstream beside its StreamStarted, which the database refuses.
+          const sql = yield* SqlClient.SqlClient
+          const [held] = yield* sql<
+            { r: string }
+          >`SELECT reserved_nanos::text AS r FROM api_keys WHERE key_id = ${key.keyId}`
+          yield* sql`UPDATE api_keys SET reserved_nanos = quota_nanos WHERE key_id = ${key.keyId}`
+          // (Given back afterwards: the log knows nothing of that hold, and a later test replays it.)
+          yield* Effect.addFinalizer(() =>
+            sql`UPDATE api_keys SET reserved_nanos = ${held!.r}::bigint WHERE key_id = ${key.keyId}`.pipe(Effect.orDie)
+          )
+          // An upstream slow to its first event (a stream) or its answer (not streamed): 10 s.
+          fake.script("/v1/chat/completions", {
+            events: [chunk({ role: "assistant", content: "late" }), chunk({}, "stop"), { data: "[DONE]" }],
+            firstEventDelayMs: 10_000
+          }, { delayMs: 10_000 })
+          const closedBefore = fake.closedEarly()
+          for (const stream of [true, false]) {
+            const started = Date.now()
+            const refused = yield* Effect.promise(() =>
+              fetch(`${base}/v1/chat/completions`, {
+                method: "POST",
+                headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+                body: JSON.stringify({ model: "gpt", stream, messages: [{ role: "user", content: "x" }] })
+              }).then(async (r) => ({ status: r.status, body: await r.json() as any }))
+            )
+            expect(refused.status).toBe(429)
+            expect(refused.body.error.code).toBe("insufficient_quota")
+            expect(Date.now() - started).toBeLessThan(5_000) // not after the upstream's 10 s
+          }
+          expect(fake.received).toHaveLength(2) // both went upstream...
+          for (let i = 0; i < 100 && fake.closedEarly() === closedBefore; i++) yield* Effect.sleep("20 millis")
+          expect(fake.closedEarly()).toBe(closedBefore + 1) // ...and the stream's was closed unread
+          expect(yield* billedFor(key.keyId)).toEqual([])
+        }))
+
       it.effect("a completed stream hands its upstream connection back: the next call reuses it", () =>
         Effect.gen(function*() {
           const { fake, openai } = yield* setup
