@@ -16,6 +16,10 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
+import { execFile } from "node:child_process"
+import { existsSync } from "node:fs"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
 import { Worker } from "node:worker_threads"
 import * as DataDir from "./DataDir.ts"
 
@@ -29,6 +33,22 @@ interface PgliteThread {
 // Beside this file in the sources; from the bundle (dist/bin, two levels below the root as src/db is)
 // the same relative path leads here too.
 const THREAD_FILE = new URL("../../src/db/pgliteThread.mjs", import.meta.url)
+const INIT_FILE = new URL("../../src/db/pgliteInit.mjs", import.meta.url)
+
+/**
+ * Creates a new folder's database in a process of its own (pgliteInit.mjs says why), its files
+ * owner-only: the child inherits the umask, 077 until it has started.
+ */
+const createFolder = (dataDir: string): Promise<void> =>
+  new Promise((resolve, reject) => {
+    const previous = process.umask(0o077)
+    try {
+      execFile(process.execPath, [fileURLToPath(INIT_FILE), dataDir], (error, _stdout, stderr) =>
+        error ? reject(new Error(`creating the database in ${dataDir} failed: ${stderr || error.message}`)) : resolve())
+    } finally {
+      process.umask(previous)
+    }
+  })
 
 /** An error the thread sent as a plain object, as an Error again with its fields (code, constraint, ...). */
 const errorFrom = (plain: { readonly message: string }) => Object.assign(new Error(plain.message), plain)
@@ -141,7 +161,10 @@ export const layer = (dataDir: string): Layer.Layer<SqlClient.SqlClient, SqlErro
       if (!inMemory) yield* DataDir.secureAtStart(dataDir)
       const db = yield* Effect.acquireRelease(
         Effect.tryPromise({
-          try: () => openThread(dataDir),
+          try: async () => {
+            if (!inMemory && !existsSync(join(dataDir, "PG_VERSION"))) await createFolder(dataDir)
+            return openThread(dataDir)
+          },
           catch: (cause) => new SqlError({ cause, message: `cannot open the embedded database in ${dataDir}` })
         }),
         (db) =>

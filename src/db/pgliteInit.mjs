@@ -1,0 +1,9 @@
+// Creates the database of a new embedded folder (PGlite's initdb), then ends: `node pgliteInit.mjs
+// <folder>`. src/db/Pglite.ts runs it in a process of its own before the database's thread opens a
+// folder that has none yet: initdb runs a second WebAssembly module and a temporary Postgres, about
+// 500 MB between them, which the thread would otherwise hold for as long as the gateway runs. Plain
+// JavaScript for the same reason as pgliteThread.mjs.
+import { PGlite } from "@electric-sql/pglite"
+
+const db = await PGlite.create(process.argv[2])
+await db.close()
