@@ -27,6 +27,8 @@ import * as DataDir from "./DataDir.ts"
 interface PgliteThread {
   readonly query: <T>(sql: string, params: Array<unknown>, options?: QueryOptions) => Promise<Results<T>>
   readonly exec: (sql: string) => Promise<Array<Results<Record<string, unknown>>>>
+  /** How many times the thread has flushed a file to disk (each commit flushes the WAL once). */
+  readonly syncs: () => Promise<number>
   readonly close: () => Promise<void>
 }
 
@@ -57,7 +59,7 @@ const errorFrom = (plain: { readonly message: string }) => Object.assign(new Err
  * Starts the thread and opens the database in it. A folder's files are created owner-only: the
  * process's umask is 077 until the database is open (a thread cannot set its own).
  */
-const openThread = (dataDir: string): Promise<PgliteThread> =>
+export const openThread = (dataDir: string): Promise<PgliteThread> =>
   new Promise((resolve, reject) => {
     const previous = dataDir === "memory://" ? undefined : process.umask(0o077)
     const restore = () => {
@@ -100,6 +102,7 @@ const openThread = (dataDir: string): Promise<PgliteThread> =>
     const thread: PgliteThread = {
       query: (sql, params, options) => call({ op: "query", sql, params, options }),
       exec: (sql) => call({ op: "exec", sql }),
+      syncs: () => call({ op: "syncs" }),
       close: () =>
         gone ? Promise.resolve() : call<null>({ op: "close" }).finally(() => worker.terminate()).then(() => {})
     }

@@ -5,9 +5,13 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { expect, layer } from "@effect/vitest"
+import { expect, it as plainIt, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { TestDatabase } from "../support/TestDatabase.ts"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { openThread } from "../../src/db/Pglite.ts"
+import { backend, TestDatabase } from "../support/TestDatabase.ts"
 
 layer(TestDatabase)((it) => {
   it.effect("a statement that takes a while does not stop this thread's timers", () =>
@@ -43,3 +47,19 @@ layer(TestDatabase)((it) => {
       expect(yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM thread_check`).toEqual([{ n: 1 }])
     }))
 })
+
+// PGlite turns fsync off and its Node file system has no fsync: the thread turns both on, so that a
+// commit is on disk before it is confirmed, as on Postgres.
+plainIt.skipIf(backend() === "postgres")("each commit of the embedded database is flushed to disk", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tollgate-fsync-"))
+  const db = await openThread(join(dir, "data"))
+  try {
+    await db.exec("CREATE TABLE flushed (n int)")
+    const before = await db.syncs()
+    for (let i = 0; i < 3; i++) await db.query("INSERT INTO flushed VALUES ($1)", [i])
+    expect(await db.syncs()).toBeGreaterThanOrEqual(before + 3)
+  } finally {
+    await db.close()
+    rmSync(dir, { recursive: true, force: true })
+  }
+}, 60_000)
