@@ -69,7 +69,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
      * been answering), the append commits while `body` calls
      * the upstream: the commit's latency hides behind the upstream's. `body` awaits it before anything
      * reaches the client or the bill, so no call is served without its StreamStarted; a refusal there
-     * (another process took the quota meanwhile) drops the upstream's answer.
+     * (another process took the quota meanwhile) stops the upstream call at once.
      */
     const supervised = <A>(
       g: Generation,
@@ -140,18 +140,24 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                         // The upstream call in a fiber of its own, which a refusal (or a log that does not
                         // confirm the append) interrupts at once rather than after the upstream's answer:
                         // the client hears of it now, and the upstream stops working on a call no one pays for.
-                        Effect.flatMap(Effect.fork(restore(call)), (child) =>
-                          Effect.async((resume) => {
-                            child.addObserver(resume)
+                        Effect.zipRight(
+                          restore(Effect.void), // an interruption already pending stops the call before it starts
+                          Effect.flatMap(Effect.fork(restore(call)), (child) => {
                             f.addObserver((started) => {
                               if (Exit.isFailure(started)) {
                                 child.unsafeInterruptAsFork(fiber.id())
                               }
                             })
-                            // This fiber interrupted (its client left): the call ends before this does, so
-                            // whatever it holds (an upstream's answer) is known to the caller's release.
-                            return Fiber.interrupt(child)
-                          }))))
+                            // Awaited interruptibly; this fiber interrupted (its client left), the call is
+                            // interrupted and awaited to its end, so whatever it holds (an upstream's answer)
+                            // is known to the caller's release.
+                            return Effect.flatMap(
+                              Effect.exit(restore(Fiber.await(child))),
+                              (waited) =>
+                                Exit.isSuccess(waited) ? waited.value : Effect.flatten(Fiber.interrupt(child))
+                            )
+                          })
+                        )))
                   }
                   // Refused or unconfirmed before anything goes upstream: billing.start released the
                   // reservation; the request is no longer live.

@@ -50,7 +50,7 @@ export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started<never>) =
           Math.min(c.deployment.provider.timeouts.first_byte_ms, c.deployment.provider.timeouts.total_ms)
         )))
     )
-    // A client that leaves interrupts this fiber: only the restored upstream call stops.
+    // A client that leaves interrupts this fiber: only the upstream call (see Started) stops.
     const exit = yield* s.upstreamCall(call).pipe(Effect.exit)
     // Nothing is answered or billed before the request's StreamStarted has landed; a refusal there
     // (its quota taken by another process meanwhile) stops the upstream call (see Started).
