@@ -4,9 +4,9 @@
 // the gateway's thread keeps serving (and queueing the next appends, which then commit together).
 //
 // Plain JavaScript, so that the same file loads as a worker whether the gateway runs from its bundle,
-// through tsx or under the test runner. Messages in: { id, op: "query" | "exec" | "syncs" | "close", sql,
-// params, options }; out: { id, ok: true, result } or { id, ok: false, error }, and { ready: true }
-// (or { ready: false, error }) once the database is open.
+// through tsx or under the test runner. Messages in: { id, op: "query" | "exec" | "syncs" | "abort" |
+// "close", sql, params, options }; out: { id, ok: true, result } or { id, ok: false, error }, { ready: true }
+// (or { ready: false, error }) once the database is open, and { id, fatal } when this thread can go no further.
 import { PGlite } from "@electric-sql/pglite"
 import { fsyncSync } from "node:fs"
 import { parentPort, workerData } from "node:worker_threads"
@@ -49,27 +49,43 @@ try {
     })
   parentPort.postMessage({ ready: true })
 } catch (e) {
-  parentPort.postMessage({ ready: false, error: plainError(e) })
-  process.exit(1)
+  parentPort.postMessage({ ready: false, error: plainError(e) }) // the main thread stops this one
 }
+
+/**
+ * Postgres's own errors carry a SQLSTATE and leave the session usable. Anything else (PGlite aborted,
+ * as Postgres's PANIC on a failed flush to disk does, or broke) leaves it in an unknown state: the
+ * statement fails as a lost connection would, nothing more runs here, and the main thread replaces
+ * this thread with one that recovers from the WAL.
+ */
+const isSqlError = (e) => typeof e?.code === "string" && /^[0-9A-Z]{5}$/.test(e.code)
+let broken = false
 
 // One statement at a time, in the order they came: PGlite is one session, and the caller's own
 // lock (one statement, or one whole transaction) already orders them.
 let queue = Promise.resolve()
-parentPort.on("message", (m) => {
-  queue = queue.then(async () => {
-    try {
-      if (m.op === "syncs") return parentPort.postMessage({ id: m.id, ok: true, result: syncs })
-      if (m.op === "close") {
-        await db.close()
-        parentPort.postMessage({ id: m.id, ok: true, result: null })
-        parentPort.close()
-        return
+if (db) {
+  parentPort.on("message", (m) => {
+    queue = queue.then(async () => {
+      if (broken) return
+      try {
+        if (m.op === "syncs") return parentPort.postMessage({ id: m.id, ok: true, result: syncs })
+        if (m.op === "abort") throw new Error("aborted on request") // fault injection: a fatal error's path
+        if (m.op === "close") {
+          await db.close()
+          parentPort.postMessage({ id: m.id, ok: true, result: null })
+          parentPort.close()
+          return
+        }
+        const result = m.op === "exec" ? await db.exec(m.sql) : await db.query(m.sql, m.params, m.options)
+        parentPort.postMessage({ id: m.id, ok: true, result })
+      } catch (e) {
+        if (isSqlError(e) || m.op === "close") {
+          return parentPort.postMessage({ id: m.id, ok: false, error: plainError(e) })
+        }
+        broken = true
+        parentPort.postMessage({ id: m.id, fatal: plainError(e) }) // fails this statement and all after it
       }
-      const result = m.op === "exec" ? await db.exec(m.sql) : await db.query(m.sql, m.params, m.options)
-      parentPort.postMessage({ id: m.id, ok: true, result })
-    } catch (e) {
-      parentPort.postMessage({ id: m.id, ok: false, error: plainError(e) })
-    }
+    })
   })
-})
+}
