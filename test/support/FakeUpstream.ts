@@ -49,7 +49,7 @@ const block = (e: string | { readonly event?: string; readonly data: unknown }) 
 export interface FakeUpstream {
   readonly url: string
   readonly received: Array<Received>
-  /** How many streamed answers were cut short because the gateway closed the connection. */
+  /** How many streamed (or delayed) answers were cut short because the gateway closed the connection. */
   readonly closedEarly: () => number
   /** How many streamed responses the fake has ended itself (after their last event and any linger). */
   readonly completed: () => number
@@ -308,8 +308,15 @@ export const FakeUpstream = Effect.acquireRelease(
           res.flushHeaders()
           setTimeout(() => res.end(text), reply.bodyDelayMs)
         }
-        if (reply.delayMs) setTimeout(answer, reply.delayMs)
-        else answer()
+        if (reply.delayMs) {
+          // (A streamed answer counts its own, once it has started.)
+          if (!reply.events) {
+            res.on("close", () => {
+              if (!res.writableEnded) closedEarly++
+            })
+          }
+          setTimeout(answer, reply.delayMs)
+        } else answer()
       })
     })
     server.listen(0, "127.0.0.1", () => {
