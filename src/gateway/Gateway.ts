@@ -36,6 +36,14 @@ export type { GenerationResult } from "./jsonCall.ts"
 
 export type Refusal = ModelNotFound | BadRequest | QuotaExceeded | RateLimitReached | UpstreamFailure | LedgerDown
 
+/** A fiber's exit, awaited with an observer (`Fiber.await` goes through the fiber's mailbox: more steps). */
+const endOf = <A, E>(fiber: Fiber.RuntimeFiber<A, E>) =>
+  Effect.async<Exit.Exit<A, E>>((resume) => {
+    const ended = (exit: Exit.Exit<A, E>) => resume(Effect.succeed(exit))
+    fiber.addObserver(ended)
+    return Effect.sync(() => fiber.removeObserver(ended))
+  })
+
 export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
   effect: Effect.gen(function*() {
     const route = makeRouter(yield* Catalog)
@@ -152,7 +160,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                             // interrupted and awaited to its end, so whatever it holds (an upstream's answer)
                             // is known to the caller's release.
                             return Effect.flatMap(
-                              Effect.exit(restore(Fiber.await(child))),
+                              Effect.exit(restore(endOf(child))),
                               (waited) =>
                                 Exit.isSuccess(waited) ? waited.value : Effect.flatten(Fiber.interrupt(child))
                             )
