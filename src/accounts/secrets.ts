@@ -3,7 +3,7 @@
  * the clear value is shown once, when it is created.
  */
 import { randomBytes } from "node:crypto"
-import { digestHex } from "../canonical/digest.ts"
+import { digest } from "../canonical/digest.ts"
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
@@ -25,7 +25,7 @@ export const newApiKey = () => `${API_KEY_PREFIX}${randomBase62(40)}`
 export const newVendorToken = () => `${VENDOR_TOKEN_PREFIX}${randomBase62(40)}`
 export const newId = (prefix: string) => `${prefix}_${randomBase62(16)}`
 
-export const hashSecret = (secret: string) => digestHex("sha256", secret)
+export const hashSecret = (secret: string) => digest("sha256", secret).toString("hex")
 
 /** What a human may see of a key: its prefix and last four characters. */
 export const hintOf = (secret: string) => `${secret.slice(0, secret.indexOf("-", 3) + 1)}…${secret.slice(-4)}`

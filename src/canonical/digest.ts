@@ -5,11 +5,9 @@
  */
 import * as crypto from "node:crypto"
 
-type OneShot = (algorithm: string, data: string, encoding: "buffer" | "hex") => Buffer | string
+type OneShot = (algorithm: string, data: string, encoding: "buffer") => Buffer
 const oneShot = (crypto as { hash?: OneShot }).hash
 
-export const digestBytes = (algorithm: "sha1" | "sha256", data: string): Buffer =>
-  oneShot ? oneShot(algorithm, data, "buffer") as Buffer : crypto.createHash(algorithm).update(data).digest()
-
-export const digestHex = (algorithm: "sha1" | "sha256", data: string): string =>
-  oneShot ? oneShot(algorithm, data, "hex") as string : crypto.createHash(algorithm).update(data).digest("hex")
+/** The digest of `data`'s UTF-8 bytes. */
+export const digest = (algorithm: "sha1" | "sha256", data: string): Buffer =>
+  oneShot ? oneShot(algorithm, data, "buffer") : crypto.createHash(algorithm).update(data).digest()

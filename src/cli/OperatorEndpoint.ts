@@ -16,10 +16,11 @@ import * as Layer from "effect/Layer"
 import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
+import { randomBytes, timingSafeEqual } from "node:crypto"
 import * as fs from "node:fs"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import * as path from "node:path"
+import { digest } from "../canonical/digest.ts"
 import { PRIVATE_FILE_MODE } from "../db/DataDir.ts"
 import { exportPages, ndjson } from "../ledger/Export.ts"
 import { ExportRequest, Operation, OperationFailed, run } from "./operations.ts"
@@ -62,14 +63,12 @@ const streamExport = (runtime: Runtime.Runtime<Services>, request: ExportRequest
   ).then((exit) => (Exit.isSuccess(exit) ? res.end() : res.destroy()))
 }
 
-const digest = (value: string) => createHash("sha256").update(value).digest()
-
 /** Whether the request carries `Authorization: Bearer <token>`, compared in constant time. */
 const authorized = (req: IncomingMessage, expected: Buffer) => {
   const header = req.headers.authorization ?? ""
   const given = header.startsWith("Bearer ") ? header.slice(7) : ""
   // Digests have one length whatever was sent, so neither the comparison nor its length leaks the token.
-  return timingSafeEqual(digest(given), expected)
+  return timingSafeEqual(digest("sha256", given), expected)
 }
 
 /** Writes a file with mode 0600 whatever was there before: a fresh file renamed over the old one. */
@@ -95,7 +94,7 @@ export const layer = (dataDir: string) =>
   Layer.scopedDiscard(Effect.gen(function*() {
     const runtime = yield* Effect.runtime<Services>()
     const token = randomBytes(24).toString("hex")
-    const expected = digest(token)
+    const expected = digest("sha256", token)
     const server = createServer({ headersTimeout: 10_000, requestTimeout: 30_000 }, (req, res) => {
       if (!authorized(req, expected)) return replyAndClose(res, 401, { ok: false, error: "unauthorized" })
       if (req.method !== "POST" || req.url !== "/op") {

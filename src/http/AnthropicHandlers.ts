@@ -2,7 +2,6 @@ import type { HttpServerRequest } from "@effect/platform"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import { KeyStore } from "../accounts/KeyStore.ts"
 import { AuthenticationFailed, InvalidRequest } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
@@ -69,7 +68,7 @@ export const AnthropicHandlers = HttpApiBuilder.group(GatewayApi, "anthropic", (
         const fields = yield* decodeCount(body.json)
         const protocolHeaders = yield* protocolHeadersOf("messages", request.headers)
         const counted = yield* mapGatewayErrors(tokens.count({
-          requestId: yield* FiberRef.get(currentRequestId),
+          requestId: yield* currentRequestId,
           key,
           model: fields.model,
           body: body.json,

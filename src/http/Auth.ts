@@ -10,13 +10,14 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import { createHash, timingSafeEqual } from "node:crypto"
+import { timingSafeEqual } from "node:crypto"
 import { unusableReason } from "../accounts/KeyRecord.ts"
 import { KeyStore } from "../accounts/KeyStore.ts"
 import { API_KEY_PREFIX, VENDOR_TOKEN_PREFIX } from "../accounts/secrets.ts"
 import { Vendors } from "../accounts/Vendors.ts"
 import { AuthenticationFailed, NotFound, PermissionDenied } from "../api/errors.ts"
 import { ApiKeyAuth, OperatorAuth, VendorAuth, VendorScope } from "../api/security.ts"
+import { digest } from "../canonical/digest.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { note } from "../observability/RequestRecord.ts"
 import { matchedEndpoint } from "./endpoints.ts"
@@ -127,13 +128,11 @@ export const VendorAuthLive = Layer.effect(
   })
 )
 
-const digest = (value: string) => createHash("sha256").update(value).digest()
-
 export const OperatorAuthLive = Layer.effect(
   OperatorAuth,
   Effect.gen(function*() {
     const configured = Option.fromNullable((yield* GatewayConfig).file.server.operator_token)
-    const expected = Option.map(configured, (token) => digest(Redacted.value(token)))
+    const expected = Option.map(configured, (token) => digest("sha256", Redacted.value(token)))
     return Effect.gen(function*() {
       if (Option.isNone(expected)) {
         return yield* new NotFound({
@@ -144,7 +143,7 @@ export const OperatorAuthLive = Layer.effect(
       const request = yield* HttpServerRequest.HttpServerRequest
       const token = bearer(request.headers["authorization"]) ?? ""
       // Digests have one length whatever was sent, so neither the comparison nor its length leaks the token.
-      if (!timingSafeEqual(digest(token), expected.value)) {
+      if (!timingSafeEqual(digest("sha256", token), expected.value)) {
         return yield* new AuthenticationFailed({ message: "Invalid operator token.", code: "invalid_operator_token" })
       }
     })

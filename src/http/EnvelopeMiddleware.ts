@@ -23,7 +23,7 @@ import { RequestLog } from "../observability/RequestLog.ts"
 import { currentRecord, newRecord } from "../observability/RequestRecord.ts"
 import { otlpEndpoint } from "../observability/Tracing.ts"
 import { causeToEnvelope, envelopeResponse } from "./ErrorEnvelope.ts"
-import { currentRequestId, newRequestId } from "./RequestId.ts"
+import { newRequestId } from "./RequestId.ts"
 
 const methodsByPath = new Map<string, Array<string>>()
 HttpApi.reflect(GatewayApi, {
@@ -61,7 +61,6 @@ export const EnvelopeMiddleware = HttpApiBuilder.middleware(
       // Set, not scoped with `Effect.locally`: this fiber is the request's own (the server forks one
       // per request) and ends with it, so nothing needs the old values back (a scoped region costs
       // about twenty runtime steps each; a set, one).
-      yield* FiberRef.set(currentRequestId, requestId)
       yield* FiberRef.set(currentRecord, record)
       yield* FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set<string, unknown>("request_id", requestId))
       const response = yield* app.pipe(

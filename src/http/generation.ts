@@ -7,7 +7,6 @@ import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequ
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type { Schema } from "effect"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import * as LogLevel from "effect/LogLevel"
 import { KeyStore } from "../accounts/KeyStore.ts"
 import { AuthenticationFailed, InvalidRequest } from "../api/errors.ts"
@@ -108,7 +107,7 @@ export const makeGenerationHandler = Effect.gen(function*() {
           return yield* new InvalidRequest({ message: "Image generation cannot be streamed.", param: "stream" })
         }
         const protocolHeaders = yield* protocolHeadersOf(endpoint, request.headers)
-        const requestId = yield* FiberRef.get(currentRequestId)
+        const requestId = yield* currentRequestId
         const generation = {
           requestId,
           endpoint,

@@ -1,6 +1,6 @@
 /** The log's rows as typed events, and the deterministic id of each event. */
 import * as Schema from "effect/Schema"
-import { digestBytes } from "../canonical/digest.ts"
+import { digest } from "../canonical/digest.ts"
 import { DomainEvent, type EventType, upcasters } from "./events.ts"
 
 export interface StoredEvent {
@@ -68,7 +68,7 @@ export const decodeStoredEvent = (r: EventRow): StoredEvent => {
 
 /** A UUID derived from the stream id and version (name-based, SHA-1, RFC 4122 layout). */
 export const eventIdOf = (streamId: string, version: number): string => {
-  const h = digestBytes("sha1", `${streamId}:${version}`)
+  const h = digest("sha1", `${streamId}:${version}`)
   h[6] = (h[6]! & 0x0f) | 0x50
   h[8] = (h[8]! & 0x3f) | 0x80
   const x = h.subarray(0, 16).toString("hex")
