@@ -20,12 +20,10 @@ export const ensure = (dir: string) => {
 }
 
 /**
- * Removes every permission of group and others from the folder and everything in it (symbolic links
- * are not followed). Returns how many entries it changed. An entry that vanishes meanwhile (PGlite
- * deletes temporary files as it goes) is skipped.
+ * Calls `f` on the folder and everything in it, each folder before its entries (symbolic links are not
+ * followed). An entry that vanishes meanwhile (PGlite deletes temporary files as it goes) is skipped.
  */
-export const tighten = (dir: string): number => {
-  let changed = 0
+const eachEntry = (dir: string, f: (p: string, st: fs.Stats) => void) => {
   const visit = (p: string) => {
     let st: fs.Stats
     try {
@@ -35,14 +33,10 @@ export const tighten = (dir: string): number => {
       throw e
     }
     if (st.isSymbolicLink()) return
-    const wanted = st.isDirectory() ? PRIVATE_DIR_MODE : PRIVATE_FILE_MODE
-    if ((st.mode & 0o077) !== 0) {
-      try {
-        fs.chmodSync(p, (st.mode & 0o700) | (wanted & 0o700))
-        changed++
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e
-      }
+    try {
+      f(p, st)
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e
     }
     if (st.isDirectory()) {
       let names: Array<string>
@@ -56,7 +50,41 @@ export const tighten = (dir: string): number => {
     }
   }
   visit(dir)
+}
+
+/**
+ * Removes every permission of group and others from the folder and everything in it. Returns how
+ * many entries it changed.
+ */
+export const tighten = (dir: string): number => {
+  let changed = 0
+  eachEntry(dir, (p, st) => {
+    if ((st.mode & 0o077) === 0) return
+    const wanted = st.isDirectory() ? PRIVATE_DIR_MODE : PRIVATE_FILE_MODE
+    fs.chmodSync(p, (st.mode & 0o700) | (wanted & 0o700))
+    changed++
+  })
   return changed
+}
+
+const flushOne = (p: string) => {
+  const fd = fs.openSync(p, "r")
+  try {
+    fs.fsyncSync(fd)
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+/**
+ * Flushes the folder, everything in it and its entry in its parent to disk: for files written without
+ * flushing (PGlite's initdb), so that a crash of the machine cannot lose them once this returns.
+ */
+export const flushToDisk = (dir: string) => {
+  eachEntry(dir, (p, st) => {
+    if (st.isFile() || st.isDirectory()) flushOne(p)
+  })
+  flushOne(path.dirname(path.resolve(dir)))
 }
 
 export class DataDirUnsafe extends Data.TaggedError("DataDirUnsafe")<{ readonly message: string }> {}

@@ -14,6 +14,7 @@ import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Worker } from "node:worker_threads"
+import { flushToDisk } from "./DataDir.ts"
 
 export interface PgliteThread {
   readonly query: <T>(sql: string, params: Array<unknown>, options?: QueryOptions) => Promise<Results<T>>
@@ -138,7 +139,10 @@ export const openThread = async (
 ): Promise<PgliteThread> => {
   const inMemory = dataDir === "memory://"
   const open = () => (inMemory ? startThread(dataDir) : privately(() => startThread(dataDir)))
-  if (!inMemory && !existsSync(join(dataDir, "PG_VERSION"))) await privately(() => createFolder(dataDir))
+  if (!inMemory && !existsSync(join(dataDir, "PG_VERSION"))) {
+    await privately(() => createFolder(dataDir))
+    flushToDisk(dataDir) // initdb writes without flushing
+  }
   let current = await open()
   let reopening: Promise<typeof current> | undefined
   let closed = false

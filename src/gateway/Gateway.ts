@@ -8,6 +8,7 @@
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import type * as FiberId from "effect/FiberId"
 import type { Readable } from "node:stream"
 import { Admission } from "../accounts/Admission.ts"
 import { Catalog } from "../accounts/Catalog.ts"
@@ -43,6 +44,32 @@ const endOf = <A, E>(fiber: Fiber.RuntimeFiber<A, E>) =>
     fiber.addObserver(ended)
     return Effect.sync(() => fiber.removeObserver(ended))
   })
+
+/**
+ * The upstream call of a request whose StreamStarted commits beside it (`start`): in a fiber of its
+ * own, which a refusal of the append (or a log that does not confirm it) interrupts at once rather than
+ * after the upstream's answer, so the client hears of it now and the upstream stops working on a call
+ * no one pays for. It is awaited interruptibly: the request interrupted (its client left), the call is
+ * interrupted and awaited to its end, so whatever it holds (an upstream's answer) reaches the release.
+ */
+const stoppedOnRefusal = <A, E>(
+  call: Effect.Effect<A, E>,
+  start: Fiber.RuntimeFiber<unknown, unknown>,
+  restore: <B, E2, R>(effect: Effect.Effect<B, E2, R>) => Effect.Effect<B, E2, R>,
+  by: FiberId.FiberId
+): Effect.Effect<A, E> =>
+  Effect.zipRight(
+    restore(Effect.void), // an interruption already pending stops the call before it starts
+    Effect.flatMap(Effect.fork(restore(call)), (child) => {
+      start.addObserver((started) => {
+        if (Exit.isFailure(started)) child.unsafeInterruptAsFork(by)
+      })
+      return Effect.flatMap(
+        Effect.exit(restore(endOf(child))),
+        (waited) => Exit.isSuccess(waited) ? waited.value : Effect.flatten(Fiber.interrupt(child))
+      )
+    })
+  )
 
 export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
   effect: Effect.gen(function*() {
@@ -144,28 +171,8 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                     )
                   if (reservation.ample && routed.rateLimits === undefined && billing.logAnsweringNow()) {
                     return Effect.flatMap(Effect.fork(start), (f) =>
-                      proceed(Effect.flatten(Fiber.await(f)), (call) =>
-                        // The upstream call in a fiber of its own, which a refusal (or a log that does not
-                        // confirm the append) interrupts at once rather than after the upstream's answer:
-                        // the client hears of it now, and the upstream stops working on a call no one pays for.
-                        Effect.zipRight(
-                          restore(Effect.void), // an interruption already pending stops the call before it starts
-                          Effect.flatMap(Effect.fork(restore(call)), (child) => {
-                            f.addObserver((started) => {
-                              if (Exit.isFailure(started)) {
-                                child.unsafeInterruptAsFork(fiber.id())
-                              }
-                            })
-                            // Awaited interruptibly; this fiber interrupted (its client left), the call is
-                            // interrupted and awaited to its end, so whatever it holds (an upstream's answer)
-                            // is known to the caller's release.
-                            return Effect.flatMap(
-                              Effect.exit(restore(endOf(child))),
-                              (waited) =>
-                                Exit.isSuccess(waited) ? waited.value : Effect.flatten(Fiber.interrupt(child))
-                            )
-                          })
-                        )))
+                      proceed(Effect.flatten(endOf(f)), (call) =>
+                        stoppedOnRefusal(call, f, restore, fiber.id())))
                   }
                   // Refused or unconfirmed before anything goes upstream: billing.start released the
                   // reservation; the request is no longer live.

@@ -142,7 +142,9 @@ describe("the key cache", () => {
           usd(1).toString()
         }::bigint WHERE key_id = ${keyId}`
         yield* settled // the catch-up reads the revocation's events, so the key's (stale) row
+        const read = store.rowsRead()
         yield* store.catchUp
+        expect(store.rowsRead()).toBeGreaterThan(read) // it did read the stale row
         const current = store.byId(keyId)!
         expect(current.revokedAt).not.toBeNull()
         expect(current).toMatchObject({ quotaNanos: usd(1.5), usedNanos: usd(0.25), billedRequests: 1n })

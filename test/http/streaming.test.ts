@@ -647,6 +647,10 @@ describe("streaming", () => {
           expect(fake.received).toHaveLength(2) // both went upstream...
           for (let i = 0; i < 100 && fake.closedEarly() < closedBefore + 2; i++) yield* Effect.sleep("20 millis")
           expect(fake.closedEarly()).toBe(closedBefore + 2) // ...and both were closed unread
+          // Once every request has ended, still nothing billed.
+          const supervisor = yield* RequestSupervisor
+          for (let i = 0; i < 250 && (yield* supervisor.inFlight) > 0; i++) yield* Effect.sleep("20 millis")
+          expect(yield* supervisor.inFlight).toBe(0)
           expect(yield* billedFor(key.keyId)).toEqual([])
         }))
 

@@ -274,10 +274,6 @@ export const FakeUpstream = Effect.acquireRelease(
             res.writeHead(200, { "content-type": "text/event-stream", ...reply.headers })
             const events = reply.events
             let i = 0
-            let finished = false
-            res.on("close", () => {
-              if (!finished) closedEarly++
-            })
             const next = () => {
               if (res.destroyed) return
               // Let what was written reach the gateway first, then break the connection.
@@ -285,10 +281,7 @@ export const FakeUpstream = Effect.acquireRelease(
                 return void setTimeout(() => req.socket.destroy(), 30)
               }
               if (i >= events.length) {
-                const end = () => {
-                  finished = true
-                  res.end(() => completed++)
-                }
+                const end = () => res.end(() => completed++)
                 return void (reply.lingerMs ? setTimeout(end, reply.lingerMs) : end())
               }
               res.write(block(events[i++]!))
@@ -308,15 +301,14 @@ export const FakeUpstream = Effect.acquireRelease(
           res.flushHeaders()
           setTimeout(() => res.end(text), reply.bodyDelayMs)
         }
-        if (reply.delayMs) {
-          // (A streamed answer counts its own, once it has started.)
-          if (!reply.events) {
-            res.on("close", () => {
-              if (!res.writableEnded) closedEarly++
-            })
-          }
-          setTimeout(answer, reply.delayMs)
-        } else answer()
+        // A streamed or delayed answer closed before the fake ended it was cut short.
+        if ((reply.events || reply.delayMs) && !reply.drop) {
+          res.on("close", () => {
+            if (!res.writableEnded) closedEarly++
+          })
+        }
+        if (reply.delayMs) setTimeout(answer, reply.delayMs)
+        else answer()
       })
     })
     server.listen(0, "127.0.0.1", () => {

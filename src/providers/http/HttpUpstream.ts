@@ -176,7 +176,7 @@ const bodyReader = (body: Dispatcher.ResponseData["body"], providerName: string)
       if (released) return
       released = true
       ready = undefined
-      release(body, completed)
+      letGoOf(body, completed)
     }
   }
 }
@@ -186,7 +186,7 @@ const DRAIN_MS = 1_000
 const DRAIN_BYTES = 64 * 1024
 
 /** Lets a stream's upstream body go: drained back into the pool when it completed, destroyed otherwise. */
-const release = (body: Dispatcher.ResponseData["body"], completed: boolean) => {
+const letGoOf = (body: Dispatcher.ResponseData["body"], completed: boolean) => {
   body.on("error", () => {}) // destroying a body not read to its end reports an abort: expected here
   if (completed && !body.destroyed) {
     // A plain timer, cleared once drained: an AbortSignal.timeout would fire (and build an abort
