@@ -2,7 +2,8 @@
 // for comparing commits by numbers that do not swing with the machine's load: Effect runtime steps
 // (one per instruction the fiber loop runs) and fibers made, and, through the inspector's sampling
 // heap profiler, the bytes allocated. SIGUSR2 starts a count; the next SIGUSR2 writes it as JSON to
-// the file named by TOLLGATE_STEPS_OUT. A measuring tool only: never what `tollgate` runs.
+// the file named by TOLLGATE_STEPS_OUT (and the sampled allocations, as a .heapprofile, to
+// TOLLGATE_STEPS_HEAP if set). A measuring tool only: never what `tollgate` runs.
 import { readFileSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -40,6 +41,7 @@ globalThis.__tgSteps = 0; globalThis.__tgFibers = 0;
     session.post("HeapProfiler.stopSampling", (error, result) => {
       const bytes = error ? null : result.profile.samples.reduce((n, s) => n + s.size, 0)
       __tgWrite(process.env.TOLLGATE_STEPS_OUT, JSON.stringify({ steps, fibers, bytes }))
+      if (!error && process.env.TOLLGATE_STEPS_HEAP) __tgWrite(process.env.TOLLGATE_STEPS_HEAP, JSON.stringify(result.profile))
     })
   })
 }
