@@ -46,6 +46,62 @@ export const urlOf = (p: ProviderConfig, endpoint: UpstreamEndpoint, model: stri
   return base + pathOf(p, endpoint, model) + query
 }
 
+/** Where undici sends an endpoint's calls: the URL's origin, and its path with the query. */
+interface Target {
+  readonly origin: string
+  readonly path: string
+}
+
+/**
+ * `urlOf` parsed into a Target, once per provider configuration, endpoint and upstream model (all from
+ * the configuration, so few; a reloaded configuration brings new ProviderConfig objects and the old
+ * ones' entries go with them).
+ */
+const targets = new WeakMap<ProviderConfig, Map<string, Target>>()
+const targetOf = (p: ProviderConfig, endpoint: UpstreamEndpoint, model: string): Target => {
+  let known = targets.get(p)
+  if (known === undefined) targets.set(p, known = new Map())
+  const name = `${endpoint} ${model}`
+  let target = known.get(name)
+  if (target === undefined) {
+    const url = new URL(urlOf(p, endpoint, model))
+    target = { origin: url.origin, path: url.pathname + url.search }
+    if (known.size >= 1024) known.clear() // a bound, whatever sends the models
+    known.set(name, target)
+  }
+  return target
+}
+
+/**
+ * What aborts one upstream call: undici takes an emitter of `abort` as a request's signal, and this one
+ * holds undici's single listener, without the EventTarget an AbortController builds for every call.
+ */
+class CallAbort {
+  aborted = false
+  reason: Error | undefined
+  private listener: (() => void) | undefined
+  once(_event: "abort", listener: () => void) {
+    this.listener = listener
+    return this
+  }
+  on(event: "abort", listener: () => void) {
+    return this.once(event, listener)
+  }
+  removeListener(_event: "abort", listener: () => void) {
+    if (this.listener === listener) this.listener = undefined
+    return this
+  }
+  abort() {
+    if (this.aborted) return
+    this.aborted = true
+    this.reason = new Error("the upstream call was stopped")
+    this.reason.name = "AbortError"
+    const listener = this.listener
+    this.listener = undefined
+    listener?.()
+  }
+}
+
 /** The protocol headers a client may pass on; any other name is ignored. */
 const PROTOCOL_HEADERS = new Set(["anthropic-beta", "anthropic-version", "openai-beta"])
 const VERSION = /^\d{4}-\d{2}-\d{2}$/
@@ -227,14 +283,14 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
      * POSTs the request's body to its provider and resolves with the response once its headers are in.
      * Timeouts (first byte, idle, total) are the gateway's: it knows what has reached the client.
      */
-    const post = (request: UpstreamRequest, signal: AbortSignal, accept?: string) => {
+    const post = (request: UpstreamRequest, signal: CallAbort, accept?: string) => {
       const p = request.provider
-      const url = new URL(urlOf(p, request.endpoint, String(request.body.model ?? "")))
+      const target = targetOf(p, request.endpoint, String(request.body.model ?? ""))
       const headers = headersOf(p, request.headers)
       if (accept) headers.accept = accept
       return agentFor(request.providerName, p).request({
-        origin: url.origin,
-        path: url.pathname + url.search,
+        origin: target.origin,
+        path: target.path,
         method: "POST",
         headers,
         body: JSON.stringify(request.body),
@@ -256,7 +312,7 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
       timeoutMessage: string
     ) =>
       Effect.async<A, UpstreamError>((resume) => {
-        const controller = new AbortController()
+        const controller = new CallAbort()
         let timedOut = false
         const timer = request.answerWithinMs === undefined ? undefined : setTimeout(() => {
           timedOut = true
@@ -266,7 +322,7 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
           if (timer) clearTimeout(timer)
           resume(effect)
         }
-        Promise.resolve().then(() => post(request, controller.signal, accept)).then(answered).then(settle, (e) =>
+        Promise.resolve().then(() => post(request, controller, accept)).then(answered).then(settle, (e) =>
           settle(Effect.fail(
             timedOut
               ? new UpstreamError({ kind: "timeout", message: timeoutMessage })
