@@ -17,6 +17,7 @@ import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as HashMap from "effect/HashMap"
 import * as Option from "effect/Option"
+import type { IncomingMessage } from "node:http"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { oneLine } from "../observability/Logging.ts"
 import { RequestLog } from "../observability/RequestLog.ts"
@@ -34,6 +35,18 @@ HttpApi.reflect(GatewayApi, {
     methodsByPath.set(endpoint.path, list)
   }
 })
+
+/**
+ * Whether part of the request's body has not arrived (or not been read): then the connection cannot
+ * carry another request. A request without a body (no Content-Length, or 0, and no Transfer-Encoding)
+ * has none to read, though Node marks it complete only after its handler has started, which a handler
+ * that answers without waiting on anything outruns.
+ */
+const bodyUnread = (incoming: IncomingMessage) => {
+  if (incoming.complete) return false
+  const { "content-length": length, "transfer-encoding": encoding } = incoming.headers
+  return encoding !== undefined || (length !== undefined && length !== "0")
+}
 
 const pathOf = (url: string) => {
   const q = url.indexOf("?")
@@ -107,7 +120,9 @@ export const EnvelopeMiddleware = HttpApiBuilder.middleware(
         record.status = response.status
         yield* requestLog.finish(record)
       }
-      const incoming = NodeHttpServerRequest.toIncomingMessage(request)
-      return HttpServerResponse.setHeaders(response, incoming.complete ? headers : { ...headers, connection: "close" })
+      return HttpServerResponse.setHeaders(
+        response,
+        bodyUnread(NodeHttpServerRequest.toIncomingMessage(request)) ? { ...headers, connection: "close" } : headers
+      )
     }))
 )

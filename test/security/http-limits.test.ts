@@ -119,6 +119,48 @@ describe("HTTP limits", () => {
         expect((ok as { object: string }).object).toBe("chat.completion")
       }))
 
+    it.effect("a request without a body, or with its body read, leaves its keep-alive connection open", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+        // Each on the one socket the agent keeps: reused from the second request on.
+        const sent: Array<{ path: string; connection: string | undefined; reused: boolean; status: number }> = []
+        const send = (method: string, path: string, headers: Record<string, string>, body?: string) =>
+          Effect.promise(() =>
+            new Promise<void>((resolve, reject) => {
+              const req = http.request(`${base}${path}`, { method, agent, headers }, (res) => {
+                res.resume().on("end", () => {
+                  sent.push({
+                    path,
+                    connection: res.headers.connection,
+                    reused: req.reusedSocket,
+                    status: res.statusCode!
+                  })
+                  resolve()
+                })
+              })
+              req.on("error", reject)
+              req.end(body)
+            })
+          )
+        const auth = { authorization: `Bearer ${secret}` }
+        yield* send("GET", "/livez", {})
+        yield* send("GET", "/v1/models", auth)
+        yield* send("GET", "/v1", {})
+        yield* send(
+          "POST",
+          "/v1/chat/completions",
+          { ...auth, "content-type": "application/json" },
+          JSON.stringify(chat("Hi"))
+        )
+        yield* send("GET", "/readyz", {})
+        agent.destroy()
+        expect(sent.map((r) => r.status)).toEqual([200, 200, 200, 200, 200])
+        for (const r of sent) expect(r.connection, r.path).toBe("keep-alive")
+        expect(sent.map((r) => r.reused)).toEqual([false, true, true, true, true])
+      }))
+
     it.effect("an early answer before the body is read (401, 404) also closes the connection", () =>
       Effect.gen(function*() {
         const base = yield* baseUrl
