@@ -96,6 +96,49 @@ env "${HARNESS_ENV[@]}" OUT_DIR="$OUT" bash "$WORK/harness/run-bench.sh" "${HARN
   done
 } >>"$OUT/summary.md"
 
+# ---- CPU per request: what each target's process spends on a non-streamed chat call, and what ------
+# Tollgate spends on GET /livez (its HTTP stack, the envelope and the access line, nothing else) -----
+cpu_per_request() { # label pid url [wrk args...] -> one table row; needs wrk
+  local label=$1 pid=$2 url=$3; shift 3
+  timeout 60 wrk -t1 -c"${CONNS:-50}" -d2s "$@" "$url" >/dev/null 2>&1
+  local c0 t0 c1 t1 out
+  c0=$(cpu_ticks "$pid"); t0=$(date +%s%N)
+  out=$(timeout 60 wrk -t1 -c"${CONNS:-50}" -d"${DURATION}s" "$@" "$url" 2>&1)
+  c1=$(cpu_ticks "$pid"); t1=$(date +%s%N)
+  node -e '
+    const [label, out, ticks, ns] = process.argv.slice(1)
+    const rps = Number(/Requests\/sec:\s*([\d.]+)/.exec(out)?.[1]), bad = /Non-2xx[^\d]*(\d+)/.exec(out)?.[1]
+    const us = rps > 0 ? (ticks / 100) / (ns / 1e9) / rps * 1e6 : NaN
+    console.log(`| ${label} | ${Number.isFinite(rps) ? Math.round(rps) : "-"} | ${Number.isFinite(us) ? Math.round(us) : "-"} |${bad ? ` ${bad} non-2xx` : ""}`)' \
+    "$label" "$out" "$((c1 - c0))" "$((t1 - t0))"
+}
+if command -v wrk >/dev/null; then
+  printf '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say hello in twenty words."}]}' >"$WORK/chat-body.json"
+  {
+    echo
+    echo "CPU per request (the process's user and system time over the requests it answered; wrk, ${CONNS:-50} connections, ${DURATION} s after 2 s):"
+    echo
+    echo "| target and request | req/s | CPU µs per request |"
+    echo "|---|---:|---:|"
+    export WRK_BODY_FILE="$WORK/chat-body.json"
+    cpu_per_request "floor: chat" "$FLOOR_PID" "http://127.0.0.1:$P_FLOOR/v1/chat/completions" -s "$WORK/harness/wrk-post.lua"
+    for t in $TARGETS; do
+      [[ "$t" == pg_w2 ]] && continue # its workers are other processes
+      cpu_per_request "tollgate_$t: chat" "${PID[$t]}" "http://127.0.0.1:${PORT[$t]}/v1/chat/completions" \
+        -s "$WORK/harness/wrk-post.lua" -H "Authorization: Bearer ${KEY[$t]}"
+      cpu_per_request "tollgate_$t: GET /livez" "${PID[$t]}" "http://127.0.0.1:${PORT[$t]}/livez"
+    done
+    if [[ -n "${PORTKEY_PID:-}" ]]; then
+      cpu_per_request "portkey: chat" "$PORTKEY_PID" "http://127.0.0.1:$P_PORTKEY/v1/chat/completions" \
+        -s "$WORK/harness/wrk-post.lua" -H "Authorization: Bearer bench" \
+        -H "x-portkey-provider: openai" -H "x-portkey-custom-host: http://127.0.0.1:$P_MOCK/v1"
+    fi
+    unset WRK_BODY_FILE
+  } >>"$OUT/summary.md"
+else
+  echo "wrk is not installed: the CPU per request table is left out" >&2
+fi
+
 # ---- time to first chunk at rest: one paced stream at a time (the median of 7), floor vs Tollgate ----
 probe() { # url [key]
   BENCH_HEADERS="${2:+Authorization: Bearer $2}" node "$WORK/harness/stream-probe.mjs" --url "$1" --chunks 5 --delay 100 --repeat 7 --json 2>>"$WORK/probe.err" |
