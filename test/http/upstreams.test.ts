@@ -101,6 +101,33 @@ describe("upstreams over HTTP", () => {
         expect(got.headers["x-stainless-lang"]).toBeUndefined() // client headers are not copied
       }))
 
+    it.effect("a large prompt reaches the upstream whole, with its Content-Length, streamed or not, on one connection", () =>
+      Effect.gen(function*() {
+        const { fake, openai } = yield* clients
+        // Past the size sent as a stream (HttpUpstream's LARGE_BODY), with characters of two and four bytes.
+        const content = "Ünïcödé 🙂 and plain text. ".repeat(4_000)
+        const answer = yield* Effect.promise(() =>
+          openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content }] })
+        )
+        expect(answer.choices[0]!.message.content).toBe("fake openai answer")
+        const stream = yield* Effect.promise(() =>
+          openai.chat.completions.create({ model: "gpt-up", stream: true, messages: [{ role: "user", content }] })
+        )
+        let text = ""
+        yield* Effect.promise(async () => {
+          for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? ""
+        })
+        expect(text.length).toBeGreaterThan(0)
+        const [plain, streamed] = fake.received.slice(-2)
+        for (const got of [plain!, streamed!]) {
+          expect(got.body.messages[0].content).toBe(content)
+          expect(got.headers["content-length"]).toBe(String(Buffer.byteLength(JSON.stringify(got.body))))
+          expect(got.headers["transfer-encoding"]).toBeUndefined()
+        }
+        expect(streamed!.body.stream).toBe(true)
+        expect(streamed!.remotePort).toBe(plain!.remotePort)
+      }))
+
     it.effect("Azure-style provider: api-key header, deployment path, api-version query", () =>
       Effect.gen(function*() {
         const { fake, openai } = yield* clients

@@ -12,6 +12,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import type { IncomingHttpHeaders } from "node:http"
+import { Readable } from "node:stream"
 import type { Agent, Dispatcher } from "undici"
 import type { ProviderConfig } from "../../config/ConfigFile.ts"
 import { betaNames, forwardedBetas, LIST_HEADERS } from "../protocolHeaders.ts"
@@ -100,6 +101,27 @@ class CallAbort {
     this.listener = undefined
     listener?.()
   }
+}
+
+/**
+ * The body of an upstream request is given to undici as bytes (given a string, undici keeps both the
+ * string and a copy as bytes). Undici keeps the body it is given until the response has ended, and a
+ * stream's answer can run for minutes while an agent's prompt is hundreds of kilobytes; so a body past
+ * LARGE_BODY bytes goes as a stream instead, which holds the bytes only until undici has
+ * written them (with their Content-Length, so it is not sent chunked).
+ */
+const LARGE_BODY = 16 * 1024
+
+/** A stream of `bytes` that lets go of them once read. */
+const sentOnce = (bytes: Buffer): Readable => {
+  let left: Buffer | null = bytes
+  return new Readable({
+    read() {
+      const chunk = left
+      left = null
+      this.push(chunk) // then null: the end
+    }
+  })
 }
 
 /** The protocol headers a client may pass on; any other name is ignored. */
@@ -288,12 +310,18 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
       const target = targetOf(p, request.endpoint, String(request.body.model ?? ""))
       const headers = headersOf(p, request.headers)
       if (accept) headers.accept = accept
+      const bytes = Buffer.from(JSON.stringify(request.body))
+      let body: Buffer | Readable = bytes
+      if (bytes.length > LARGE_BODY) {
+        headers["content-length"] = String(bytes.length)
+        body = sentOnce(bytes)
+      }
       return agentFor(request.providerName, p).request({
         origin: target.origin,
         path: target.path,
         method: "POST",
         headers,
-        body: JSON.stringify(request.body),
+        body,
         signal,
         headersTimeout: 0,
         bodyTimeout: 0
