@@ -9,7 +9,8 @@
 # A proxy holds two sockets a stream (client and upstream): PACED_CONNS is bounded by half the process's
 # open-file limit (`ulimit -Hn`; 20,000 on the bench machine, so 6,000 streams there, not 10,000).
 # Env: PACED_CONNS ("2000"; e.g. "2000 6000"), PACED_SECONDS (20), PACED_DELAY_MS (250),
-#      PACED_TARGETS ("floor pg embedded portkey"), BENCH_DATABASE_URL, PORTKEY_DIR, OUT (results folder).
+#      PACED_TARGETS ("floor pg embedded portkey"), BENCH_DATABASE_URL, PORTKEY_DIR, OUT (results folder),
+#      PACED_PROMPT_KB (unset: a one-line prompt; N: a conversation of about N KB, as coding agents send).
 NAME=paced
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 OUT="${OUT:-$ROOT/bench/results/paced-$(date +%Y%m%d-%H%M%S)}"
@@ -26,6 +27,17 @@ wait_http "http://127.0.0.1:$P_MOCK/health"
 one_model_config
 fresh_database
 
+# An agent's prompt: a system prompt and turns of about 2 KB each, PACED_PROMPT_KB in all.
+BODY=()
+if [[ -n "${PACED_PROMPT_KB:-}" ]]; then
+  node -e '
+    const kb = Number(process.argv[1]), turns = Math.max(1, Math.round(kb / 2)), messages = [{ role: "system", content: "You are a coding agent. ".repeat(40) }]
+    for (let i = 0; i < turns; i++) messages.push({ role: i % 2 ? "assistant" : "user", content: `Turn ${i}: a file the agent read, line by line. `.repeat(45) })
+    require("fs").writeFileSync(process.argv[2], JSON.stringify({ model: "gpt-4o-mini", stream_options: { include_usage: true }, messages }))' \
+    "$PACED_PROMPT_KB" "$WORK/prompt.json"
+  BODY=(--body-file "$WORK/prompt.json")
+fi
+
 TICKS=$(getconf CLK_TCK)
 rss_kb() { awk '/^VmRSS:/{print $2}' "/proc/$1/status"; }
 
@@ -34,7 +46,7 @@ run_target() {
   local label="$1" url="$2" pid="$3" conns="$4" headers="${5:-}"
   local idle cpu0 cpu1 peak=0 r
   idle=$(rss_kb "$pid"); cpu0=$(cpu_ticks "$pid")
-  BENCH_HEADERS="$headers" node "$WORK/harness/sse-load.mjs" --url "$url" -c "$conns" -d "$SECS" --timeout 120 --grace 20 \
+  BENCH_HEADERS="$headers" node "$WORK/harness/sse-load.mjs" --url "$url" -c "$conns" -d "$SECS" "${BODY[@]}" --timeout 120 --grace 20 \
     --json --label "$label" >"$WORK/$label.$conns.load.json" 2>"$WORK/$label.$conns.err" &
   local load=$!
   while kill -0 "$load" 2>/dev/null; do
@@ -85,13 +97,14 @@ for conns in ${PACED_CONNS:-2000}; do
   done
 done
 
-node - "$OUT" "$SECS" "$DELAY" <<'NODE' | tee "$OUT/summary.md"
-const fs = require("fs"), [dir, secs, delay] = process.argv.slice(2)
+node - "$OUT" "$SECS" "$DELAY" "${PACED_PROMPT_KB:-}" <<'NODE' | tee "$OUT/summary.md"
+const fs = require("fs"), [dir, secs, delay, promptKb] = process.argv.slice(2)
 const rows = fs.readdirSync(dir).filter((f) => /\.c\d+\.json$/.test(f)).map((f) => JSON.parse(fs.readFileSync(`${dir}/${f}`, "utf8")))
 const order = ["floor", "tollgate_pg", "tollgate_embedded", "portkey"]
 rows.sort((a, b) => a.connections - b.connections || order.indexOf(a.label) - order.indexOf(b.label))
 const ratio = (x, y) => (x != null && y ? (x / y).toFixed(2) + "×" : "-")
-console.log(`Paced streams: 20 chunks ${delay} ms apart, ${secs} s per target, every client starting at once.\n`)
+const prompt = promptKb ? `, prompts of about ${promptKb} KB` : ""
+console.log(`Paced streams: 20 chunks ${delay} ms apart, ${secs} s per target, every client starting at once${prompt}.\n`)
 console.log("| clients | target | completed | vs floor | errors | TTFC p50 ms | TTFC p99 ms | idle RSS MB | peak RSS MB | KB per open stream | CPU ms per stream | CPU µs per chunk | CPU per chunk vs floor |")
 console.log("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for (const r of rows) {

@@ -24,7 +24,7 @@ import { pump, sseTextOf } from "../stream/Pump.ts"
 import { relayFor } from "../stream/Relay.ts"
 import { sseDecoder, sseRead } from "../stream/UpstreamEvents.ts"
 import type { StyleEndpoint } from "../styles/registry.ts"
-import { countTokens, ESTIMATOR } from "../tokens/count.ts"
+import { countTokens, countTokensOf, ESTIMATOR } from "../tokens/count.ts"
 import { textOf } from "../tokens/text.ts"
 import type { Billing } from "./Billing.ts"
 import { cancelledBeforeAnswer, estimateStream } from "./estimates.ts"
@@ -194,7 +194,7 @@ export const streamCall = (deps: StreamDeps) =>
       taken = relay.takeText()
       countedOutput += yield* countTokens(taken)
       taken = ""
-      countedInput ??= relay.inputTokens() ?? (yield* countTokens(textOf(g.body)))
+      countedInput ??= relay.inputTokens() ?? (yield* countTokensOf(g.key.keyId, textOf(g.body)))
       yield* billing.checkpoint(ticket, {
         input_tokens: relay.usage()?.input_tokens ?? countedInput,
         output_tokens: Math.max(countedOutput, relay.usage()?.output_tokens ?? 0),

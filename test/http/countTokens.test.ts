@@ -11,7 +11,7 @@ import { Effect } from "effect"
 import { countTokens as onePass } from "gpt-tokenizer/encoding/o200k_base"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { MAX_COUNTED_CHARS } from "../../src/gateway/TokenCount.ts"
-import { countTokens, PIECE_CHARS, pieceEnd } from "../../src/tokens/count.ts"
+import { countTokens, countTokensOf, PIECE_CHARS, pieceEnd } from "../../src/tokens/count.ts"
 import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
 import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
 
@@ -37,6 +37,53 @@ describe("the tokenizer in pieces", () => {
       expect(counted).toBe(onePass(text, { disallowedSpecial: new Set() }))
       // A timer is a macrotask: it fires only if the count gave the event loop its turns.
       expect(ticks).toBeGreaterThan(10)
+    }))
+
+  it.live("a text counted again for the same key is counted in its new pieces only, to the same total", () =>
+    Effect.gen(function*() {
+      // How many turns of the event loop a count gave (it gives one after each piece the tokenizer
+      // counts): an immediate that sets itself again runs once a turn.
+      const turnsOf = <A>(effect: Effect.Effect<A>) =>
+        Effect.suspend(() => {
+          let ticks = 0
+          let handle = setImmediate(function tick() {
+            ticks++
+            handle = setImmediate(tick)
+          })
+          return effect.pipe(
+            Effect.ensuring(Effect.sync(() => clearImmediate(handle))),
+            Effect.map((value) => ({ value, ticks }))
+          )
+        })
+      // Text that does not repeat itself (prose() does, every eleven words, so its pieces would too).
+      let seed = 1
+      const varied = (chars: number) => {
+        const words = ["alpha", "beta", "Effect", "tokenizer", "über", "naïve", "日本語", "😀", "x=1;", "\n", "gamma"]
+        const out: Array<string> = []
+        for (let length = 0; length < chars;) {
+          seed = (seed * 1103515245 + 12345) % 2147483648
+          const w = `${words[seed % words.length]}${seed % 997}`
+          out.push(w)
+          length += w.length + 1
+        }
+        return out.join(" ")
+      }
+      const conversation = varied(512 * 1024)
+      const first = yield* turnsOf(countTokensOf("key_a", conversation))
+      expect(first.value).toBe(onePass(conversation, { disallowedSpecial: new Set() }))
+      expect(first.ticks).toBeGreaterThan(100) // 128 pieces
+      // The same text again: every piece remembered, not one counted.
+      const again = yield* turnsOf(countTokensOf("key_a", conversation))
+      expect(again).toEqual({ value: first.value, ticks: 0 })
+      // The conversation with a new turn: only the pieces past the old end are counted.
+      const longer = conversation + " " + varied(8 * 1024)
+      const grown = yield* turnsOf(countTokensOf("key_a", longer))
+      expect(grown.value).toBe(onePass(longer, { disallowedSpecial: new Set() }))
+      expect(grown.ticks).toBeLessThan(6) // about 8 KB past the old end
+      // Another key's counts are its own.
+      const other = yield* turnsOf(countTokensOf("key_b", conversation))
+      expect(other.value).toBe(first.value)
+      expect(other.ticks).toBeGreaterThan(100)
     }))
 
   it.live("counts code with indentation and newlines to the same total as one pass", () =>
