@@ -193,19 +193,28 @@ const BACKSLASH = 0x5c
 /**
  * Whether JSON text nests arrays and objects deeper than `max`, by one pass over its bytes (brackets
  * inside strings do not count). Bytes of multi-byte UTF-8 characters are all >= 0x80, so none is
- * taken for a bracket or a quote.
+ * taken for a bracket or a quote. A string, most of a prompt's bytes, is crossed with `indexOf` from
+ * quote to quote (native, many bytes at a time) rather than byte by byte: a quote after an odd number
+ * of backslashes is escaped and does not end it.
  */
 export const nestedDeeperThan = (bytes: Uint8Array, max: number): boolean => {
   if (bytes.length <= max) return false
+  const text = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
   let depth = 0
-  let inString = false
-  for (let i = 0; i < bytes.length; i++) {
-    const b = bytes[i]!
-    if (inString) {
-      if (b === BACKSLASH) i++
-      else if (b === QUOTE) inString = false
-    } else if (b === QUOTE) inString = true
-    else if (b === OPEN_ARRAY || b === OPEN_OBJECT) {
+  for (let i = 0; i < text.length; i++) {
+    const b = text[i]!
+    if (b === QUOTE) {
+      // The string's closing quote: the first one not escaped.
+      for (let end = text.indexOf(QUOTE, i + 1);; end = text.indexOf(QUOTE, end + 1)) {
+        if (end === -1) return false // never closed: not JSON, which the parser says
+        let backslashes = 0
+        while (text[end - 1 - backslashes] === BACKSLASH) backslashes++
+        if (backslashes % 2 === 0) {
+          i = end
+          break
+        }
+      }
+    } else if (b === OPEN_ARRAY || b === OPEN_OBJECT) {
       if (++depth > max) return true
     } else if (b === CLOSE_ARRAY || b === CLOSE_OBJECT) depth--
   }

@@ -1,0 +1,47 @@
+/**
+ * The depth check a request body passes before it is parsed (`nestedDeeperThan`), as a property over
+ * arbitrary JSON: it says "deeper than max" exactly when the parsed value nests arrays and objects more
+ * than `max` levels, whatever the strings hold (brackets, quotes, backslashes, escapes, any character).
+ */
+import { describe, expect, it } from "@effect/vitest"
+import fc from "fast-check"
+import { nestedDeeperThan } from "../../src/http/body.ts"
+
+const depthOf = (value: unknown): number =>
+  value !== null && typeof value === "object"
+    ? 1 + Math.max(0, ...Object.values(value as Record<string, unknown>).map(depthOf))
+    : 0
+
+describe("the body's depth check", () => {
+  it("agrees with the parsed value's depth, for any JSON and any limit", () => {
+    // Strings of brackets, quotes and backslashes, the characters the scan must not misread.
+    const tricky = fc.string({ unit: fc.constantFrom("[", "]", "{", "}", "\"", "\\", "a", "é", "😀", "\n") })
+    const json = fc.letrec((tie) => ({
+      value: fc.oneof(
+        { depthSize: "small", withCrossShrink: true },
+        tricky,
+        fc.integer(),
+        fc.constant(null),
+        fc.array(tie("value"), { maxLength: 4 }),
+        fc.dictionary(tricky, tie("value"), { maxKeys: 4 })
+      )
+    })).value
+    fc.assert(
+      fc.property(json, fc.integer({ min: 0, max: 8 }), fc.boolean(), (value, max, plain) => {
+        const text = Buffer.from(JSON.stringify(value))
+        // A plain Uint8Array, as well as the Buffer the server reads.
+        const bytes = plain ? new Uint8Array(text) : text
+        expect(nestedDeeperThan(bytes, max)).toBe(depthOf(value) > max)
+      }),
+      { numRuns: 2_000 }
+    )
+  })
+
+  it("a quote after an even run of backslashes ends its string; after an odd run it does not", () => {
+    const deep = "[[[[[1]]]]]" // five levels
+    // The string ends after `\\\\` (two escaped backslashes): the brackets after it count.
+    expect(nestedDeeperThan(Buffer.from(`["a\\\\\\\\",${deep}]`), 5)).toBe(true)
+    // `\\"` is an escaped quote: the brackets are still inside the string.
+    expect(nestedDeeperThan(Buffer.from(`["a\\"${deep}"]`), 5)).toBe(false)
+  })
+})
