@@ -11,7 +11,7 @@ import { Catalog } from "../accounts/Catalog.ts"
 import type { KeyRecord } from "../accounts/KeyRecord.ts"
 import type { ProtocolHeaders } from "../providers/Upstream.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
-import { countTokens } from "../tokens/count.ts"
+import { countTokensOf } from "../tokens/count.ts"
 import { textOf } from "../tokens/text.ts"
 import { BadRequest, ModelNotFound, TooLarge, UpstreamFailure } from "./errors.ts"
 import { toFailure } from "./upstreamFailure.ts"
@@ -31,9 +31,10 @@ export const MAX_COUNTED_CHARS = 2 * 1024 * 1024
  * The tokenizer's count of a messages request: its text (system, turns), its tool definitions as
  * JSON, and the few tokens each turn's framing takes in chat formats (3 a turn, 3 for the reply).
  * More than `MAX_COUNTED_CHARS` of it is refused (413): more than any context window holds, and
- * work the gateway does not take on for a free call.
+ * work the gateway does not take on for a free call. Counted as `keyId`'s (`countTokensOf`): an agent
+ * counts its growing conversation again and again.
  */
-export const tokenizerCount = (body: Record<string, unknown>): Effect.Effect<number, TooLarge> => {
+export const tokenizerCount = (keyId: string, body: Record<string, unknown>): Effect.Effect<number, TooLarge> => {
   const turns = Array.isArray(body.messages) ? body.messages.length : 0
   const text = textOf({ system: body.system, messages: body.messages })
   const tools = Array.isArray(body.tools) && body.tools.length > 0 ? JSON.stringify(body.tools) : ""
@@ -45,7 +46,7 @@ export const tokenizerCount = (body: Record<string, unknown>): Effect.Effect<num
       })
     )
   }
-  return Effect.zipWith(countTokens(text), countTokens(tools), (a, b) => a + b + 3 * turns + 3)
+  return Effect.zipWith(countTokensOf(keyId, text), countTokensOf(keyId, tools), (a, b) => a + b + 3 * turns + 3)
 }
 
 /** Statuses by which an upstream says it has no token counting (not found, method not allowed, not implemented). */
@@ -75,7 +76,7 @@ export class TokenCount extends Effect.Service<TokenCount>()("Gateway/TokenCount
           })
         }
         const d = model.deployments[0]!
-        if (d.provider.style !== "anthropic") return { input_tokens: yield* tokenizerCount(r.body) }
+        if (d.provider.style !== "anthropic") return { input_tokens: yield* tokenizerCount(r.key.keyId, r.body) }
         const answer = yield* upstreams.send({
           providerName: d.providerName,
           provider: d.provider,
@@ -89,7 +90,7 @@ export class TokenCount extends Effect.Service<TokenCount>()("Gateway/TokenCount
           Effect.map((reply) => ({ reply })),
           Effect.catchIf(
             (e) => e.kind === "status" && NO_COUNTING.has(e.status ?? 0) && !namesTheModel(e.body),
-            () => Effect.map(tokenizerCount(r.body), (input_tokens) => ({ counted: input_tokens }))
+            () => Effect.map(tokenizerCount(r.key.keyId, r.body), (input_tokens) => ({ counted: input_tokens }))
           ),
           Effect.mapError((e) => (e._tag === "TooLarge" ? e : toFailure(e)))
         )
