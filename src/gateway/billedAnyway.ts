@@ -19,7 +19,7 @@ export const billedAnyway = (billing: Billing, g: Generation, ticket: Ticket, ex
     )
     const answered = ticket.answered
     const estimated = answered
-      ? yield* estimateReply(g.body, answered.endpoint, answered.body).pipe(
+      ? yield* estimateReply(g.key.keyId, g.body, answered.endpoint, answered.body).pipe(
         Effect.option,
         Effect.catchAllDefect(() => Effect.succeedNone)
       )

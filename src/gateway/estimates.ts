@@ -1,20 +1,26 @@
 /**
  * Usage the gateway counts itself when an upstream does not report it: always marked as an estimate,
- * with what was counted and by which tokenizer (see tokens/count.ts).
+ * with what was counted and by which tokenizer (see tokens/count.ts). A request's text is counted as its
+ * key's (`countTokensOf`): an agent's conversation is mostly what it sent before.
  */
 import * as Effect from "effect/Effect"
 import { zeroUsage } from "../accounts/Pricing.ts"
 import type { Usage } from "../canonical/Usage.ts"
 import type { UpstreamEndpoint } from "../providers/Upstream.ts"
 import { outputTextOfReply } from "../styles/registry.ts"
-import { countTokens, ESTIMATOR } from "../tokens/count.ts"
+import { countTokens, countTokensOf, ESTIMATOR } from "../tokens/count.ts"
 import { textOf } from "../tokens/text.ts"
 import type { Settled } from "./Billing.ts"
 
 /** A complete non-streamed answer without usage. */
-export const estimateReply = (request: unknown, endpoint: UpstreamEndpoint, reply: unknown): Effect.Effect<Settled> =>
+export const estimateReply = (
+  keyId: string,
+  request: unknown,
+  endpoint: UpstreamEndpoint,
+  reply: unknown
+): Effect.Effect<Settled> =>
   Effect.gen(function*() {
-    const input = yield* countTokens(textOf(request))
+    const input = yield* countTokensOf(keyId, textOf(request))
     const output = yield* countTokens(outputTextOfReply(endpoint, reply))
     return {
       usage: { ...zeroUsage, input_tokens: input, output_tokens: output },
@@ -27,8 +33,8 @@ export const estimateReply = (request: unknown, endpoint: UpstreamEndpoint, repl
   })
 
 /** The client left before the upstream answered: the prompt was read, nothing was received. */
-export const cancelledBeforeAnswer = (request: unknown): Effect.Effect<Settled> =>
-  Effect.map(countTokens(textOf(request)), (input) => ({
+export const cancelledBeforeAnswer = (keyId: string, request: unknown): Effect.Effect<Settled> =>
+  Effect.map(countTokensOf(keyId, textOf(request)), (input) => ({
     usage: { ...zeroUsage, input_tokens: input },
     outcome: "cancelled",
     estimate: {
@@ -42,9 +48,12 @@ export const cancelledBeforeAnswer = (request: unknown): Effect.Effect<Settled> 
  * what it did report is kept, the rest counted over the request's text and the output relayed.
  */
 export const estimateStream = (o: {
+  readonly keyId: string
   readonly request: unknown
   readonly reported: Usage | undefined
   readonly announcedInput: number | undefined
+  /** Input tokens a checkpoint counted over the request's text, if one did. */
+  readonly countedInput: number | undefined
   /** Output tokens already counted (at checkpoints), and the output text relayed since. */
   readonly countedOutput: number
   readonly uncountedText: string
@@ -52,7 +61,7 @@ export const estimateStream = (o: {
 }): Effect.Effect<Settled> =>
   Effect.gen(function*() {
     const known = o.reported?.input_tokens ?? o.announcedInput
-    const input = known ?? (yield* countTokens(textOf(o.request)))
+    const input = known ?? o.countedInput ?? (yield* countTokensOf(o.keyId, textOf(o.request)))
     const output = Math.max(o.reported?.output_tokens ?? 0, o.countedOutput + (yield* countTokens(o.uncountedText)))
     const inputBasis = known !== undefined
       ? "input as the upstream announced it"

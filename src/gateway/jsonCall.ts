@@ -63,7 +63,7 @@ export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started<never>) =
       const usage = usageOfReply(endpoint, value.body)
       yield* billing.bill(
         ticket,
-        usage ? { usage, outcome: "completed" } : yield* estimateReply(g.body, endpoint, value.body)
+        usage ? { usage, outcome: "completed" } : yield* estimateReply(g.key.keyId, g.body, endpoint, value.body)
       )
       if (value.body === null || typeof value.body !== "object" || Array.isArray(value.body)) {
         return yield* notAnObject(candidate.deployment.providerName)
@@ -75,7 +75,7 @@ export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started<never>) =
     }
     if (Exit.isInterrupted(exit)) {
       // The client left while the upstream worked: bill the prompt it read, from an estimate.
-      yield* billing.bill(ticket, yield* cancelledBeforeAnswer(g.body))
+      yield* billing.bill(ticket, yield* cancelledBeforeAnswer(g.key.keyId, g.body))
       return yield* Effect.interrupt
     }
     yield* billing.bill(ticket, { usage: zeroUsage, outcome: "failed" })

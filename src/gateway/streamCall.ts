@@ -142,7 +142,7 @@ export const streamCall = (deps: StreamDeps) =>
     if (Exit.isFailure(exit)) {
       letGo() // an attempt that had its answer when the call was interrupted
       if (Exit.isInterrupted(exit)) {
-        yield* billing.bill(ticket, yield* cancelledBeforeAnswer(g.body))
+        yield* billing.bill(ticket, yield* cancelledBeforeAnswer(g.key.keyId, g.body))
         return yield* Effect.interrupt
       }
       yield* billing.bill(ticket, {
@@ -249,9 +249,11 @@ export const streamCall = (deps: StreamDeps) =>
       yield* billing.bill(
         ticket,
         outcome === "completed" && reported !== undefined ? { usage: reported, outcome } : yield* estimateStream({
+          keyId: g.key.keyId,
           request: g.body,
           reported,
           announcedInput: relay.inputTokens(),
+          countedInput,
           countedOutput,
           uncountedText: taken + relay.takeText(),
           outcome
