@@ -8,12 +8,13 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import OpenAI from "openai"
 import { Keys } from "../../src/accounts/Keys.ts"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { expectEnvelope, fetchJson } from "../security/support.ts"
 import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
+import { movableClock } from "../support/MovableClock.ts"
 import { freePort } from "../support/Processes.ts"
 import { baseUrl, issueKey, makeTestGateway, TestGateway } from "../support/TestGateway.ts"
 import { valueOf } from "./support.ts"
@@ -45,7 +46,9 @@ const configFor = (url: string): ConfigFileEncoded => ({
   default_server_option: "all"
 })
 
-const TestLayer = withFakeUpstream((url) => makeTestGateway(configFor(url)))
+// The rate limit's window is the minute of the gateway's clock: its test starts well inside one.
+const clock = movableClock()
+const TestLayer = withFakeUpstream((url) => Layer.provide(makeTestGateway(configFor(url)), clock.layer))
 
 const scrape = (base: string) =>
   Effect.promise(() =>
@@ -249,6 +252,7 @@ describe("metrics", () => {
 
     it.effect("a call over the key's rate limit is a refusal counted as reason=rate_limit", () =>
       Effect.gen(function*() {
+        clock.toSecondOfNextMinute(5) // both calls in one minute of the gateway's clock
         const base = yield* baseUrl
         const keys = yield* Keys
         const { secret } = yield* keys.issue({ quotaNanos: 10_000_000_000n, serverOption: "limited", issuedBy: "test" })
