@@ -75,7 +75,9 @@ export default defineConfig({
     // Two worker processes, each running file after file with its modules loaded once (`isolate:
     // false`): a fresh process and module graph per file cost more than most files' tests. So no
     // file may leave state behind in a module: no top-level hooks in support modules (fileEnd.ts),
-    // no module-level state in src/ beyond constant tables. Each project still gets fresh workers.
+    // no module-level state in src/ beyond constant tables and memos of pure functions (a piece's
+    // token count, a provider's parsed URL), whose answers never depend on what they remember. Each
+    // project still gets fresh workers.
     poolOptions: { forks: { maxForks: 2, isolate: false } }
   }
 })

@@ -101,7 +101,7 @@ describe("upstreams over HTTP", () => {
         expect(got.headers["x-stainless-lang"]).toBeUndefined() // client headers are not copied
       }))
 
-    it.effect("a large prompt reaches the upstream whole, with its Content-Length, streamed or not, on one connection", () =>
+    it.effect("a large prompt reaches the upstream whole, with its Content-Length, streamed or not", () =>
       Effect.gen(function*() {
         const { fake, openai } = yield* clients
         // Past the size sent as a stream (HttpUpstream's LARGE_BODY), with characters of two and four bytes.
@@ -125,7 +125,6 @@ describe("upstreams over HTTP", () => {
           expect(got.headers["transfer-encoding"]).toBeUndefined()
         }
         expect(streamed!.body.stream).toBe(true)
-        expect(streamed!.remotePort).toBe(plain!.remotePort)
       }))
 
     it.effect("Azure-style provider: api-key header, deployment path, api-version query", () =>

@@ -56,7 +56,7 @@ interface Target {
 /**
  * `urlOf` parsed into a Target, once per provider configuration, endpoint and upstream model (all from
  * the configuration, so few; a reloaded configuration brings new ProviderConfig objects and the old
- * ones' entries go with them).
+ * ones' entries go with them). A memo of a pure function: what it answers never depends on it.
  */
 const targets = new WeakMap<ProviderConfig, Map<string, Target>>()
 const targetOf = (p: ProviderConfig, endpoint: UpstreamEndpoint, model: string): Target => {
