@@ -44,25 +44,17 @@ node -e '
   console.log(`CPU per request: ${Math.round((c / hz / s) / r.rps * 1e6)} µs of Tollgate, ${Math.round((p / hz / s) / r.rps * 1e6)} µs of Postgres`)' \
   "$result" "$((c1 - c0))" "$((p1 - p0))" "$((t1 - t0))" "$hwm" "$TEST" | tee "$OUT/summary.txt"
 if [[ "${PROFILE:-1}" != 0 ]]; then
-  node - "$(ls -S "$OUT"/*.cpuprofile | head -1)" "$ROOT/dist/bin/tollgate.mjs" <<'NODE' | tee -a "$OUT/summary.txt"
-const fs = require("fs")
+  node --input-type=module - "$(ls -S "$OUT"/*.cpuprofile | head -1)" "$ROOT/dist/bin/tollgate.mjs" "$ROOT/bench/bundleModules.mjs" <<'NODE' | tee -a "$OUT/summary.txt"
+import * as fs from "node:fs"
 const p = JSON.parse(fs.readFileSync(process.argv[2], "utf8"))
-// The command runs one bundle: esbuild heads each module in it with a "// <path>" line, which names
-// the module (and its package) a sampled line of the bundle belongs to.
-const heads = []
-fs.readFileSync(process.argv[3], "utf8").split("\n").forEach((l, i) => { if (/^\/\/ (node_modules|src)\//.test(l)) heads.push([i, l.slice(3)]) })
-const moduleAt = (line) => {
-  let lo = 0, hi = heads.length - 1, found = "tollgate.mjs"
-  while (lo <= hi) { const m = (lo + hi) >> 1; if (heads[m][0] <= line) { found = heads[m][1]; lo = m + 1 } else hi = m - 1 }
-  return found
-}
+const sourceOf = (await import(process.argv[4])).sourceOf(process.argv[3])
 const byId = new Map(p.nodes.map((n) => [n.id, n])), self = new Map()
 let total = 0
 p.samples.forEach((s, i) => { const t = p.timeDeltas[i] ?? 0; total += t; self.set(s, (self.get(s) ?? 0) + t) })
 const byPkg = new Map(), byFn = new Map()
 for (const [id, t] of self) {
   const cf = byId.get(id).callFrame
-  const url = cf.url.includes("/dist/bin/tollgate.mjs") ? moduleAt(cf.lineNumber) : cf.url.replace(/.*node_modules\//, "node_modules/")
+  const url = sourceOf(cf)
   const pkg = url.startsWith("src/") ? `tollgate ${url.split("/").slice(0, 2).join("/")}`
     : url.match(/^node_modules\/(@[^/]+\/[^/]+|[^/]+)\//)?.[1] ?? (url || cf.functionName)
   byPkg.set(pkg, (byPkg.get(pkg) ?? 0) + t)

@@ -31,17 +31,14 @@ node -e '
   console.log(`${n} ${process.argv[3]} (${r.errors} errors): ${Math.round(s.steps / n)} runtime steps, ${(s.fibers / n).toFixed(1)} fibers, ${Math.round(s.bytes / n / 1024)} KB allocated each`)' \
   "$r" "$WORK/steps.json" "$WHAT"
 # Where the bytes were allocated: the sampled allocations' self size by function, per request.
-node - "$HEAP" "$ROOT/dist/bin/tollgate-steps.mjs" "$(node -e 'console.log(JSON.parse(process.argv[1]).requests)' "$r")" <<'NODE'
-const fs = require("fs")
+node --input-type=module - "$HEAP" "$ROOT/dist/bin/tollgate-steps.mjs" "$(node -e 'console.log(JSON.parse(process.argv[1]).requests)' "$r")" "$ROOT/bench/bundleModules.mjs" <<'NODE'
+import * as fs from "node:fs"
 const p = JSON.parse(fs.readFileSync(process.argv[2], "utf8")), n = +process.argv[4]
-const heads = [] // esbuild heads each module of the bundle with a "// <path>" line
-fs.readFileSync(process.argv[3], "utf8").split("\n").forEach((l, i) => { if (/^\/\/ (node_modules|src)\//.test(l)) heads.push([i, l.slice(3)]) })
-const moduleAt = (line) => { let m = "tollgate.mjs"; for (const [i, path] of heads) { if (i > line) break; m = path } return m }
+const sourceOf = (await import(process.argv[5])).sourceOf(process.argv[3])
 const byFn = new Map()
 const walk = (node) => {
   const cf = node.callFrame
-  const where = cf.url.includes("tollgate-steps.mjs") ? moduleAt(cf.lineNumber) : cf.url.replace(/.*node_modules\//, "")
-  const k = `${cf.functionName || "(anonymous)"} ${where}`
+  const k = `${cf.functionName || "(anonymous)"} ${sourceOf(cf)}`
   byFn.set(k, (byFn.get(k) ?? 0) + node.selfSize)
   node.children.forEach(walk)
 }

@@ -46,6 +46,9 @@ const build = async () => {
   const tmp = `${bundle}.${process.pid}.tmp`
   await build({
     entryPoints: [join(root, "src", "cli", "main.ts")],
+    // Paths in the bundle's comments relative to the root, whatever folder the command starts from
+    // (the benches name a profile's frames by them).
+    absWorkingDir: root,
     bundle: true,
     platform: "node",
     format: "esm",

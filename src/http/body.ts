@@ -197,9 +197,8 @@ const BACKSLASH = 0x5c
  * quote to quote (native, many bytes at a time) rather than byte by byte: a quote after an odd number
  * of backslashes is escaped and does not end it.
  */
-export const nestedDeeperThan = (bytes: Uint8Array, max: number): boolean => {
-  if (bytes.length <= max) return false
-  const text = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+export const nestedDeeperThan = (text: Buffer, max: number): boolean => {
+  if (text.length <= max) return false
   let depth = 0
   for (let i = 0; i < text.length; i++) {
     const b = text[i]!

@@ -75,17 +75,35 @@ const turnOfTheEventLoop = Effect.async<void>((resume) => {
   return Effect.sync(() => clearImmediate(handle))
 })
 
-/** Where pieces' counts are remembered (see `countTokensOf`): a piece's name, and its count by name. */
-interface Memory {
-  readonly nameOf: (piece: string) => string
-  readonly recall: (name: string) => number | undefined
-  readonly keep: (name: string, count: number) => void
-}
-
 /** Pieces recalled between two turns of the event loop: a digest each, about a millisecond in all. */
 const RECALLED_PER_TURN = 64
 
-const countInPieces = (count: Count, text: string, memory?: Memory): Effect.Effect<number> =>
+/** How many pieces' counts are remembered: about 80 MB of text's worth, in about 2 MB. */
+const REMEMBERED_PIECES = 20_000
+/**
+ * The one piece of state this module keeps: a memo of a pure function (a piece's count), by a digest
+ * of the scope and the piece (never the text itself), the least recently used forgotten first. What
+ * `countTokensOf` answers never depends on what is remembered, only how soon; a scope (an API key)
+ * never reads another's.
+ */
+const remembered = new Map<string, number>()
+
+const recall = (name: string) => {
+  const count = remembered.get(name)
+  if (count !== undefined) {
+    remembered.delete(name) // most recently used last
+    remembered.set(name, count)
+  }
+  return count
+}
+
+const keep = (name: string, count: number) => {
+  remembered.set(name, count)
+  if (remembered.size > REMEMBERED_PIECES) remembered.delete(remembered.keys().next().value!)
+}
+
+/** Counts `text` piece by piece, the event loop served between them; with a scope, through `remembered`. */
+const countInPieces = (count: Count, text: string, scope: string | undefined): Effect.Effect<number> =>
   Effect.gen(function*() {
     let total = 0
     let recalled = 0
@@ -93,59 +111,31 @@ const countInPieces = (count: Count, text: string, memory?: Memory): Effect.Effe
       const end = pieceEnd(text, from)
       const piece = text.slice(from, end)
       from = end
-      const name = memory?.nameOf(piece)
-      const known = name === undefined ? undefined : memory!.recall(name)
+      const name = scope === undefined ? undefined : digest("sha256", `${scope}\u0000${piece}`).toString("base64")
+      const known = name === undefined ? undefined : recall(name)
       if (known !== undefined) {
         total += known
         if (++recalled % RECALLED_PER_TURN === 0 && from < text.length) yield* turnOfTheEventLoop
         continue
       }
       const counted = count(piece)
-      if (name !== undefined) memory!.keep(name, counted)
+      if (name !== undefined) keep(name, counted)
       total += counted
       if (from < text.length) yield* turnOfTheEventLoop
     }
     return total
   })
 
-/** How many pieces' counts are remembered: about 80 MB of text's worth, in about 2 MB. */
-const REMEMBERED_PIECES = 20_000
-/**
- * The one piece of state this module keeps: a memo of a pure function (a piece's count), so what
- * `countTokensOf` answers never depends on what is remembered, only how soon.
- */
-const remembered = new Map<string, number>()
-
-/**
- * The memory of `scope`'s pieces: each piece's count by a digest of the scope and the piece (never the
- * text itself), the least recently used forgotten first. A scope (an API key) never reads another's.
- */
-const memoryOf = (scope: string): Memory => ({
-  nameOf: (piece) => digest("sha256", `${scope}\u0000${piece}`).toString("base64"),
-  recall: (name) => {
-    const count = remembered.get(name)
-    if (count !== undefined) {
-      remembered.delete(name) // most recently used last
-      remembered.set(name, count)
-    }
-    return count
-  },
-  keep: (name, count) => {
-    remembered.set(name, count)
-    if (remembered.size > REMEMBERED_PIECES) remembered.delete(remembered.keys().next().value!)
-  }
-})
-
-const counted = (count: Count, text: string, memory: Memory | undefined): Effect.Effect<number> =>
-  text.length <= PIECE_CHARS && memory === undefined
+const counted = (count: Count, text: string, scope: string | undefined): Effect.Effect<number> =>
+  text.length <= PIECE_CHARS && scope === undefined
     ? Effect.sync(() => count(text))
-    : countInPieces(count, text, memory)
+    : countInPieces(count, text, scope)
 
-const countWith = (text: string, memory: Memory | undefined): Effect.Effect<number> =>
+const countWith = (text: string, scope: string | undefined): Effect.Effect<number> =>
   text === ""
     ? Effect.succeed(0)
     : loaded !== undefined
-    ? counted(loaded, text, memory)
+    ? counted(loaded, text, scope)
     : Effect.tryPromise(counter).pipe(
       Effect.matchEffect({
         onFailure: (e) =>
@@ -155,7 +145,7 @@ const countWith = (text: string, memory: Memory | undefined): Effect.Effect<numb
             ),
             cheapTokens(text)
           ),
-        onSuccess: (count) => counted(count, text, memory)
+        onSuccess: (count) => counted(count, text, scope)
       })
     )
 
@@ -173,4 +163,4 @@ export const countTokens = (text: string): Effect.Effect<number> => countWith(te
  * of 4096 characters takes microseconds where counting it takes a quarter of a millisecond. The total
  * is the same as `countTokens`'.
  */
-export const countTokensOf = (scope: string, text: string): Effect.Effect<number> => countWith(text, memoryOf(scope))
+export const countTokensOf = (scope: string, text: string): Effect.Effect<number> => countWith(text, scope)

@@ -27,11 +27,8 @@ describe("the body's depth check", () => {
       )
     })).value
     fc.assert(
-      fc.property(json, fc.integer({ min: 0, max: 8 }), fc.boolean(), (value, max, plain) => {
-        const text = Buffer.from(JSON.stringify(value))
-        // A plain Uint8Array, as well as the Buffer the server reads.
-        const bytes = plain ? new Uint8Array(text) : text
-        expect(nestedDeeperThan(bytes, max)).toBe(depthOf(value) > max)
+      fc.property(json, fc.integer({ min: 0, max: 8 }), (value, max) => {
+        expect(nestedDeeperThan(Buffer.from(JSON.stringify(value)), max)).toBe(depthOf(value) > max)
       }),
       { numRuns: 2_000 }
     )
