@@ -182,7 +182,7 @@ export const streamCall = (deps: StreamDeps) =>
 
     // Checkpoints: every `checkpointMs` the output so far (counted once, in pieces) goes to the log,
     // off the relay's path, at most one in flight. The pump asks after each read; a stream shorter
-    // than the interval never starts one.
+    // than the interval never starts one, nor does the read that ends a stream.
     let countedOutput = 0
     let countedInput: number | undefined
     let lastCheckpoint = began
@@ -203,6 +203,9 @@ export const streamCall = (deps: StreamDeps) =>
     }).pipe(Effect.ensuring(Effect.sync(() => (inFlight = undefined))), Effect.interruptible)
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const maybeCheckpoint = () => {
+      // A read that brought the terminal event is followed by the bill: a checkpoint would be a
+      // fourth event, a count of the whole output and a commit the bill waits for.
+      if (relay.finished()) return
       const now = clock.unsafeCurrentTimeMillis()
       if (now - lastCheckpoint < deps.checkpointMs || inFlight !== undefined) return
       lastCheckpoint = now

@@ -133,4 +133,37 @@ describe("checkpoints of a long stream", () => {
     process.kill(second.p.pid, "SIGTERM")
     await second.p.exited
   }, T)
+
+  it("the read that ends a stream past the interval is billed without a checkpoint first", async () => {
+    const chunk = (fields: object) =>
+      JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "up", ...fields })
+    // The answer's last read (its usage and [DONE] in one write) comes 400 ms in, past the 300 ms interval.
+    fake.script("/v1/chat/completions", {
+      eventDelayMs: 400,
+      events: [
+        `data: ${chunk({ choices: [{ index: 0, delta: { content: "a short answer" }, finish_reason: "stop" }] })}`,
+        `data: ${
+          chunk({ choices: [], usage: { prompt_tokens: 9, completion_tokens: 3, total_tokens: 12 } })
+        }\n\ndata: [DONE]`
+      ]
+    })
+    const gateway = await serve()
+    const key = await tollgateJson(["keys", "create", "--quota-usd", "10"], env)
+    const res = await fetch(`${gateway.base}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "slow", stream: true, messages: [{ role: "user", content: "briefly" }] })
+    })
+    const text = await res.text()
+    expect(text).toContain("a short answer")
+    expect(text.trim().endsWith("data: [DONE]")).toBe(true)
+    const requestId = res.headers.get("x-request-id")!
+    const events = (await tollgateJson(["events", "--limit", "1000"], env)).events.filter((e: any) =>
+      e.stream_id === `request-${requestId}`
+    )
+    expect(events.map((e: any) => e.event_type)).toEqual(["StreamStarted", "UsageReported", "Billed"])
+    expect(events.at(-1).data.usage.output_tokens).toBe(3)
+    process.kill(gateway.p.pid, "SIGTERM")
+    await gateway.p.exited
+  }, T)
 })
