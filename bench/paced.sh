@@ -40,12 +40,15 @@ fi
 
 TICKS=$(getconf CLK_TCK)
 rss_kb() { awk '/^VmRSS:/{print $2}' "/proc/$1/status"; }
+# Connections the kernel dropped because a listening socket's accept queue was full (the machine's
+# count: only the target under load is listening for new connections meanwhile).
+listen_drops() { awk '/^TcpExt:/ { if (!h) { for (i = 1; i <= NF; i++) n[i] = $i; h = 1 } else { for (i = 1; i <= NF; i++) if (n[i] == "ListenDrops") print $i } }' /proc/net/netstat; }
 
 # run_target LABEL URL PID CONNS [header lines]: one paced run; writes $OUT/LABEL.c$CONNS.json.
 run_target() {
   local label="$1" url="$2" pid="$3" conns="$4" headers="${5:-}"
-  local idle cpu0 cpu1 peak=0 r
-  idle=$(rss_kb "$pid"); cpu0=$(cpu_ticks "$pid")
+  local idle cpu0 cpu1 peak=0 r drops0 drops1
+  idle=$(rss_kb "$pid"); cpu0=$(cpu_ticks "$pid"); drops0=$(listen_drops)
   BENCH_HEADERS="$headers" node "$WORK/harness/sse-load.mjs" --url "$url" -c "$conns" -d "$SECS" "${BODY[@]}" --timeout 120 --grace 20 \
     --json --label "$label" >"$WORK/$label.$conns.load.json" 2>"$WORK/$label.$conns.err" &
   local load=$!
@@ -54,13 +57,14 @@ run_target() {
     sleep 0.5
   done
   wait "$load" || true
-  cpu1=$(cpu_ticks "$pid")
+  cpu1=$(cpu_ticks "$pid"); drops1=$(listen_drops)
   node -e '
-    const fs = require("fs"); const [file, label, conns, idle, peak, ticks, hz, chunks, out] = process.argv.slice(1)
+    const fs = require("fs"); const [file, label, conns, idle, peak, ticks, hz, chunks, out, drops] = process.argv.slice(1)
     let l = {}; try { l = JSON.parse(fs.readFileSync(file, "utf8")) } catch {}
     const done = l.requests ?? 0, cpuMs = (1000 * Number(ticks)) / Number(hz)
     const r = {
       label, connections: +conns, completed: done, errors: l.errors ?? null, error_kinds: l.error_kinds ?? {},
+      listen_drops: +drops,
       ttfc_p50_ms: l.ttfc_ms?.p50 ?? null, ttfc_p99_ms: l.ttfc_ms?.p99 ?? null,
       idle_rss_mb: +(idle / 1024).toFixed(1), peak_rss_mb: +(peak / 1024).toFixed(1),
       kb_per_open_stream: +((peak - idle) / +conns).toFixed(1),
@@ -68,7 +72,7 @@ run_target() {
       cpu_us_per_chunk: done ? +((1000 * cpuMs) / (done * +chunks)).toFixed(1) : null
     }
     fs.writeFileSync(out, JSON.stringify(r) + "\n"); console.error(JSON.stringify(r))' \
-    "$WORK/$label.$conns.load.json" "$label" "$conns" "$idle" "$peak" "$((cpu1 - cpu0))" "$TICKS" "$CHUNKS" "$OUT/$label.c$conns.json"
+    "$WORK/$label.$conns.load.json" "$label" "$conns" "$idle" "$peak" "$((cpu1 - cpu0))" "$TICKS" "$CHUNKS" "$OUT/$label.c$conns.json" "$((drops1 - drops0))"
 }
 
 TARGETS="${PACED_TARGETS:-floor pg embedded portkey}"

@@ -6,7 +6,7 @@
 NAME=streamcpu
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 C=${C:-200}; D=${D:-15}
-export MOCK_DELAY_MS=250
+export MOCK_DELAY_MS=${MOCK_DELAY_MS:-250}
 pg_behind_mock
 P_TG=$(free_port); P_FL=$(free_port)
 start_serve "$WORK/tollgate.log" "$P_TG"; TG=$SERVE_PID

@@ -145,6 +145,7 @@ const defaultRetries = { attempts_per_deployment: 2, max_attempts: 4, base_delay
 /** The defaults of the connection limits (see docs/security.md). */
 export const serverDefaults = {
   max_connections: 16_384,
+  listen_backlog: 4_096,
   headers_timeout_ms: 10_000,
   body_timeout_ms: 30_000,
   request_timeout_ms: 120_000,
@@ -167,6 +168,12 @@ export const ServerSection = Schema.Struct({
   replica_timeout_ms: Schema.optionalWith(Schema.Int.pipe(Schema.greaterThanOrEqualTo(300)), { default: () => 30_000 }),
   /** Connections held open at once; more are refused until some close. */
   max_connections: Schema.optionalWith(PositiveInt, { default: () => serverDefaults.max_connections }),
+  /**
+   * Connections the kernel holds for the server before it accepts them (the kernel caps it at
+   * net.core.somaxconn). A burst beyond it has its connections dropped, and their clients retry a
+   * second or more later.
+   */
+  listen_backlog: Schema.optionalWith(PositiveInt, { default: () => serverDefaults.listen_backlog }),
   /** A client gets this long to send a request's headers. */
   headers_timeout_ms: Schema.optionalWith(PositiveInt, { default: () => serverDefaults.headers_timeout_ms }),
   /** A body that sends nothing for this long is answered 408 and its connection closed. */

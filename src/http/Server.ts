@@ -90,7 +90,8 @@ export const NodeServerLive = Layer.unwrapEffect(
     let server: Server | undefined
     const listen = NodeHttpServer.layer(() => (server = createNodeServer(config.file.server)), {
       port: config.port,
-      host: config.host
+      host: config.host,
+      backlog: config.file.server.listen_backlog
     })
     const closeIdleOnShutdown = Layer.scopedDiscard(Effect.addFinalizer(() =>
       Effect.sync(() => {
