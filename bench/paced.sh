@@ -3,7 +3,8 @@
 # Many concurrent streams whose chunks arrive paced (the mock upstream's MOCK_DELAY_MS: 20 chunks,
 # 250 ms apart, ~5 s a stream), against the Node floor proxy, Tollgate on Postgres (one process, full
 # billing), Tollgate on the embedded database and Portkey when installed, back to back, each for
-# PACED_SECONDS. Per target: streams completed, TTFC p50/p99, peak RSS, resident memory per open
+# PACED_SECONDS. Per target: streams completed, listen drops (connections the kernel dropped for a full
+# accept queue, counted machine-wide), TTFC p50/p99, peak RSS, resident memory per open
 # stream and CPU per stream and per relayed chunk (from /proc/<pid>/stat), with ratios to the floor.
 # Everything it starts it stops, by PID. Loopback only.
 # A proxy holds two sockets a stream (client and upstream): PACED_CONNS is bounded by half the process's
@@ -109,12 +110,12 @@ rows.sort((a, b) => a.connections - b.connections || order.indexOf(a.label) - or
 const ratio = (x, y) => (x != null && y ? (x / y).toFixed(2) + "×" : "-")
 const prompt = promptKb ? `, prompts of about ${promptKb} KB` : ""
 console.log(`Paced streams: 20 chunks ${delay} ms apart, ${secs} s per target, every client starting at once${prompt}.\n`)
-console.log("| clients | target | completed | vs floor | errors | TTFC p50 ms | TTFC p99 ms | idle RSS MB | peak RSS MB | KB per open stream | CPU ms per stream | CPU µs per chunk | CPU per chunk vs floor |")
-console.log("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+console.log("| clients | target | completed | vs floor | errors | listen drops | TTFC p50 ms | TTFC p99 ms | idle RSS MB | peak RSS MB | KB per open stream | CPU ms per stream | CPU µs per chunk | CPU per chunk vs floor |")
+console.log("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for (const r of rows) {
   const f = rows.find((x) => x.label === "floor" && x.connections === r.connections)
   const share = f && f.completed ? Math.round((100 * r.completed) / f.completed) + "%" : "-"
-  console.log(`| ${r.connections} | ${r.label} | ${r.completed} | ${share} | ${r.errors ?? "-"} | ${r.ttfc_p50_ms ?? "-"} | ${r.ttfc_p99_ms ?? "-"} | ${r.idle_rss_mb} | ${r.peak_rss_mb} | ${r.kb_per_open_stream} | ${r.cpu_ms_per_stream ?? "-"} | ${r.cpu_us_per_chunk ?? "-"} | ${ratio(r.cpu_us_per_chunk, f?.cpu_us_per_chunk)} |`)
+  console.log(`| ${r.connections} | ${r.label} | ${r.completed} | ${share} | ${r.errors ?? "-"} | ${r.listen_drops ?? "-"} | ${r.ttfc_p50_ms ?? "-"} | ${r.ttfc_p99_ms ?? "-"} | ${r.idle_rss_mb} | ${r.peak_rss_mb} | ${r.kb_per_open_stream} | ${r.cpu_ms_per_stream ?? "-"} | ${r.cpu_us_per_chunk ?? "-"} | ${ratio(r.cpu_us_per_chunk, f?.cpu_us_per_chunk)} |`)
 }
 NODE
 echo "results: $OUT"
