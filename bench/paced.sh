@@ -4,7 +4,7 @@
 # 250 ms apart, ~5 s a stream), against the Node floor proxy, Tollgate on Postgres (one process, full
 # billing), Tollgate on the embedded database and Portkey when installed, back to back, each for
 # PACED_SECONDS. Per target: streams completed, listen drops (connections the kernel dropped for a full
-# accept queue, counted machine-wide), TTFC p50/p99, peak RSS, resident memory per open
+# accept queue, the target's or the mock's), TTFC p50/p99, peak RSS, resident memory per open
 # stream and CPU per stream and per relayed chunk (from /proc/<pid>/stat), with ratios to the floor.
 # Everything it starts it stops, by PID. Loopback only.
 # A proxy holds two sockets a stream (client and upstream): PACED_CONNS is bounded by half the process's
@@ -41,8 +41,8 @@ fi
 
 TICKS=$(getconf CLK_TCK)
 rss_kb() { awk '/^VmRSS:/{print $2}' "/proc/$1/status"; }
-# Connections the kernel dropped because a listening socket's accept queue was full (the machine's
-# count: only the target under load is listening for new connections meanwhile).
+# Connections the kernel dropped because a listening socket's accept queue was full, counted machine-wide:
+# the target's and the mock's (a proxy opening its upstream connections in a burst fills the mock's).
 listen_drops() { awk '/^TcpExt:/ { if (!h) { for (i = 1; i <= NF; i++) n[i] = $i; h = 1 } else { for (i = 1; i <= NF; i++) if (n[i] == "ListenDrops") print $i } }' /proc/net/netstat; }
 
 # run_target LABEL URL PID CONNS [header lines]: one paced run; writes $OUT/LABEL.c$CONNS.json.

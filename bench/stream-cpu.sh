@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bash bench/stream-cpu.sh : CPU per paced stream, the Node floor against Tollgate on Postgres, below
-# saturation. C clients (200) each stream answers of 20 chunks 250 ms apart for D seconds (15), first
-# the floor, then Tollgate, twice over; CPU from /proc/<pid>/stat. A small, quick A/B check between
-# commits; `npm run bench:paced` is the full measurement. Loopback only; everything it starts it stops.
+# saturation. C clients (200) each stream answers of 20 chunks (MOCK_CHUNKS) 250 ms (MOCK_DELAY_MS)
+# apart for D seconds (15), first the floor, then Tollgate, twice over; CPU from /proc/<pid>/stat. A
+# small, quick A/B check between commits; `npm run bench:paced` is the full measurement. Loopback only;
+# everything it starts it stops.
 NAME=streamcpu
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 C=${C:-200}; D=${D:-15}

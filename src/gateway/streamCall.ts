@@ -203,8 +203,9 @@ export const streamCall = (deps: StreamDeps) =>
     }).pipe(Effect.ensuring(Effect.sync(() => (inFlight = undefined))), Effect.interruptible)
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const maybeCheckpoint = () => {
-      // A read that brought the terminal event is followed by the bill: a checkpoint would be a
-      // fourth event, a count of the whole output and a commit the bill waits for.
+      // After the read that brought the terminal event comes the bill (once the client has taken the
+      // rest): a checkpoint here would be a fourth event, a count of the whole output and a commit the
+      // bill waits for.
       if (relay.finished()) return
       const now = clock.unsafeCurrentTimeMillis()
       if (now - lastCheckpoint < deps.checkpointMs || inFlight !== undefined) return

@@ -27,7 +27,9 @@ describe("checkpoints of a long stream", () => {
       config,
       [
         "server: { replica_timeout_ms: 1500 }",
-        "billing: { checkpoint_interval_ms: 300 }",
+        // A bill waits up to half of commit_wait_ms for a checkpoint in flight: long enough here for one
+        // that loads the tokenizer on a busy machine, so a checkpoint the second test must not see would land.
+        "billing: { checkpoint_interval_ms: 300, commit_wait_ms: 10000 }",
         "providers:",
         `  up: { style: openai, base_url: "${fake.url}/v1" }`,
         "models:",
