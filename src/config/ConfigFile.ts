@@ -12,6 +12,32 @@ const ModelName = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._:@/
 const PositiveInt = Schema.Int.pipe(Schema.positive())
 
 export const ProviderStyle = Schema.Literal("openai", "anthropic")
+
+/**
+ * Headers that frame an upstream request (its length, encoding and connection) or that the gateway
+ * writes itself (`content-type`, `accept`): a provider's `headers` may not set them. Set in another
+ * case, they would go out twice, and the request would fail upstream or be read two ways.
+ */
+const GATEWAY_HEADERS = new Set([
+  "accept",
+  "connection",
+  "content-length",
+  "content-type",
+  "expect",
+  "host",
+  "keep-alive",
+  "proxy-connection",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade"
+])
+const UpstreamHeaders = Schema.Record({ key: Schema.String, value: Schema.String }).pipe(
+  Schema.filter((headers) => {
+    const name = Object.keys(headers).find((h) => GATEWAY_HEADERS.has(h.toLowerCase()))
+    return name === undefined || { path: [name], message: `${name} is set by the gateway, not in a provider's headers` }
+  })
+)
 export type ProviderStyle = typeof ProviderStyle.Type
 
 export const ProviderConfig = Schema.Struct({
@@ -40,8 +66,11 @@ export const ProviderConfig = Schema.Struct({
   max_tokens_field: Schema.optionalWith(Schema.Literal("max_tokens", "max_completion_tokens"), {
     default: () => "max_tokens" as const
   }),
-  /** Extra headers sent upstream (e.g. an organisation id). Values may use `${ENV_VAR}`. */
-  headers: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.String }), { default: () => ({}) }),
+  /**
+   * Extra headers sent upstream (e.g. an organisation id). Values may use `${ENV_VAR}`. Headers that
+   * frame the request or that the gateway writes itself are refused (see `GATEWAY_HEADERS`).
+   */
+  headers: Schema.optionalWith(UpstreamHeaders, { default: () => ({}) }),
   /**
    * The client's protocol headers this provider gets when it speaks the client's style (see
    * providers/protocolHeaders.ts): `true` (default) every beta name of `anthropic-beta` / `openai-beta`

@@ -239,7 +239,12 @@ export const decodeFile = (
   const safe = messageScrubber(raw, substitutions)
   const decoded = decodeRaw(raw)
   if (Either.isLeft(decoded)) {
-    const issues = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)
+    const all = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)
+    // An optional field's schema is `X | undefined`: a wrong value fails both, and the second failure
+    // ("Expected undefined") only repeats that the field is wrong where another issue says how.
+    const explained = (i: ParseResult.ArrayFormatterIssue) =>
+      all.some((o) => !o.message.startsWith("Expected undefined") && i.path.every((p, k) => o.path[k] === p))
+    const issues = all.filter((i) => !(i.message.startsWith("Expected undefined") && explained(i)))
     const lines = issues.map((i) =>
       `  ${i.path.length ? i.path.join(".") : "(top level)"}: ${safe.line(i.path, i.message)}`
     )

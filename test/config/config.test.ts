@@ -206,6 +206,22 @@ describe("a config file (TOLLGATE_CONFIG)", () => {
       expect(message).toMatch(/\n {2}models\.gpt\.pricing\.input_per_mtok: .*USD amount/)
     }))
 
+  it.effect("a provider header that frames the request or that the gateway writes is refused, in any case", () =>
+    Effect.gen(function*() {
+      for (const name of ["Content-Length", "transfer-encoding", "Host", "CONNECTION", "Content-Type", "Accept"]) {
+        const path = withFile((f) => (f.providers.openai.headers[name] = "5"))
+        const message = yield* refusal({ TOLLGATE_CONFIG: path, ...ENV })
+        expect(message).toContain(`providers.openai.headers`)
+        expect(message).toContain(`${name} is set by the gateway`)
+        // The optional field's other alternative (undefined) is not listed as a second problem.
+        expect(message).not.toContain("Expected undefined")
+      }
+      // Other headers, and the organisation header of the valid file, stay accepted.
+      const path = withFile((f) => (f.providers.openai.headers["X-Project"] = "p1"))
+      const settings = yield* settingsFrom({ TOLLGATE_CONFIG: path, ...ENV })
+      expect(settings.file.providers.openai!.headers).toEqual({ "OpenAI-Organization": "org-acme", "X-Project": "p1" })
+    }))
+
   it.effect("every wrong field is named at once", () =>
     Effect.gen(function*() {
       const path = withFile((f) => {
