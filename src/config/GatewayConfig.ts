@@ -254,6 +254,13 @@ export const decodeFile = (
   const problems: Array<string> = []
   for (const [name, p] of Object.entries(file.providers)) {
     if (p.type === "http" && !p.base_url) problems.push(`providers.${name}.base_url: required for an http provider`)
+    // The api_key goes in this header (providers/http/HttpUpstream.ts); one configured beside it would be
+    // overwritten, or, in another case, sent twice.
+    const auth = p.auth_header ?? (p.style === "anthropic" ? "x-api-key" : "authorization")
+    const twice = p.api_key === undefined ? undefined : Object.keys(p.headers).find((h) => h.toLowerCase() === auth)
+    if (twice !== undefined) {
+      problems.push(`providers.${name}.headers.${twice}: api_key is sent in ${auth}; set one or the other`)
+    }
   }
   for (const [id, m] of Object.entries(file.models)) {
     m.deployments.forEach((d, i) => {

@@ -222,6 +222,25 @@ describe("a config file (TOLLGATE_CONFIG)", () => {
       expect(settings.file.providers.openai!.headers).toEqual({ "OpenAI-Organization": "org-acme", "X-Project": "p1" })
     }))
 
+  it.effect("a provider header carrying what api_key is sent in is refused; without api_key it is the way to authenticate", () =>
+    Effect.gen(function*() {
+      const twice = withFile((f) => (f.providers.openai.headers.Authorization = "Bearer other"))
+      expect(yield* refusal({ TOLLGATE_CONFIG: twice, ...ENV })).toContain(
+        "providers.openai.headers.Authorization: api_key is sent in authorization; set one or the other"
+      )
+      const azure = withFile((f) => {
+        f.providers.openai.auth_header = "api-key"
+        f.providers.openai.headers["Api-Key"] = "other"
+      })
+      expect(yield* refusal({ TOLLGATE_CONFIG: azure, ...ENV })).toContain("providers.openai.headers.Api-Key")
+      const own = withFile((f) => {
+        delete f.providers.openai.api_key
+        f.providers.openai.headers.Authorization = "Bearer ${OPENAI_KEY}"
+      })
+      const settings = yield* settingsFrom({ TOLLGATE_CONFIG: own, ...ENV })
+      expect(Object.keys(settings.file.providers.openai!.headers)).toContain("Authorization")
+    }))
+
   it.effect("every wrong field is named at once", () =>
     Effect.gen(function*() {
       const path = withFile((f) => {
