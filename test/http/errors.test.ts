@@ -381,11 +381,20 @@ describe("error envelope over HTTP (default config)", () => {
         add(chat, "max_completion_tokens", { ...chatBody, max_completion_tokens: -3 })
         add(chat, "n", { ...chatBody, n: 9 })
         add(chat, "stream", { ...chatBody, stream: "yes" })
+        // sampling, in the style's documented ranges, whatever the upstream would accept
+        add(chat, "temperature", { ...chatBody, temperature: 2.5 }, /temperature/)
+        add(chat, "temperature", { ...chatBody, temperature: "hot" })
+        add(chat, "top_p", { ...chatBody, top_p: 1.1 })
+        add(chat, "presence_penalty", { ...chatBody, presence_penalty: -3 })
+        add(chat, "frequency_penalty", { ...chatBody, frequency_penalty: "0" })
+        add(chat, "stop", { ...chatBody, stop: 7 })
         // responses
         add(responses, "input", { model: "mock-gpt" }, /`input` is required/)
         add(responses, "input", { model: "mock-gpt", input: 7 })
         add(responses, "model", { input: "Hi" })
         add(responses, "max_output_tokens", { ...responsesBody, max_output_tokens: -1 })
+        add(responses, "temperature", { ...responsesBody, temperature: -0.1 })
+        add(responses, "top_p", { ...responsesBody, top_p: 2 })
         // messages
         add(messages, "max_tokens", { model: "mock-claude", messages: msg("user") }, /`max_tokens` is required/)
         add(messages, "max_tokens", { ...messagesBody, max_tokens: -1 }, /max_tokens/)
@@ -397,6 +406,10 @@ describe("error envelope over HTTP (default config)", () => {
         add(messages, "messages.0.role", { ...messagesBody, messages: [{ content: "Hi" }] })
         add(messages, "messages.0.content", { ...messagesBody, messages: [{ role: "user", content: 5 }] })
         add(messages, "model", { max_tokens: 16, messages: msg("user") })
+        add(messages, "temperature", { ...messagesBody, temperature: 1.5 }, /temperature/)
+        add(messages, "top_p", { ...messagesBody, top_p: -1 })
+        add(messages, "top_k", { ...messagesBody, top_k: 2.5 })
+        add(messages, "stop_sequences", { ...messagesBody, stop_sequences: "END" })
         // images
         add(images, "prompt", { model: "mock-image" }, /`prompt` is required/)
         add(images, "prompt", { model: "mock-image", prompt: "" })
@@ -415,6 +428,22 @@ describe("error envelope over HTTP (default config)", () => {
         }
         // None of the refused requests reached the gateway's lifecycle.
         yield* expectNothingBilled(base, secret)
+      }))
+
+    it.effect("sampling fields at the ends of their ranges, and null, are answered", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        const [chat, responses, messages] = GENERATION_ENDPOINTS as [Endpoint, Endpoint, Endpoint]
+        const ok: Array<[Endpoint, Record<string, unknown>]> = [
+          [chat, { ...chatBody, temperature: 2, top_p: 0, presence_penalty: -2, frequency_penalty: 2, stop: ["x"] }],
+          [chat, { ...chatBody, temperature: null, top_p: null, stop: "x" }],
+          [responses, { ...responsesBody, temperature: 0, top_p: 1 }],
+          [messages, { ...messagesBody, temperature: 1, top_p: 0.5, top_k: 0, stop_sequences: [] }]
+        ]
+        for (const [endpoint, body] of ok) {
+          expectSuccess(yield* call(base, endpoint, bearer(secret), body), 200, label(endpoint, JSON.stringify(body)))
+        }
       }))
 
     // ---- credentials on /v1 -----------------------------------------------------------------

@@ -1,6 +1,7 @@
 /**
- * Chat completions (OpenAI style): the fields of a request the gateway reads. Everything else in the
- * body is kept as raw JSON and forwarded untouched to a same-style upstream.
+ * Chat completions (OpenAI style): the fields of a request the gateway reads, and the sampling fields
+ * it checks. Everything else in the body is kept as raw JSON and forwarded untouched to a same-style
+ * upstream.
  */
 import * as Schema from "effect/Schema"
 export const ChatMessage = Schema.Struct({
@@ -15,6 +16,12 @@ export const ChatCompletionRequest = Schema.Struct({
   max_tokens: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.positive()))),
   max_completion_tokens: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.positive()))),
   n: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.between(1, 8)))),
+  // Sampling, in OpenAI's documented ranges: refused here as OpenAI refuses it, whatever the upstream.
+  temperature: Schema.optional(Schema.NullOr(Schema.Number.pipe(Schema.between(0, 2)))),
+  top_p: Schema.optional(Schema.NullOr(Schema.Number.pipe(Schema.between(0, 1)))),
+  presence_penalty: Schema.optional(Schema.NullOr(Schema.Number.pipe(Schema.between(-2, 2)))),
+  frequency_penalty: Schema.optional(Schema.NullOr(Schema.Number.pipe(Schema.between(-2, 2)))),
+  stop: Schema.optional(Schema.NullOr(Schema.Union(Schema.String, Schema.Array(Schema.String)))),
   /** Not a chat completions field, but some clients send it; every candidate counts towards the bound. */
   best_of: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.between(1, 20))))
 }).annotations({ identifier: "ChatCompletionRequest" })

@@ -1,6 +1,7 @@
 /**
  * Messages (Anthropic style): the fields of a request the gateway reads (model, the output cap,
- * stream, the text it estimates); the rest travels as raw JSON and is not validated here.
+ * stream, the text it estimates) and the sampling fields it checks; the rest travels as raw JSON and is
+ * not validated here.
  */
 import * as Schema from "effect/Schema"
 export const ANTHROPIC_VERSION = "2023-06-01"
@@ -24,7 +25,12 @@ export const MessagesRequest = Schema.Struct({
   model: Schema.String.pipe(Schema.minLength(1)),
   max_tokens: Schema.Int.pipe(Schema.positive()),
   messages: Schema.Array(AnthropicMessage).pipe(Schema.minItems(1)),
-  stream: Schema.optional(Schema.Boolean)
+  stream: Schema.optional(Schema.Boolean),
+  // Sampling, in Anthropic's documented ranges: refused here as Anthropic refuses it, whatever the upstream.
+  temperature: Schema.optional(Schema.NullOr(Schema.Number.pipe(Schema.between(0, 1)))),
+  top_p: Schema.optional(Schema.NullOr(Schema.Number.pipe(Schema.between(0, 1)))),
+  top_k: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.nonNegative()))),
+  stop_sequences: Schema.optional(Schema.NullOr(Schema.Array(Schema.String)))
 }).annotations({ identifier: "MessagesRequest" })
 export type MessagesRequest = typeof MessagesRequest.Type
 
