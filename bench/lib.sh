@@ -32,6 +32,7 @@ trap cleanup EXIT
 
 # CPU time a process has used so far, in clock ticks (utime + stime from /proc; 100 a second).
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+HZ=$(getconf CLK_TCK) # cpu_ticks' ticks a second
 free_port() { node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
 wait_http() { for _ in $(seq 1 120); do curl -sf "$1" >/dev/null && return 0; sleep 0.25; done; echo "no answer from $1" >&2; return 1; }
 

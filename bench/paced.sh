@@ -39,7 +39,6 @@ if [[ -n "${PACED_PROMPT_KB:-}" ]]; then
   BODY=(--body-file "$WORK/prompt.json")
 fi
 
-TICKS=$(getconf CLK_TCK)
 rss_kb() { awk '/^VmRSS:/{print $2}' "/proc/$1/status"; }
 # Connections the kernel dropped because a listening socket's accept queue was full, counted machine-wide:
 # the target's and the mock's (a proxy opening its upstream connections in a burst fills the mock's).
@@ -73,7 +72,7 @@ run_target() {
       cpu_us_per_chunk: done ? +((1000 * cpuMs) / (done * +chunks)).toFixed(1) : null
     }
     fs.writeFileSync(out, JSON.stringify(r) + "\n"); console.error(JSON.stringify(r))' \
-    "$WORK/$label.$conns.load.json" "$label" "$conns" "$idle" "$peak" "$((cpu1 - cpu0))" "$TICKS" "$CHUNKS" "$OUT/$label.c$conns.json" "$((drops1 - drops0))"
+    "$WORK/$label.$conns.load.json" "$label" "$conns" "$idle" "$peak" "$((cpu1 - cpu0))" "$HZ" "$CHUNKS" "$OUT/$label.c$conns.json" "$((drops1 - drops0))"
 }
 
 TARGETS="${PACED_TARGETS:-floor pg embedded portkey}"

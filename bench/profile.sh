@@ -39,10 +39,10 @@ hwm=$(awk '/^VmHWM:/{printf "%.0f", $2/1024}' "/proc/$TG/status")
 kill -INT "$TG"; wait "$TG" 2>/dev/null || true
 node -e '
   const [r, c, p, ns, hwm] = [JSON.parse(process.argv[1]), +process.argv[2], +process.argv[3], +process.argv[4], process.argv[5]]
-  const s = ns / 1e9, hz = 100
+  const s = ns / 1e9, hz = +process.argv[7]
   console.log(`${process.argv[6]}: ${Math.round(r.rps)} req/s, p50 ${(r.latency_ms ?? r.total_ms)?.p50} ms; Tollgate ${(c / hz / s).toFixed(2)} cores, Postgres ${(p / hz / s).toFixed(2)} cores; peak RSS ${hwm} MB`)
   console.log(`CPU per request: ${Math.round((c / hz / s) / r.rps * 1e6)} µs of Tollgate, ${Math.round((p / hz / s) / r.rps * 1e6)} µs of Postgres`)' \
-  "$result" "$((c1 - c0))" "$((p1 - p0))" "$((t1 - t0))" "$hwm" "$TEST" | tee "$OUT/summary.txt"
+  "$result" "$((c1 - c0))" "$((p1 - p0))" "$((t1 - t0))" "$hwm" "$TEST" "$HZ" | tee "$OUT/summary.txt"
 if [[ "${PROFILE:-1}" != 0 ]]; then
   node --input-type=module - "$(ls -S "$OUT"/*.cpuprofile | head -1)" "$ROOT/dist/bin/tollgate.mjs" "$ROOT/bench/bundleModules.mjs" <<'NODE' | tee -a "$OUT/summary.txt"
 import * as fs from "node:fs"

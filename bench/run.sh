@@ -106,11 +106,11 @@ cpu_per_request() { # label pid url [wrk args...] -> one table row; needs wrk
   out=$(timeout 60 wrk -t1 -c"${CONNS:-50}" -d"${DURATION}s" "$@" "$url" 2>&1)
   c1=$(cpu_ticks "$pid"); t1=$(date +%s%N)
   node -e '
-    const [label, out, ticks, ns] = process.argv.slice(1)
+    const [label, out, ticks, ns, hz] = process.argv.slice(1)
     const rps = Number(/Requests\/sec:\s*([\d.]+)/.exec(out)?.[1]), bad = /Non-2xx[^\d]*(\d+)/.exec(out)?.[1]
-    const us = rps > 0 ? (ticks / 100) / (ns / 1e9) / rps * 1e6 : NaN
+    const us = rps > 0 ? (ticks / hz) / (ns / 1e9) / rps * 1e6 : NaN
     console.log(`| ${label} | ${Number.isFinite(rps) ? Math.round(rps) : "-"} | ${Number.isFinite(us) ? Math.round(us) : "-"} |${bad ? ` ${bad} non-2xx` : ""}`)' \
-    "$label" "$out" "$((c1 - c0))" "$((t1 - t0))"
+    "$label" "$out" "$((c1 - c0))" "$((t1 - t0))" "$HZ"
 }
 if command -v wrk >/dev/null; then
   printf '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say hello in twenty words."}]}' >"$WORK/chat-body.json"

@@ -26,15 +26,14 @@ kill -USR2 "$TG"
 r=$(node "$WORK/harness/sse-load.mjs" --url "http://127.0.0.1:$P_TG" -c "$C" -d "$D" "${MODE[@]}" --timeout 60 --header "$H" --json)
 kill -USR2 "$TG"
 for _ in $(seq 1 100); do [[ -s "$WORK/steps.json" ]] && break; sleep 0.1; done
-node -e '
-  const r = JSON.parse(process.argv[1]), s = JSON.parse(require("fs").readFileSync(process.argv[2], "utf8")), n = r.requests
-  console.log(`${n} ${process.argv[3]} (${r.errors} errors): ${Math.round(s.steps / n)} runtime steps, ${(s.fibers / n).toFixed(1)} fibers, ${Math.round(s.bytes / n / 1024)} KB allocated each`)' \
-  "$r" "$WORK/steps.json" "$WHAT"
-# Where the bytes were allocated: the sampled allocations' self size by function, per request.
-node --input-type=module - "$HEAP" "$ROOT/dist/bin/tollgate-steps.mjs" "$(node -e 'console.log(JSON.parse(process.argv[1]).requests)' "$r")" "$ROOT/bench/bundleModules.mjs" <<'NODE'
+# Per request: the counts, then where the bytes were allocated (the sampled allocations' self size by function).
+node --input-type=module - "$r" "$WORK/steps.json" "$WHAT" "$HEAP" "$ROOT/dist/bin/tollgate-steps.mjs" "$ROOT/bench/bundleModules.mjs" <<'NODE'
 import * as fs from "node:fs"
-const p = JSON.parse(fs.readFileSync(process.argv[2], "utf8")), n = +process.argv[4]
-const sourceOf = (await import(process.argv[5])).sourceOf(process.argv[3])
+const [result, stepsFile, what, heap, bundle, modules] = process.argv.slice(2)
+const r = JSON.parse(result), s = JSON.parse(fs.readFileSync(stepsFile, "utf8")), n = r.requests
+console.log(`${n} ${what} (${r.errors} errors): ${Math.round(s.steps / n)} runtime steps, ${(s.fibers / n).toFixed(1)} fibers, ${Math.round(s.bytes / n / 1024)} KB allocated each`)
+const p = JSON.parse(fs.readFileSync(heap, "utf8"))
+const sourceOf = (await import(modules)).sourceOf(bundle)
 const byFn = new Map()
 const walk = (node) => {
   const cf = node.callFrame
@@ -45,5 +44,5 @@ const walk = (node) => {
 walk(p.head)
 console.log("allocated, by function (self, per request):")
 for (const [k, b] of [...byFn].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`${(b / n / 1024).toFixed(1).padStart(7)} KB  ${k}`)
-console.log(`heap profile: ${process.argv[2]}`)
+console.log(`heap profile: ${heap}`)
 NODE

@@ -19,9 +19,9 @@ run() { # label pid port [sse-load args]
   local c0 c1 r; c0=$(cpu_ticks "$pid")
   r=$(node "$WORK/harness/sse-load.mjs" --url "http://127.0.0.1:$port" -c "$C" -d "$D" --timeout 60 "$@" --json)
   c1=$(cpu_ticks "$pid")
-  node -e 'const r = JSON.parse(process.argv[1]), t = +process.argv[3]
-    console.log(`${process.argv[2].padEnd(9)} streams ${r.requests}, errors ${r.errors}, TTFC p50 ${r.ttfc_ms?.p50} ms, CPU ${(t * 10 / r.requests).toFixed(2)} ms a stream`)' \
-    "$r" "$label" $((c1 - c0))
+  node -e 'const r = JSON.parse(process.argv[1]), t = +process.argv[3], hz = +process.argv[4]
+    console.log(`${process.argv[2].padEnd(9)} streams ${r.requests}, errors ${r.errors}, TTFC p50 ${r.ttfc_ms?.p50} ms, CPU ${(t * 1000 / hz / r.requests).toFixed(2)} ms a stream`)' \
+    "$r" "$label" $((c1 - c0)) "$HZ"
 }
 for _ in 1 2; do
   run floor "$FL" "$P_FL"

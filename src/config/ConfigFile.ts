@@ -96,6 +96,10 @@ export const ProviderConfig = Schema.Struct({
 })
 export type ProviderConfig = typeof ProviderConfig.Type
 
+/** The header a provider's `api_key` is sent in, lower case: `auth_header`, or its style's default. */
+export const authHeaderOf = (p: Pick<ProviderConfig, "auth_header" | "style">): string =>
+  p.auth_header ?? (p.style === "anthropic" ? "x-api-key" : "authorization")
+
 export const Pricing = Schema.Struct({
   /** USD per million input tokens. */
   input_per_mtok: Schema.optionalWith(UsdAmount, { default: () => 0n }),

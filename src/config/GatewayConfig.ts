@@ -18,7 +18,7 @@ import { randomBytes } from "node:crypto"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Yaml from "yaml"
-import { ConfigFile, type ConfigFileEncoded } from "./ConfigFile.ts"
+import { authHeaderOf, ConfigFile, type ConfigFileEncoded } from "./ConfigFile.ts"
 import { defaultConfigFile } from "./defaults.ts"
 
 export class ConfigFileError extends Data.TaggedError("ConfigFileError")<{ readonly message: string }> {}
@@ -254,9 +254,9 @@ export const decodeFile = (
   const problems: Array<string> = []
   for (const [name, p] of Object.entries(file.providers)) {
     if (p.type === "http" && !p.base_url) problems.push(`providers.${name}.base_url: required for an http provider`)
-    // The api_key goes in this header (providers/http/HttpUpstream.ts); one configured beside it would be
-    // overwritten, or, in another case, sent twice.
-    const auth = p.auth_header ?? (p.style === "anthropic" ? "x-api-key" : "authorization")
+    // The header the api_key goes in: one configured beside it would be overwritten, or, in another
+    // case, sent twice.
+    const auth = authHeaderOf(p)
     const twice = p.api_key === undefined ? undefined : Object.keys(p.headers).find((h) => h.toLowerCase() === auth)
     if (twice !== undefined) {
       problems.push(`providers.${name}.headers.${twice}: api_key is sent in ${auth}; set one or the other`)

@@ -118,9 +118,9 @@ const countInPieces = (count: Count, text: string, scope: string | undefined): E
         if (++recalled % RECALLED_PER_TURN === 0 && from < text.length) yield* turnOfTheEventLoop
         continue
       }
-      const counted = count(piece)
-      if (name !== undefined) keep(name, counted)
-      total += counted
+      const tokens = count(piece)
+      if (name !== undefined) keep(name, tokens)
+      total += tokens
       if (from < text.length) yield* turnOfTheEventLoop
     }
     return total

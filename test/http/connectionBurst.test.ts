@@ -4,20 +4,13 @@
  * would leave the clients retrying a second or more later, or timing out; once the gateway runs again,
  * it serves them. Node's own default queue holds 511.
  */
-import * as fs from "node:fs"
 import * as net from "node:net"
 import { afterAll, describe, expect, it } from "vitest"
-import { freePort, migratedDataDir, start, waitForHttp } from "../support/Processes.ts"
+import { freePort, kernelSetting, migratedDataDir, start, waitForHttp } from "../support/Processes.ts"
 
 const CONNECTIONS = 700
 /** The kernel caps every listening socket's queue at this. */
-const somaxconn = (() => {
-  try {
-    return Number(fs.readFileSync("/proc/sys/net/core/somaxconn", "utf8"))
-  } catch {
-    return 0
-  }
-})()
+const somaxconn = kernelSetting("net/core/somaxconn") ?? 0
 const T = 60_000
 
 /** Resolves once `socket` is connected; rejects if it is not within `ms`. */

@@ -182,18 +182,22 @@ export const exitWithin = (p: Proc, ms: number) => Promise.race([p.exited, sleep
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
+/** A kernel setting (`/proc/sys/<name>`, its first number), or undefined where it cannot be read. */
+export const kernelSetting = (name: string): number | undefined => {
+  try {
+    const value = Number(fs.readFileSync(`/proc/sys/${name}`, "utf8").trim().split(/\s+/)[0])
+    return Number.isFinite(value) ? value : undefined
+  } catch {
+    return undefined
+  }
+}
+
 /**
  * A port free to listen on, for a process started next. It is picked below the kernel's ephemeral
  * range (the source ports of outgoing connections: a port from listen(0) can be taken by any client
  * socket of the machine before the process binds it), at random, and checked by binding it once.
  */
-const ephemeralFrom = (() => {
-  try {
-    return Number(fs.readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]) || 32768
-  } catch {
-    return 32768
-  }
-})()
+const ephemeralFrom = kernelSetting("net/ipv4/ip_local_port_range") || 32768
 
 export const freePort = async (): Promise<number> => {
   const low = 10_000

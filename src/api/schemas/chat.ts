@@ -4,6 +4,7 @@
  * upstream.
  */
 import * as Schema from "effect/Schema"
+import { inRange, OpenAiSampling } from "./sampling.ts"
 export const ChatMessage = Schema.Struct({
   role: Schema.String,
   content: Schema.optional(Schema.Unknown)
@@ -16,11 +17,9 @@ export const ChatCompletionRequest = Schema.Struct({
   max_tokens: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.positive()))),
   max_completion_tokens: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.positive()))),
   n: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.between(1, 8)))),
-  // Sampling, in OpenAI's documented ranges: refused here as OpenAI refuses it, whatever the upstream.
-  temperature: Schema.optional(Schema.NullOr(Schema.Number.pipe(Schema.between(0, 2)))),
-  top_p: Schema.optional(Schema.NullOr(Schema.Number.pipe(Schema.between(0, 1)))),
-  presence_penalty: Schema.optional(Schema.NullOr(Schema.Number.pipe(Schema.between(-2, 2)))),
-  frequency_penalty: Schema.optional(Schema.NullOr(Schema.Number.pipe(Schema.between(-2, 2)))),
+  ...OpenAiSampling,
+  presence_penalty: inRange(-2, 2),
+  frequency_penalty: inRange(-2, 2),
   stop: Schema.optional(Schema.NullOr(Schema.Union(Schema.String, Schema.Array(Schema.String)))),
   /** Not a chat completions field, but some clients send it; every candidate counts towards the bound. */
   best_of: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.between(1, 20))))

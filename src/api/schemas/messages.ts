@@ -4,6 +4,7 @@
  * not validated here.
  */
 import * as Schema from "effect/Schema"
+import { inRange } from "./sampling.ts"
 export const ANTHROPIC_VERSION = "2023-06-01"
 
 /**
@@ -26,9 +27,9 @@ export const MessagesRequest = Schema.Struct({
   max_tokens: Schema.Int.pipe(Schema.positive()),
   messages: Schema.Array(AnthropicMessage).pipe(Schema.minItems(1)),
   stream: Schema.optional(Schema.Boolean),
-  // Sampling, in Anthropic's documented ranges: refused here as Anthropic refuses it, whatever the upstream.
-  temperature: Schema.optional(Schema.NullOr(Schema.Number.pipe(Schema.between(0, 1)))),
-  top_p: Schema.optional(Schema.NullOr(Schema.Number.pipe(Schema.between(0, 1)))),
+  // Sampling in Anthropic's ranges (api/schemas/sampling.ts).
+  temperature: inRange(0, 1),
+  top_p: inRange(0, 1),
   top_k: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.nonNegative()))),
   stop_sequences: Schema.optional(Schema.NullOr(Schema.Array(Schema.String)))
 }).annotations({ identifier: "MessagesRequest" })

@@ -1,14 +1,13 @@
 /** Responses API (OpenAI style): the fields of a request the gateway reads, and the sampling fields it checks; the rest travels as raw JSON. */
 import * as Schema from "effect/Schema"
+import { OpenAiSampling } from "./sampling.ts"
 export const ResponsesRequest = Schema.Struct({
   model: Schema.String.pipe(Schema.minLength(1)),
   input: Schema.Union(Schema.String.pipe(Schema.minLength(1)), Schema.Array(Schema.Unknown).pipe(Schema.minItems(1))),
   instructions: Schema.optional(Schema.NullOr(Schema.String)),
   stream: Schema.optional(Schema.NullOr(Schema.Boolean)),
   max_output_tokens: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.positive()))),
-  // Sampling, in OpenAI's documented ranges: refused here as OpenAI refuses it, whatever the upstream.
-  temperature: Schema.optional(Schema.NullOr(Schema.Number.pipe(Schema.between(0, 2)))),
-  top_p: Schema.optional(Schema.NullOr(Schema.Number.pipe(Schema.between(0, 1))))
+  ...OpenAiSampling
 }).annotations({ identifier: "ResponsesRequest" })
 export type ResponsesRequest = typeof ResponsesRequest.Type
 

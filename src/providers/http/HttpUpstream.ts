@@ -14,7 +14,7 @@ import * as Redacted from "effect/Redacted"
 import type { IncomingHttpHeaders } from "node:http"
 import { Readable } from "node:stream"
 import type { Agent, Dispatcher } from "undici"
-import type { ProviderConfig } from "../../config/ConfigFile.ts"
+import { authHeaderOf, type ProviderConfig } from "../../config/ConfigFile.ts"
 import { betaNames, forwardedBetas, LIST_HEADERS } from "../protocolHeaders.ts"
 import {
   type ProtocolHeaders,
@@ -158,7 +158,7 @@ export const headersOf = (p: ProviderConfig, protocol?: ProtocolHeaders): Record
   if (p.style === "anthropic") headers["anthropic-version"] ??= "2023-06-01"
   if (p.api_key) {
     const key = Redacted.value(p.api_key)
-    const header = p.auth_header ?? (p.style === "anthropic" ? "x-api-key" : "authorization")
+    const header = authHeaderOf(p)
     headers[header] = header === "authorization" ? `Bearer ${key}` : key
   }
   return headers
