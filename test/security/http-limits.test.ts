@@ -208,15 +208,21 @@ describe("HTTP limits", () => {
       Effect.gen(function*() {
         const base = yield* baseUrl
         const port = portOf(base)
+        // Each socket's close is watched from its creation: one the server drops at once (a slot still
+        // held by an earlier test's keep-alive connection) may close before all the others connect.
         const open = (n: number) =>
-          Promise.all(Array.from({ length: n }, () =>
-            new Promise<net.Socket>((resolve, reject) => {
-              const s = net.connect(port, "127.0.0.1", () => resolve(s))
-              s.on("error", () => {})
-              s.once("error", reject)
-            })))
+          Promise.all(
+            Array.from({ length: n }, () =>
+              new Promise<{ socket: net.Socket; closed: Promise<void> }>((resolve, reject) => {
+                const socket = net.connect(port, "127.0.0.1", () =>
+                  resolve({ socket, closed }))
+                const closed = new Promise<void>((done) => socket.once("close", () => done()))
+                socket.on("error", () => {})
+                socket.once("error", reject)
+              }))
+          )
         const held = yield* Effect.promise(() => open(MAX_CONNECTIONS))
-        const closedByServer = held.map((s) => new Promise<void>((resolve) => s.once("close", () => resolve())))
+        const closedByServer = held.map((h) => h.closed)
         // One more is accepted by the kernel and closed by the server at once, unanswered.
         const extra = yield* Effect.promise(() => rawExchange(port, [head("GET", "/v1", {})], 5_000))
         expect(extra.status).toBe(0)
