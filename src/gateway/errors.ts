@@ -18,6 +18,8 @@ export class UpstreamFailure extends Data.TaggedError("UpstreamFailure")<{
   readonly type: string
   readonly code: string
   readonly message: string
+  /** The request's field the upstream named, for its own 4xx. */
+  readonly param?: string
   readonly retryAfterMs?: number
 }> {}
 

@@ -1,6 +1,15 @@
-/** How an upstream's failure reaches the client: its own 4xx kept, our credential problems hidden, the rest 502/504. */
+/**
+ * How an upstream's failure reaches the client: its own 4xx kept (status, type, code, param and
+ * message), our credential problems hidden, the rest 502/504.
+ */
 import type { UpstreamError } from "../providers/Upstream.ts"
 import { UpstreamFailure } from "./errors.ts"
+
+/** An upstream's identifier (an error type, code or param) kept as it is: printable, without spaces, short. */
+const word = (value: unknown, max: number): string | undefined =>
+  typeof value === "string" && value.length > 0 && value.length <= max && /^[\x21-\x7e]+$/.test(value)
+    ? value
+    : undefined
 
 export const toFailure = (e: UpstreamError): UpstreamFailure => {
   if (e.kind === "status" && (e.status === 401 || e.status === 403)) {
@@ -13,12 +22,21 @@ export const toFailure = (e: UpstreamError): UpstreamFailure => {
     })
   }
   if (e.kind === "status" && e.status !== undefined && e.status >= 400 && e.status < 500 && e.status !== 408) {
-    const err = (e.body as { error?: { message?: unknown } } | null)?.error
+    const err = (e.body as { error?: { message?: unknown; type?: unknown; code?: unknown; param?: unknown } } | null)
+      ?.error
+    // A 429 is about the gateway's own account with the provider (its code, such as the provider's
+    // `insufficient_quota`, would read as the client's key): the gateway's type and code. Any other 4xx
+    // is about the request, and its type, code and param are what a client acts on
+    // (`context_length_exceeded` makes an agent compact its conversation).
+    const own = e.status !== 429
+    const param = own ? word(err?.param, 256) : undefined
     return new UpstreamFailure({
       status: e.status,
-      type: e.status === 429 ? "rate_limit_error" : e.status === 404 ? "not_found_error" : "invalid_request_error",
-      code: e.status === 429 ? "upstream_rate_limited" : "upstream_error",
+      type: (own ? word(err?.type, 64) : undefined) ??
+        (e.status === 429 ? "rate_limit_error" : e.status === 404 ? "not_found_error" : "invalid_request_error"),
+      code: (own ? word(err?.code, 64) : undefined) ?? (e.status === 429 ? "upstream_rate_limited" : "upstream_error"),
       message: typeof err?.message === "string" ? err.message : `The upstream refused the request (${e.status}).`,
+      ...(param !== undefined ? { param } : {}),
       ...(e.retryAfterMs !== undefined ? { retryAfterMs: e.retryAfterMs } : {})
     })
   }

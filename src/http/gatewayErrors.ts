@@ -47,6 +47,7 @@ export const toApiError = (e: GatewayRefusal) => {
         type: e.type,
         code: e.code,
         message: e.message,
+        ...(e.param !== undefined ? { param: e.param } : {}),
         ...(e.retryAfterMs !== undefined ? { retryAfterSeconds: Math.ceil(e.retryAfterMs / 1000) } : {})
       })
     case "LedgerDown":

@@ -411,12 +411,19 @@ describe("upstreams over HTTP", () => {
         expect(billed.cost.total_nanos).toBe("120000000")
       }))
 
-    it.effect("upstream errors: 4xx keep status and message, 5xx and drops become 502, credentials never leak", () =>
+    it.effect("upstream errors: 4xx keep status, type, code, param and message, 5xx and drops become 502, credentials never leak", () =>
       Effect.gen(function*() {
         const { fake, openai, anthropic } = yield* clients
         fake.script("/v1/chat/completions", {
           status: 400,
-          body: { error: { message: "max_tokens is too large for this model", type: "invalid_request_error" } }
+          body: {
+            error: {
+              message: "This model's maximum context length is 128000 tokens.",
+              type: "invalid_request_error",
+              param: "messages",
+              code: "context_length_exceeded"
+            }
+          }
         })
         const e400 = yield* Effect.promise(() =>
           openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content: "x" }] }).then(
@@ -425,11 +432,55 @@ describe("upstreams over HTTP", () => {
           )
         )
         expect(e400).toBeInstanceOf(OpenAI.BadRequestError)
-        expect(e400.message).toContain("max_tokens is too large for this model")
+        expect(e400.message).toContain("maximum context length is 128000 tokens")
+        // What an agent acts on (compacting its conversation) reaches it as the upstream wrote it.
+        expect(e400.code).toBe("context_length_exceeded")
+        expect(e400.param).toBe("messages")
+
+        // An Anthropic-style upstream's own error type, to an OpenAI-style client.
+        fake.script("/v1/messages", {
+          status: 413,
+          body: { type: "error", error: { type: "request_too_large", message: "Request exceeds the maximum size" } }
+        })
+        const e413 = yield* Effect.promise(() =>
+          openai.chat.completions.create({ model: "claude-up", messages: [{ role: "user", content: "x" }] }).then(
+            () => undefined,
+            (e) => e
+          )
+        )
+        expect(e413.status).toBe(413)
+        expect(e413.type).toBe("request_too_large")
+        expect(e413.message).toContain("Request exceeds the maximum size")
+
+        // A 429 is about the gateway's account with the provider: the gateway's code, not the provider's.
+        fake.script("/v1/chat/completions", {
+          status: 429,
+          headers: { "retry-after": "7" },
+          body: {
+            error: {
+              message: "You exceeded your current quota.",
+              type: "insufficient_quota",
+              code: "insufficient_quota"
+            }
+          }
+        })
+        const e429 = yield* Effect.promise(() =>
+          openai.withOptions({ maxRetries: 0 }).chat.completions.create({
+            model: "gpt-up",
+            messages: [{ role: "user", content: "x" }]
+          }).then(
+            () => undefined,
+            (e) => e
+          )
+        )
+        expect(e429.status).toBe(429)
+        expect(e429.code).toBe("upstream_rate_limited")
+        expect(e429.type).toBe("rate_limit_error")
 
         // A 5xx is retried (twice on one deployment by default); when every attempt fails, 502.
         const boom = { status: 500, body: { type: "error", error: { type: "api_error", message: "boom at 10.0.0.7" } } }
         fake.script("/v1/messages", boom, boom)
+        const messagesBefore = fake.received.filter((r) => r.path === "/v1/messages").length
         const e500 = yield* Effect.promise(() =>
           anthropic.messages.create({ model: "claude-up", max_tokens: 5, messages: [{ role: "user", content: "x" }] })
             .then(
@@ -438,7 +489,7 @@ describe("upstreams over HTTP", () => {
             )
         )
         expect(e500.status).toBe(502)
-        expect(fake.received.filter((r) => r.path === "/v1/messages")).toHaveLength(2)
+        expect(fake.received.filter((r) => r.path === "/v1/messages")).toHaveLength(messagesBefore + 2)
         expect(JSON.stringify(e500.error)).not.toContain("10.0.0.7")
 
         fake.script("/v1/chat/completions", {
