@@ -126,5 +126,37 @@ describe("official SDKs against the embedded default", () => {
         expect(usage.totals.requests).toBe(6)
         expect(usage.totals.estimated_requests).toBe(0)
       }))
+
+    it.effect("mock-gpt streams every one of n choices, and its usage counts the n it streamed", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        const openai = new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 })
+        const messages = [{ role: "user" as const, content: "Two of them" }]
+        const whole = yield* Effect.promise(() => openai.chat.completions.create({ model: "mock-gpt", n: 2, messages }))
+        const streamed = yield* Effect.promise(async () => {
+          const texts = ["", ""]
+          const finished: Array<number> = []
+          let usage: OpenAI.CompletionUsage | undefined
+          const s = await openai.chat.completions.create({
+            model: "mock-gpt",
+            n: 2,
+            stream: true,
+            stream_options: { include_usage: true },
+            messages
+          })
+          for await (const c of s) {
+            for (const choice of c.choices) {
+              texts[choice.index] += choice.delta.content ?? ""
+              if (choice.finish_reason) finished.push(choice.index)
+            }
+            usage = c.usage ?? usage
+          }
+          return { texts, finished, usage }
+        })
+        expect(whole.choices.map((c) => c.message.content)).toEqual(streamed.texts)
+        expect(streamed.finished.sort()).toEqual([0, 1])
+        expect(streamed.usage?.completion_tokens).toBe(whole.usage!.completion_tokens)
+      }))
   })
 })

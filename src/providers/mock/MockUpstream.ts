@@ -7,6 +7,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import { createHash } from "node:crypto"
 import type { LooseJson } from "../../canonical/Json.ts"
+import type { SseEvent } from "../../canonical/SseEvent.ts"
 import type { FinishReason, Op } from "../../canonical/Stream.ts"
 import { encode } from "../../stream/sse.ts"
 import { CODECS, type StyleEndpoint } from "../../styles/registry.ts"
@@ -182,6 +183,25 @@ export const send = (request: UpstreamRequest) => Effect.sync(() => reply(reques
 
 const encoder = new TextEncoder()
 
+/**
+ * A chat stream asked for `n` choices: each chunk of the one-choice stream once per choice (its
+ * `index`), as the non-streamed answer has `n` and its usage counts `n`; the usage chunk (no choices)
+ * and `[DONE]` once.
+ */
+const eachChoice = (request: UpstreamRequest, events: Array<SseEvent>): Array<SseEvent> => {
+  const n = request.endpoint === "chat.completions" ? num(request.body.n) ?? 1 : 1
+  if (n === 1) return events
+  return events.flatMap((e) => {
+    if (e.data === "[DONE]") return [e]
+    const chunk = JSON.parse(e.data) as { choices?: Array<Record<string, unknown>> }
+    if (chunk.choices?.length !== 1) return [e]
+    return Array.from({ length: n }, (_, index) => ({
+      ...e,
+      data: JSON.stringify({ ...chunk, choices: [{ ...chunk.choices![0], index }] })
+    }))
+  })
+}
+
 /** The same answer as `send`, streamed in the provider's style, a few words per event. */
 export const open = (request: UpstreamRequest) =>
   Effect.map(Clock.currentTimeMillis, (now) => {
@@ -212,7 +232,7 @@ export const open = (request: UpstreamRequest) =>
     const ops: Array<Op> = [{ _tag: "Start", id, inputTokens: usage.input_tokens }]
     for (const piece of text.match(/\S+\s*/g) ?? []) ops.push({ _tag: "Text", text: piece })
     ops.push({ _tag: "Finish", reason: finish }, { _tag: "Usage", usage })
-    const events = [...ops.flatMap(emitter.push), ...emitter.end()]
+    const events = eachChoice(request, [...ops.flatMap(emitter.push), ...emitter.end()])
     let chunks: ReadonlyArray<Uint8Array> | undefined = events.map((e) => encoder.encode(encode(e)))
     // Everything at once, then the end.
     const body: UpstreamBody = {
