@@ -28,7 +28,12 @@ const bearer = (value: string | undefined) => {
   return m ? m[1] : undefined
 }
 
-/** The credentials a request carries, in the order they are tried. */
+/**
+ * The credentials a request carries, in the order they are tried. A credential that is not the
+ * gateway's (an SDK sending a provider's key beside the gateway's, as Claude Code does with both
+ * ANTHROPIC_API_KEY and ANTHROPIC_AUTH_TOKEN set) is passed over; two different gateway keys are
+ * refused, never one of them picked and billed.
+ */
 const credentials = (headers: Record<string, string | undefined>) => {
   const out: Array<string> = []
   const b = bearer(headers["authorization"])
@@ -37,6 +42,8 @@ const credentials = (headers: Record<string, string | undefined>) => {
   if (k && k !== b) out.push(k)
   return out
 }
+const twoKeys = (candidates: ReadonlyArray<string>) =>
+  candidates.length === 2 && candidates.every((c) => c.startsWith(API_KEY_PREFIX))
 
 export const ApiKeyAuthLive = Layer.effect(
   ApiKeyAuth,
@@ -49,6 +56,12 @@ export const ApiKeyAuthLive = Layer.effect(
         return yield* new AuthenticationFailed({
           message: "Missing API key. Send `Authorization: Bearer <key>` or `x-api-key: <key>`.",
           code: "missing_api_key"
+        })
+      }
+      if (twoKeys(candidates)) {
+        return yield* new AuthenticationFailed({
+          message: "The request carries two different API keys (Authorization and x-api-key). Send one.",
+          code: "conflicting_api_keys"
         })
       }
       let reason: string | undefined

@@ -453,11 +453,21 @@ describe("error envelope over HTTP (default config)", () => {
         const base = yield* baseUrl
         const { secret } = yield* issueKey()
         for (const endpoint of V1_ENDPOINTS) {
-          for (const [style, headers] of [["Bearer", bearer(secret)], ["x-api-key", xApiKey(secret)]] as const) {
+          for (
+            const [style, headers] of [
+              ["Bearer", bearer(secret)],
+              ["x-api-key", xApiKey(secret)],
+              // A provider's key beside the gateway's (an agent with both variables set) is passed over.
+              ["Bearer beside a provider's x-api-key", {
+                ...bearer(secret),
+                ...xApiKey("sk-ant-api03-" + "x".repeat(40))
+              }]
+            ] as const
+          ) {
             expectSuccess(yield* call(base, endpoint, headers), 200, label(endpoint, style))
           }
         }
-        expect((yield* usageOf(base, secret)).totals.requests).toBe(8)
+        expect((yield* usageOf(base, secret)).totals.requests).toBe(12)
       }))
 
     it.effect("each /v1 endpoint refuses missing, wrong and malformed credentials with 401", () =>
@@ -490,6 +500,17 @@ describe("error envelope over HTTP (default config)", () => {
             what: "Authorization: Bearer with two tokens",
             headers: { authorization: `Bearer ${secret} extra` },
             code: /api_key|authorization/
+          },
+          // Two different gateway keys: refused, whichever of them is valid (none is picked and billed).
+          {
+            what: "a wrong key beside the right one",
+            headers: { ...bearer(wrong), ...xApiKey(secret) },
+            code: "conflicting_api_keys"
+          },
+          {
+            what: "the right key beside a wrong one",
+            headers: { ...bearer(secret), ...xApiKey(wrong) },
+            code: "conflicting_api_keys"
           }
         ]
         for (const endpoint of V1_ENDPOINTS) {
