@@ -19,6 +19,7 @@ import { HealthHandlers } from "./HealthHandlers.ts"
 import { MetricsHandlers } from "./MetricsHandlers.ts"
 import { OpenAiHandlers } from "./OpenAiHandlers.ts"
 import { OperatorHandlers } from "./OperatorHandlers.ts"
+import { answerParserRefusals } from "./parserRefusals.ts"
 import { UsageHandlers } from "./UsageHandlers.ts"
 import { VendorHandlers } from "./VendorHandlers.ts"
 
@@ -54,7 +55,8 @@ export const HttpAppLive = Layer.unwrapEffect(Effect.map(otlpEndpoint, (endpoint
  * A node:http server with the configured connection limits (docs/security.md): at most
  * `max_connections` open at once, `headers_timeout_ms` to send a request's headers and
  * `request_timeout_ms` for the whole request (Node answers 408 and closes the connection), checked every
- * second rather than Node's default of every 30 seconds. Node starts those clocks at a request's first
+ * second rather than Node's default of every 30 seconds; what Node's parser refuses is answered in the
+ * error envelope (parserRefusals.ts). Node starts those clocks at a request's first
  * byte, so a connection that sends nothing at all is closed here after `headers_timeout_ms`. A body's
  * silence is the body reader's (`body_timeout_ms`, http/body.ts).
  */
@@ -70,6 +72,7 @@ export const createNodeServer = (limits: {
     connectionsCheckingInterval: Math.min(1_000, limits.headers_timeout_ms)
   })
   server.maxConnections = limits.max_connections
+  answerParserRefusals(server)
   server.on("connection", (socket: Socket) => {
     const timer = setTimeout(() => {
       if (socket.bytesRead === 0) socket.destroy()

@@ -181,11 +181,12 @@ describe("HTTP limits", () => {
       Effect.gen(function*() {
         const base = yield* baseUrl
         const { secret } = yield* issueKey()
-        // Headers that never end: the connection is closed (Node answers 408).
+        // Headers that never end: 408 in the envelope, and the connection closed.
         const slowHeaders = yield* Effect.promise(() =>
           rawExchange(portOf(base), ["POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"], 10_000)
         )
         expect(slowHeaders.closed).toBe(true)
+        expectEnvelope(408, rawJson(slowHeaders), { status: 408, code: "request_timeout" }, "slow headers")
 
         // A body that stops arriving: 408 in the envelope, and the connection closed.
         const silent = yield* Effect.promise(() =>
@@ -202,6 +203,61 @@ describe("HTTP limits", () => {
         expectEnvelope(408, rawJson(silent), { status: 408, code: "request_timeout" }, "silent body")
         expect(silent.closed).toBe(true)
         expect(silent.elapsedMs).toBeGreaterThanOrEqual(TIMEOUT_MS - 100)
+      }))
+
+    it.effect("what Node's HTTP parser refuses is answered in the error envelope with a request id, and the connection closed", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const port = portOf(base)
+        const { secret } = yield* issueKey()
+        // With a key, so that the body is read (without one the 401 comes first).
+        const auth = { authorization: `Bearer ${secret}`, "content-type": "application/json" }
+        const cases: ReadonlyArray<readonly [string, ReadonlyArray<string>, number, string]> = [
+          [
+            "headers past 16 KB",
+            [head("GET", "/v1/models", { "x-big": "a".repeat(20_000) })],
+            431,
+            "headers_too_large"
+          ],
+          ["a request line that is not HTTP", ["GARBAGE\r\n\r\n"], 400, "malformed_request"],
+          ["an unknown method", ["BREW /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"], 400, "malformed_request"],
+          [
+            "Content-Length and Transfer-Encoding together",
+            [
+              head("POST", "/v1/chat/completions", { "content-length": 5, "transfer-encoding": "chunked" }),
+              "0\r\n\r\n"
+            ],
+            400,
+            "malformed_request"
+          ],
+          [
+            "a chunk size that is not hex",
+            [head("POST", "/v1/chat/completions", { ...auth, "transfer-encoding": "chunked" }), "zz\r\nhello\r\n"],
+            400,
+            "malformed_request"
+          ]
+        ]
+        for (const [what, parts, status, code] of cases) {
+          const reply = yield* Effect.promise(() => rawExchange(port, parts, 5_000))
+          expect(reply.status, what).toBe(status)
+          const body = rawJson(reply)
+          expectEnvelope(status, body, { status, code }, what)
+          expect(body.request_id, what).toMatch(/^req_/)
+          expect(rawHeaders(reply)["x-request-id"], what).toBe(body.request_id)
+          expect(reply.closed, what).toBe(true)
+        }
+        // An expectation the server does not know: 417, in the envelope, naming the header.
+        const expectation = yield* Effect.promise(() =>
+          rawExchange(port, [head("GET", "/v1/models", { expect: "bogus" })], 5_000)
+        )
+        expect(expectation.status).toBe(417)
+        expectEnvelope(
+          417,
+          rawJson(expectation),
+          { status: 417, code: "expectation_failed", param: "expect" },
+          "expect"
+        )
+        expect((yield* Effect.promise(() => fetchJson(`${base}/v1`))).status).toBe(200)
       }))
 
     it.effect("connections past server.max_connections are refused; idle ones are let go; then all is well again", () =>
