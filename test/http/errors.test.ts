@@ -374,6 +374,8 @@ describe("error envelope over HTTP (default config)", () => {
         add(chat, "messages", { model: "mock-gpt", messages: [] }, /messages/)
         add(chat, "messages", { model: "mock-gpt", messages: "Hi" }, /messages/)
         add(chat, "messages.0.role", { model: "mock-gpt", messages: [{ content: "Hi" }] })
+        add(chat, "messages.0.content", { model: "mock-gpt", messages: [{ role: "user", content: 5 }] })
+        add(chat, "messages.0.content", { model: "mock-gpt", messages: [{ role: "user", content: { a: 1 } }] })
         add(chat, "max_tokens", { ...chatBody, max_tokens: -1 }, /max_tokens/)
         add(chat, "max_tokens", { ...chatBody, max_tokens: 0 })
         add(chat, "max_tokens", { ...chatBody, max_tokens: 1.5 })

@@ -5,9 +5,13 @@
  */
 import * as Schema from "effect/Schema"
 import { inRange, OpenAiSampling } from "./sampling.ts"
+/**
+ * A turn: its content a string, an array of parts or null (an assistant turn with tool calls). Roles
+ * and part types are the upstream's to check, so new ones (as `developer` once was) reach it untouched.
+ */
 export const ChatMessage = Schema.Struct({
   role: Schema.String,
-  content: Schema.optional(Schema.Unknown)
+  content: Schema.optional(Schema.NullOr(Schema.Union(Schema.String, Schema.Array(Schema.Unknown))))
 })
 
 export const ChatCompletionRequest = Schema.Struct({
