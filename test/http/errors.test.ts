@@ -393,6 +393,8 @@ describe("error envelope over HTTP (default config)", () => {
         // responses
         add(responses, "input", { model: "mock-gpt" }, /`input` is required/)
         add(responses, "input", { model: "mock-gpt", input: 7 })
+        add(responses, "input", { model: "mock-gpt", input: [] }, /non-empty/)
+        add(responses, "input", { model: "mock-gpt", input: "" }, /non-empty/)
         add(responses, "model", { input: "Hi" })
         add(responses, "max_output_tokens", { ...responsesBody, max_output_tokens: -1 })
         add(responses, "temperature", { ...responsesBody, temperature: -0.1 })

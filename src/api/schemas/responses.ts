@@ -3,7 +3,10 @@ import * as Schema from "effect/Schema"
 import { OpenAiSampling } from "./sampling.ts"
 export const ResponsesRequest = Schema.Struct({
   model: Schema.String.pipe(Schema.minLength(1)),
-  input: Schema.Union(Schema.String.pipe(Schema.minLength(1)), Schema.Array(Schema.Unknown).pipe(Schema.minItems(1))),
+  input: Schema.Union(Schema.String.pipe(Schema.minLength(1)), Schema.Array(Schema.Unknown).pipe(Schema.minItems(1)))
+    .annotations({
+      message: () => ({ message: "must be a non-empty string or a non-empty array of input items.", override: true })
+    }),
   instructions: Schema.optional(Schema.NullOr(Schema.String)),
   stream: Schema.optional(Schema.NullOr(Schema.Boolean)),
   max_output_tokens: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.positive()))),
