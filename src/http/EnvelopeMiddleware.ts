@@ -26,15 +26,28 @@ import { otlpEndpoint } from "../observability/Tracing.ts"
 import { causeToEnvelope, envelopeResponse } from "./ErrorEnvelope.ts"
 import { newRequestId } from "./RequestId.ts"
 
-const methodsByPath = new Map<string, Array<string>>()
+/** Each path the API declares (`/api/keys/:id` as a pattern of one segment for `:id`) and its methods. */
+const methodsByPath = new Map<string, { readonly pattern: RegExp; readonly methods: Array<string> }>()
 HttpApi.reflect(GatewayApi, {
   onGroup: () => {},
   onEndpoint: ({ endpoint }) => {
-    const list = methodsByPath.get(endpoint.path) ?? []
-    list.push(endpoint.method)
-    methodsByPath.set(endpoint.path, list)
+    const known = methodsByPath.get(endpoint.path)
+    if (known) return void known.methods.push(endpoint.method)
+    const pattern = new RegExp(
+      `^${
+        endpoint.path.split("/").map((s) => s.startsWith(":") ? "[^/]+" : s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))
+          .join("/")
+      }$`,
+      "i"
+    )
+    methodsByPath.set(endpoint.path, { pattern, methods: [endpoint.method] })
   }
 })
+/** The methods the API serves on `path`, if it declares the path. */
+const methodsOf = (path: string): ReadonlyArray<string> | undefined => {
+  for (const { methods, pattern } of methodsByPath.values()) if (pattern.test(path)) return methods
+  return undefined
+}
 
 /**
  * Whether part of the request's body has not arrived (or not been read): then the connection cannot
@@ -84,7 +97,7 @@ export const EnvelopeMiddleware = HttpApiBuilder.middleware(
             if (envelope.status >= 500) record.error = oneLine(cause)
             if (envelope.code === "unknown_url") {
               const path = pathOf(request.url)
-              const allowed = methodsByPath.get(path)
+              const allowed = methodsOf(path)
               if (allowed) {
                 record.code = "method_not_allowed"
                 return envelopeResponse({
