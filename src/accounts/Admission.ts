@@ -38,6 +38,7 @@ export class Admission extends Effect.Service<Admission>()("Accounts/Admission",
         if (left <= 0n || worstCase > left) {
           return Effect.fail(
             new QuotaExceeded({
+              retryable: worstCase <= key.quotaNanos - key.usedNanos,
               message: left <= 0n
                 ? `This key's quota is used up (quota $${formatUsd(key.quotaNanos)}).`
                 : `This request could cost up to $${formatUsd(worstCase)}, more than the $${

@@ -7,7 +7,14 @@ export class InvalidInput extends Data.TaggedError("InvalidInput")<{
 
 export class NotFound extends Data.TaggedError("NotFound")<{ readonly message: string }> {}
 
-export class QuotaExceeded extends Data.TaggedError("QuotaExceeded")<{ readonly message: string }> {}
+export class QuotaExceeded extends Data.TaggedError("QuotaExceeded")<{
+  readonly message: string
+  /**
+   * Whether the same request could pass later without a top-up: only the holds of requests in flight
+   * stand in its way. Otherwise the key's quota cannot cover it, and clients are told not to retry.
+   */
+  readonly retryable: boolean
+}> {}
 
 /** A vendor's credit cannot cover a key's quota or a top-up. */
 export class CreditInsufficient extends Data.TaggedError("CreditInsufficient")<{ readonly message: string }> {}

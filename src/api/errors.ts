@@ -56,7 +56,12 @@ export class RequestTimeout extends Schema.TaggedError<RequestTimeout>()(
 
 export class RateLimited extends Schema.TaggedError<RateLimited>()(
   "RateLimited",
-  { ...fields, retryAfterSeconds: Schema.optional(Schema.Number) },
+  {
+    ...fields,
+    retryAfterSeconds: Schema.optional(Schema.Number),
+    /** false: a retry cannot succeed (`x-should-retry: false`, which both official SDKs obey). */
+    shouldRetry: Schema.optional(Schema.Boolean)
+  },
   HttpApiSchema.annotations({ status: 429 })
 ) {}
 

@@ -176,6 +176,9 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
           QuotaUnavailable: () =>
             Effect.fail(
               new QuotaExceeded({
+                // The authoritative check counts every replica's holds: which of them stands in the
+                // way is not known here, so a retry is left to the client.
+                retryable: true,
                 message:
                   "This key's remaining quota, with what its requests in flight hold, cannot cover this request's worst case; lower max_tokens or top up the key."
               })

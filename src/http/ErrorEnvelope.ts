@@ -80,6 +80,7 @@ interface Tagged {
   readonly status?: number
   readonly type?: string
   readonly retryAfterSeconds?: number
+  readonly shouldRetry?: boolean
   readonly issues?: ReadonlyArray<{ readonly path: ReadonlyArray<PropertyKey>; readonly message: string }>
   readonly cause?: unknown
 }
@@ -107,8 +108,13 @@ const apiErrors: Record<ApiError["_tag"], ReturnType<typeof declared>> = {
   Overloaded: declared(Overloaded, "Overloaded.")
 }
 
+/** When to retry (`Retry-After`), or that a retry cannot succeed (`x-should-retry: false`). */
 const retryAfter = (e: Tagged) =>
-  e.retryAfterSeconds !== undefined ? { headers: { "retry-after": String(e.retryAfterSeconds) } } : {}
+  e.retryAfterSeconds !== undefined
+    ? { headers: { "retry-after": String(e.retryAfterSeconds) } }
+    : e.shouldRetry === false
+    ? { headers: { "x-should-retry": "false" } }
+    : {}
 
 /** The envelope for a failure or defect of any kind. */
 export const toEnvelope = (e: Tagged): EnvelopeError => {

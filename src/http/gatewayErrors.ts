@@ -38,7 +38,12 @@ export const toApiError = (e: GatewayRefusal) => {
         param: "model"
       })
     case "QuotaExceeded":
-      return new RateLimited({ message: e.message, code: "insufficient_quota" })
+      return new RateLimited({
+        message: e.message,
+        code: "insufficient_quota",
+        // Both SDKs (and the agents built on them) retry a 429 unless told not to.
+        ...(e.retryable ? {} : { shouldRetry: false })
+      })
     case "RateLimitReached":
       return new RateLimited({ message: e.message, code: "rate_limited", retryAfterSeconds: e.retryAfterSeconds })
     case "UpstreamFailure":

@@ -38,7 +38,12 @@ describe("StreamStarted beside the upstream call", () => {
           method: "POST",
           headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
           body: JSON.stringify({ model: "m", stream, max_tokens: 50, messages: [{ role: "user", content: "hi" }] })
-        }).then(async (r) => ({ status: r.status, id: r.headers.get("x-request-id")!, text: await r.text() }))
+        }).then(async (r) => ({
+          status: r.status,
+          id: r.headers.get("x-request-id")!,
+          shouldRetry: r.headers.get("x-should-retry"),
+          text: await r.text()
+        }))
       )
     const rowsFor = (requestId: string) =>
       Effect.flatMap(
@@ -63,6 +68,8 @@ describe("StreamStarted beside the upstream call", () => {
           const refused = yield* call(base, secret, stream)
           expect(refused.status).toBe(429)
           expect(JSON.parse(refused.text).error.code).toBe("insufficient_quota")
+          // Holds of calls in flight may be let go: a client's retry is not refused in advance.
+          expect(refused.shouldRetry).toBeNull()
           expect(refused.text).not.toContain("chat.completion") // no part of the answer
           expect(reached).toEqual([refused.id]) // the call went upstream beside the append...
           expect(yield* rowsFor(refused.id)).toBe(0) // ...and nothing of it was written

@@ -817,8 +817,9 @@ describe("error envelope over HTTP (default config)", () => {
           body: { ...messagesBody, max_tokens: 4096 }
         })
         expectEnvelope(claude, { status: 429, code: "insufficient_quota", message: /max_tokens/ }, "mock-claude 4096")
-        // Retrying cannot help a quota refusal, so there is no Retry-After.
+        // Retrying cannot help: no Retry-After, and the SDKs are told not to retry.
         expect(claude.header("retry-after")).toBeNull()
+        expect(claude.header("x-should-retry")).toBe("false")
         // Without max_tokens the model's own cap is the worst case.
         const gpt = yield* send(base, "POST", "/v1/chat/completions", {
           headers: bearer(secret),
@@ -836,7 +837,29 @@ describe("error envelope over HTTP (default config)", () => {
           body: chatBody
         })
         expectEnvelope(none, { status: 429, code: "insufficient_quota", message: /used up/ }, "zero quota")
+        expect(none.header("x-should-retry")).toBe("false")
         yield* expectNothingBilled(base, empty.secret)
+
+        // Both SDKs, left to retry a 429 as they do by default, ask once.
+        let asked = 0
+        const counting: typeof fetch = (input, init) => {
+          asked++
+          return fetch(input, init)
+        }
+        const openai = new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 2, fetch: counting })
+        const anthropic = new Anthropic({ apiKey: secret, baseURL: base, maxRetries: 2, fetch: counting })
+        const refusals = yield* Effect.promise(() =>
+          Promise.all([
+            openai.chat.completions.create({ model: "mock-gpt", messages: [{ role: "user", content: "Hi" }] }),
+            anthropic.messages.create({
+              model: "mock-claude",
+              max_tokens: 4096,
+              messages: [{ role: "user", content: "Hi" }]
+            })
+          ].map((p) => p.then(() => undefined, (e) => e)))
+        )
+        for (const e of refusals) expect(e.status).toBe(429)
+        expect(asked).toBe(2)
       }))
 
     // ---- usage window ---------------------------------------------------------------------------
