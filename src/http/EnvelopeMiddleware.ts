@@ -98,6 +98,17 @@ export const EnvelopeMiddleware = HttpApiBuilder.middleware(
             if (envelope.code === "unknown_url") {
               const path = pathOf(request.url)
               const allowed = methodsOf(path)
+              if (allowed?.includes(request.method)) {
+                // The path's shape is known and so is the method: the router could not decode the path.
+                record.code = "invalid_url"
+                return envelopeResponse({
+                  status: 400,
+                  type: "invalid_request_error",
+                  code: "invalid_url",
+                  message: `The path ${path.slice(0, 200)} could not be decoded (its percent-encoding is not UTF-8).`,
+                  param: null
+                }, requestId)
+              }
               if (allowed) {
                 record.code = "method_not_allowed"
                 return envelopeResponse({

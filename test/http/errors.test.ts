@@ -302,6 +302,10 @@ describe("error envelope over HTTP (default config)", () => {
           )
           expect(reply.header("allow"), `${method} ${path}`).toBe(allow)
         }
+        // The right method on a known path whose percent-encoding is not UTF-8: 400, not 404 or 405.
+        for (const path of ["/v1/models/%E0%A4%A", "/v1/models/mock-%ED%A0%80"]) {
+          expectEnvelope(yield* send(base, "GET", path), { status: 400, code: "invalid_url" }, `GET ${path}`)
+        }
       }))
 
     it.effect("every answer carries a fresh request id in both headers, successes included", () =>
