@@ -301,9 +301,12 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
               }
             } else {
               const reason = landing?._tag === "Left" ? landing.left.message : e.message
-              yield* spool.put({ ...entry, kind: "bill" })
+              const durable = yield* spool.put({ ...entry, kind: "bill" })
               yield* Effect.logWarning(
-                `${t.requestId}: billing kept in the spool until the event log answers (${reason})`
+                durable
+                  ? `${t.requestId}: billing kept in the spool until the event log answers (${reason})`
+                  : `${t.requestId}: billing kept in memory only (its spool file could not be written) until the ` +
+                    `event log answers (${reason})`
               )
             }
           }

@@ -8,7 +8,8 @@
  * head, never twice, nothing for a request that never started), then deletes its file. It starts with
  * whatever an earlier process left there; several processes may share the folder (`--workers`), since
  * landing is idempotent. If a file cannot be written at all (disk full), the append is kept in memory
- * and landed all the same while the process lives, and the failure is logged as an error.
+ * and landed all the same while the process lives, and the failure is logged as an error. A folder
+ * that cannot be written at start stops the start.
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -18,6 +19,7 @@ import * as Schema from "effect/Schema"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { DataDirUnsafe } from "../db/DataDir.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { type AppendRequest, EventLog } from "./EventLog.ts"
 import { DomainEvent } from "./events.ts"
@@ -109,8 +111,11 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
         return file
       })
 
-    /** Keeps `entry` until it lands. Never fails: a file that cannot be written leaves it in memory (logged). */
-    const put = (entry: SpoolEntry): Effect.Effect<void> =>
+    /**
+     * Keeps `entry` until it lands. Never fails: a file that cannot be written leaves it in memory
+     * (logged). True when its file was written.
+     */
+    const put = (entry: SpoolEntry): Effect.Effect<boolean> =>
       writeFile(entry).pipe(
         Effect.map((file): string | undefined => file),
         Effect.catchAll((e) =>
@@ -125,8 +130,34 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
         Effect.map((file) => {
           waiting.set(entry.streamId, { entry, file })
           signal()
+          return file !== undefined
         })
       )
+
+    /**
+     * The folder made (owner-only) and a file written, flushed and removed in it, before anything is
+     * served: a process that could not spool a bill would lose it with the process during an outage.
+     */
+    const writable = Effect.tryPromise({
+      try: async () => {
+        await fs.mkdir(dir, { recursive: true, mode: 0o700 })
+        const probe = path.join(dir, `.writable.${process.pid}.tmp`)
+        const handle = await fs.open(probe, "w", 0o600)
+        try {
+          await handle.writeFile("{}")
+          await handle.sync()
+        } finally {
+          await handle.close()
+        }
+        await fs.rm(probe, { force: true })
+      },
+      catch: (e) =>
+        new DataDirUnsafe({
+          message: `cannot write the spool folder ${dir} (${(e as Error).message}): a bill the event log cannot ` +
+            `take in time is kept there, and would be lost with the process. The data folder (TOLLGATE_DATA_DIR) ` +
+            `must be writable by the user running Tollgate.`
+        })
+    })
 
     /** What an earlier process left in the folder. */
     const load = Effect.tryPromise(async () => {
@@ -238,6 +269,7 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
       })
     })
 
+    yield* writable
     const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
     if (metrics) metrics.sources.spoolDepth = () => waiting.size
     yield* load

@@ -470,6 +470,21 @@ describe.runIf(backend() === "postgres")("CLI and a running server sharing a Pos
 
 // ---- configuration errors -------------------------------------------------------------------------
 
+describe.skipIf(backend() === "postgres")("serve on a data folder whose spool cannot be written", () => {
+  it("exits non-zero naming the spool folder, before it listens", async () => {
+    const dir = migratedDataDir("spool")
+    // A file where the spool folder goes: unwritable even for root, who passes permission bits.
+    fs.writeFileSync(path.join(dir, "spool"), "not a folder")
+    const port = await freePort()
+    const r = await tollgate(["serve"], { TOLLGATE_DATA_DIR: dir, TOLLGATE_PORT: String(port) }, 30_000)
+    expect(r.code).not.toBe(0)
+    expect(r.code).not.toBeNull()
+    const out = r.stderr + r.stdout
+    expect(out).toContain(`cannot write the spool folder ${path.join(dir, "spool")}`)
+    expect(out).not.toContain("listening")
+  }, T)
+})
+
 describe.skipIf(backend() === "postgres")("serve with a wrong configuration file", () => {
   it("exits non-zero naming the file and the field path of an unknown provider", async () => {
     const dir = tempDir("config")
