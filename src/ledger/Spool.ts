@@ -223,10 +223,14 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
 
     /**
      * One pass over the waiting entries. Returns false when the log is still unreachable (the pass
-     * stops at the first such failure), true when everything that could land has landed.
+     * stops at the first such failure), true when everything that could land has landed. One pass at
+     * a time (the background fiber's and the reconciler's), so an entry is landed once, not landed by
+     * one and found billed by the other.
      */
-    const drain = Effect.gen(function*() {
+    const passes = yield* Effect.makeSemaphore(1)
+    const drain = passes.withPermits(1)(Effect.gen(function*() {
       for (const [streamId, waiter] of [...waiting]) {
+        if (waiting.get(streamId) !== waiter) continue // landed or replaced since the pass began
         const { entry, file } = waiter
         const landed = yield* Effect.either(landOnce(log, entry))
         if (landed._tag === "Left") {
@@ -259,7 +263,7 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
       }
       // Entries waiting to be sure their request never started: come back for them.
       return [...waiting.values()].every((w) => w.notStartedSince === undefined)
-    })
+    }))
 
     const waitForWork = Effect.async<void>((resume) => {
       if (waiting.size > 0) return resume(Effect.void)
