@@ -55,12 +55,14 @@ export const pump = (o: PumpOptions): Effect.Effect<PumpEnd> =>
     const { body, client, relay } = o
     let over = false
     let timer: ReturnType<typeof setTimeout> | undefined
+    let again: ReturnType<typeof setImmediate> | undefined
     // Since when the loop has waited for the upstream; undefined while it is not waiting for it.
     let waitingSince: number | undefined
     let forgetDrain: (() => void) | undefined
     const stop = () => {
       over = true
       if (timer !== undefined) clearTimeout(timer)
+      if (again !== undefined) clearImmediate(again)
       body.cancelReady()
       forgetDrain?.()
       forgetClose()
@@ -88,14 +90,25 @@ export const pump = (o: PumpOptions): Effect.Effect<PumpEnd> =>
       }
     }
 
-    // Re-armed lazily: a chunk only moves `waitingSince`; the timer, when it fires, looks again.
+    // Re-armed lazily: a chunk only moves `waitingSince`; the timer, when it fires, looks again. Past
+    // idleMs it looks once more after this turn's reads (`setImmediate`): timers run before the
+    // sockets are read, so after a stall of the process (paused, or one long turn) bytes the upstream
+    // sent in time may be waiting, unread, in the socket.
+    let lookedAgain = false
     const check = () => {
       timer = undefined
+      again = undefined
       if (over) return
       const now = o.now()
       if (now >= o.deadline) return end(timeout("The upstream stream took longer than its total timeout."))
       const idleAt = (waitingSince ?? now) + o.idleMs
-      if (now >= idleAt) return end(timeout("The upstream went quiet mid-stream."))
+      if (now >= idleAt) {
+        if (lookedAgain) return end(timeout("The upstream went quiet mid-stream."))
+        lookedAgain = true
+        again = setImmediate(check)
+        return
+      }
+      lookedAgain = false
       timer = setTimeout(check, Math.min(idleAt, o.deadline) - now)
     }
 

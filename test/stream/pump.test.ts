@@ -4,6 +4,7 @@
  */
 import { it } from "@effect/vitest"
 import { Effect, Exit, Fiber } from "effect"
+import * as net from "node:net"
 import { describe, expect } from "vitest"
 import { type UpstreamBody, UpstreamError } from "../../src/providers/Upstream.ts"
 import type { PlainSink } from "../../src/stream/ClientSink.ts"
@@ -252,6 +253,41 @@ describe("pump", () => {
       up.write(chunk("b", "stop") + DONE)
       client.drain(100)
       expect(yield* Fiber.join(fiber)).toEqual({ _tag: "Completed" })
+    }))
+
+  it.live("after a stall of the process, bytes the upstream sent in time are read before it is judged quiet", () =>
+    Effect.gen(function*() {
+      // The upstream's bytes come through a real socket, read only in the event loop's poll phase.
+      const server = net.createServer()
+      yield* Effect.promise(() => new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r())))
+      const accepted = new Promise<net.Socket>((r) => server.once("connection", r))
+      const upstream = net.connect((server.address() as net.AddressInfo).port, "127.0.0.1")
+      const socket = yield* Effect.promise(() => accepted)
+      const up = fakeBody()
+      socket.on("data", (bytes: Buffer) => up.write(bytes.toString()))
+      const client = fakeClient()
+      const fiber = yield* Effect.fork(pump(options(up.body, client.sink, [], { idleMs: 100 })))
+      yield* settle
+      expect(up.waiting()).toBe(true)
+      // 50 ms in, the upstream sends the end of its answer, and then the process stalls for 300 ms
+      // after the turn's reads (as a long turn or a SIGSTOP there would): the next turn runs its timers,
+      // the pump's past idleMs, before it reads the bytes waiting in the socket.
+      yield* Effect.promise(() =>
+        new Promise<void>((r) =>
+          setTimeout(() =>
+            setImmediate(() => {
+              upstream.write(chunk("late but in time", "stop") + DONE)
+              const until = Date.now() + 300
+              while (Date.now() < until) { /* the stall */ }
+              r()
+            }), 50)
+        )
+      )
+      expect(yield* Fiber.join(fiber)).toEqual({ _tag: "Completed" })
+      expect(client.written.join("")).toContain("late but in time")
+      upstream.destroy()
+      socket.destroy()
+      server.close()
     }))
 
   it.effect("interrupting it (the server stopping) stops the reads at once", () =>
