@@ -73,7 +73,7 @@ export class UpstreamFailed extends Schema.TaggedError<UpstreamFailed>()(
 
 export class Overloaded extends Schema.TaggedError<Overloaded>()(
   "Overloaded",
-  fields,
+  { ...fields, retryAfterSeconds: Schema.optional(Schema.Number) },
   HttpApiSchema.annotations({ status: 503 })
 ) {}
 

@@ -23,6 +23,7 @@ import {
   UpstreamFailed
 } from "../api/errors.ts"
 import { isConnectionLoss } from "../db/errors.ts"
+import { LEDGER_RETRY_AFTER_S } from "./gatewayErrors.ts"
 
 export interface EnvelopeError {
   readonly status: number
@@ -146,11 +147,14 @@ export const toEnvelope = (e: Tagged): EnvelopeError => {
     case "RouteNotFound":
       return make(404, "Unknown endpoint.", "unknown_url")
     case "LedgerUnavailable":
-      return make(
-        503,
-        "The gateway's event log is unavailable; the request was not served. Retry shortly.",
-        "ledger_unavailable"
-      )
+      return {
+        ...make(
+          503,
+          "The gateway's event log is unavailable; the request was not served. Retry shortly.",
+          "ledger_unavailable"
+        ),
+        ...retryAfter({ retryAfterSeconds: LEDGER_RETRY_AFTER_S })
+      }
     case "LedgerRejected":
       return make(
         500,
@@ -159,7 +163,10 @@ export const toEnvelope = (e: Tagged): EnvelopeError => {
       )
     case "SqlError":
       return isConnectionLoss(e.cause)
-        ? make(503, "The gateway's database is unavailable. Retry shortly.", "ledger_unavailable")
+        ? {
+          ...make(503, "The gateway's database is unavailable. Retry shortly.", "ledger_unavailable"),
+          ...retryAfter({ retryAfterSeconds: LEDGER_RETRY_AFTER_S })
+        }
         : make(500, "Internal server error.", null)
     default:
       return make(500, "Internal server error.", null)
@@ -172,7 +179,10 @@ export const causeToEnvelope = (cause: Cause.Cause<unknown>): Effect.Effect<Enve
   const failure = Option.orElse(Cause.failureOption(cause), () => Option.fromNullable([...Cause.defects(cause)][0]))
   const e = Option.getOrUndefined(failure) as Tagged | undefined
   const envelope = toEnvelope(e ?? {})
-  return envelope.status >= 500
+  // A 500 is a bug or a refused write: logged with its cause. An upstream's failure (502, 504) and an
+  // outage of the database (503) are logged where they are seen, once (the upstream's attempts, the
+  // event writer's outage), and each such request has its access line with the code.
+  return envelope.status === 500
     ? Effect.as(Effect.logError("request failed", cause), envelope)
     : Effect.succeed(envelope)
 }

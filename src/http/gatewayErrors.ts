@@ -11,6 +11,9 @@ import type {
   UpstreamFailure
 } from "../gateway/errors.ts"
 
+/** The `Retry-After` of a call refused while the database is away: a failover or a restart takes seconds. */
+export const LEDGER_RETRY_AFTER_S = 2
+
 export type GatewayRefusal =
   | BadRequest
   | TooLarge
@@ -58,7 +61,8 @@ export const toApiError = (e: GatewayRefusal) => {
     case "LedgerDown":
       return new Overloaded({
         message: "The gateway's event log is unavailable; the request was not served. Retry shortly.",
-        code: "ledger_unavailable"
+        code: "ledger_unavailable",
+        retryAfterSeconds: LEDGER_RETRY_AFTER_S
       })
   }
 }

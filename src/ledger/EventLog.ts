@@ -194,6 +194,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       result: { readonly appended: ReadonlyArray<Appended>; readonly committed: CommittedEvents }
     ) =>
       Effect.suspend(() => {
+        const wasDown = unavailableSince
         unavailableSince = undefined
         jobs.forEach((job, i) => job.done(Exit.succeed(result.appended[i]!)))
         const failed: Array<unknown> = []
@@ -206,7 +207,15 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
             }
           }
         }
-        return failed.length === 0 ? Effect.void : Effect.logError("an event log listener failed", ...failed)
+        const back = wasDown === undefined ?
+          Effect.void :
+          Effect.flatMap(Clock.currentTimeMillis, (now) =>
+            Effect.logInfo(
+              `event log: the database answers again after ${Math.round((now - wasDown) / 1000)} s; calls are served`
+            ))
+        return failed.length === 0
+          ? back
+          : Effect.zipRight(back, Effect.logError("an event log listener failed", ...failed))
       })
 
     // Only a failed script leads to the retry: once a batch has committed, it is settled, never written again.
@@ -222,9 +231,18 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
               const error = Option.isSome(failure)
                 ? appendErrorOf(job.request.streamId, failure.value, job.request.occurredAt ?? occurredAt)
                 : new LedgerRejected({ message: `event log append failed: ${Cause.pretty(cause)}`, cause })
-              return Effect.sync(() => {
+              // The outage is logged once, when it starts (and its end by `settle`); each refused call
+              // has its access line.
+              return Effect.suspend(() => {
+                const down = error._tag === "LedgerUnavailable" && unavailableSince === undefined
                 if (error._tag === "LedgerUnavailable") unavailableSince ??= now
                 job.done(Exit.fail(error))
+                return down
+                  ? Effect.logError(
+                    `event log: commits fail for want of the database (${error.message}); calls are refused ` +
+                      `with 503 ledger_unavailable and bills kept in the spool until it answers`
+                  )
+                  : Effect.void
               })
             }
           })

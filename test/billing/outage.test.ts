@@ -193,6 +193,7 @@ interface Outcome {
   readonly ok: boolean
   readonly status: number | undefined
   readonly code: string | undefined
+  readonly retryAfter: string | undefined
   readonly requestId: string | undefined
   readonly ms: number
 }
@@ -261,6 +262,7 @@ const call = async (base: string, key: string, kind: Kind, i: number): Promise<O
     ok: res?.status === 200 && text !== undefined && complete(kind, text),
     status: res?.status,
     code,
+    retryAfter: res?.headers.get("retry-after") ?? undefined,
     requestId,
     ms: Date.now() - t0
   }
@@ -396,6 +398,7 @@ describe.skipIf(backend() !== "postgres").concurrent("billing through database o
     // Refusals during the outage are 503 ledger_unavailable, never a 500; a killed gateway cuts connections.
     for (const r of outcomes.filter((x) => !x.ok && x.status !== undefined && x.status !== 200)) {
       expect(`${r.status} ${r.code}`, `${name}: call ${r.i} (${r.kind})`).toBe("503 ledger_unavailable")
+      expect(r.retryAfter, `${name}: call ${r.i} (${r.kind}): Retry-After`).toBe("2")
     }
     // Nobody waits long for the end of an answer: a stream is ~0.4 s, a bill waits at most commit_wait_ms.
     for (const r of succeeded) expect(r.ms, `${name}: call ${r.i} (${r.kind}) took ${r.ms} ms`).toBeLessThan(10_000)
@@ -436,6 +439,12 @@ describe.skipIf(backend() !== "postgres").concurrent("billing through database o
       expect(logs, `${name}: bills kept in the spool`).toMatch(/billing kept in the spool/)
       expect(logs, `${name}: spool landed`).toMatch(/spool: landed/)
     }
+    // The outage is logged when it starts and when it ends, not once per refused call.
+    if (!o.kill && o.outageMs >= 5_000) {
+      expect(logs, `${name}: the outage's start`).toMatch(/event log: commits fail for want of the database/)
+      expect(logs, `${name}: the outage's end`).toMatch(/event log: the database answers again after \d+ s/)
+    }
+    expect(logs, `${name}: no request logged as failed`).not.toMatch(/"msg":"request failed"/)
     if (o.kill && o.outageMs >= 5_000) {
       expect(spooledAtKill, `${name}: spool files when the gateway was killed`).toBeGreaterThan(0)
     }
