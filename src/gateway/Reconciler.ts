@@ -118,13 +118,30 @@ export class Reconciler extends Effect.Service<Reconciler>()("Gateway/Reconciler
         return landing._tag === "landed"
       })
 
-    /** Lands the spool, then bills every orphaned request; returns how many it billed. Also drops rate-limit minutes long past. */
+    /**
+     * The rows of processes silent for ten timeouts with nothing left open (their requests are billed):
+     * a gateway restarted for months would otherwise keep one row per crash. A process that was only
+     * paused writes its row again with its next heartbeat. Judged, like the dead, only by a process
+     * connected at least a timeout.
+     */
+    const forgetDead = Effect.flatMap(
+      heartbeat.connectedFor,
+      (connectedFor) =>
+        connectedFor < timeoutMs ? Effect.void : sql`
+        DELETE FROM replicas r
+         WHERE r.replica <> ${self}
+           AND r.last_seen < now() - make_interval(secs => ${(10 * timeoutMs) / 1000})
+           AND NOT EXISTS (SELECT 1 FROM open_requests o WHERE o.replica = r.replica)`.pipe(Effect.asVoid)
+    )
+
+    /** Lands the spool, then bills every orphaned request; returns how many it billed. Also drops rate-limit minutes long past and the rows of processes long dead. */
     const reconcile = Effect.gen(function*() {
       if (!(yield* spool.drain)) return 0 // the log is unreachable: nothing can be billed now
       yield* sql`DELETE FROM rate_minutes WHERE minute < now() - interval '5 minutes'`
       const rows = yield* candidates
       let billed = 0
       for (const row of rows) if (orphaned(row) && (yield* reconcileOne(row))) billed++
+      yield* forgetDead
       return billed
     })
 

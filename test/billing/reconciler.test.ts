@@ -9,6 +9,7 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { defaultConfigFile } from "../../src/config/defaults.ts"
+import { Heartbeat } from "../../src/gateway/Heartbeat.ts"
 import { Reconciler } from "../../src/gateway/Reconciler.ts"
 import { EventLog } from "../../src/ledger/EventLog.ts"
 import { streamOf } from "../../src/ledger/events.ts"
@@ -76,6 +77,35 @@ describe.skipIf(backend() !== "postgres")("the reconciler on Postgres", () => {
         const data = typeof mine[0]!.data === "string" ? JSON.parse(mine[0]!.data) : mine[0]!.data
         expect(data.outcome).toBe("reconciled")
         expect(data.basis).toMatch(/this process stopped serving it/)
+      }))
+  })
+})
+
+describe.skipIf(backend() !== "postgres")("the reconciler forgets processes long dead", () => {
+  const timeoutMs = 1_000
+  const gateway = makeTestGateway({ ...defaultConfigFile, server: { replica_timeout_ms: timeoutMs } })
+  layer(gateway, { timeout: 60_000, excludeTestServices: true })((it) => {
+    it.effect("a process silent for ten timeouts with nothing open loses its row; a recent one and one with open requests keep theirs", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const { key } = yield* issueKey()
+        // This process judges others only once connected a whole timeout.
+        const heartbeat = yield* Heartbeat
+        while ((yield* heartbeat.connectedFor) < timeoutMs) yield* Effect.sleep("100 millis")
+        yield* sql`INSERT INTO replicas (replica, last_seen) VALUES
+          ('long-gone', now() - interval '1 hour'),
+          ('gone-with-work', now() - interval '1 hour'),
+          ('just-silent', now() - interval '5 seconds')`
+        // An open request the reconciler cannot bill (no StreamStarted in the log): it stays open.
+        yield* sql`INSERT INTO open_requests (request_id, key_id, model, replica, started_at)
+          VALUES ('req_stuck', ${key.keyId}, 'mock-gpt', 'gone-with-work', now() - interval '1 hour')`
+        yield* (yield* Reconciler).reconcile
+        const left = yield* sql<{ replica: string }>`SELECT replica FROM replicas ORDER BY replica`
+        const names = left.map((r) => r.replica)
+        expect(names).not.toContain("long-gone")
+        expect(names).toContain("gone-with-work")
+        expect(names).toContain("just-silent")
+        expect(names).toContain((yield* EventLog).replicaId)
       }))
   })
 })
