@@ -118,19 +118,30 @@ const readRaw = (incoming: IncomingMessage, limits: BodyLimits, decoding: Decodi
     let size = 0
     let done = false
     let timer: ReturnType<typeof setTimeout> | undefined
+    let again: ReturnType<typeof setImmediate> | undefined
+    // Timers run before the sockets are read: after a stall of the process, bytes the client sent in
+    // time may wait unread. The silence is judged once more after this turn's reads.
+    const silent = () => {
+      const seen = arrived
+      again = setImmediate(() => {
+        if (arrived === seen) {
+          finish(Effect.fail(
+            new RequestTimeout({
+              message: `The request body stopped arriving (nothing for ${limits.bodyTimeoutMs} ms).`,
+              code: "request_timeout"
+            })
+          ))
+        }
+      })
+    }
     const armTimer = () => {
       if (timer) clearTimeout(timer)
-      timer = setTimeout(() =>
-        finish(Effect.fail(
-          new RequestTimeout({
-            message: `The request body stopped arriving (nothing for ${limits.bodyTimeoutMs} ms).`,
-            code: "request_timeout"
-          })
-        )), limits.bodyTimeoutMs)
+      timer = setTimeout(silent, limits.bodyTimeoutMs)
     }
     const detach = () => {
       done = true
       if (timer) clearTimeout(timer)
+      if (again) clearImmediate(again)
       incoming.off("data", onArrived).off("end", onArrivedEnd).off("error", onError)
       if (decoder) {
         decoder.off("data", onDecoded).off("end", onEnd).off("error", onDecodeError)

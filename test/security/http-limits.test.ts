@@ -177,6 +177,38 @@ describe("HTTP limits", () => {
         }
       }))
 
+    it.effect("a body that arrived in time is read, not cut off, after a stall of the process past the body timeout", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        const body = JSON.stringify(chat("after the stall"))
+        const cut = body.length - 10
+        // The client sends the rest of its body 500 ms in; right after this turn's reads the process
+        // (the gateway runs in this one) stalls past body_timeout_ms: the next turn runs the timers
+        // before it reads the bytes waiting in the socket.
+        const reply = yield* Effect.promise(() =>
+          rawExchange(portOf(base), [
+            head("POST", "/v1/chat/completions", {
+              authorization: `Bearer ${secret}`,
+              "content-type": "application/json",
+              "content-length": Buffer.byteLength(body),
+              connection: "close"
+            }) + body.slice(0, cut),
+            () => new Promise<void>((r) => setTimeout(r, 500)),
+            (socket) =>
+              new Promise<void>((r) =>
+                setImmediate(() => {
+                  socket.write(body.slice(cut))
+                  const until = Date.now() + TIMEOUT_MS + 200
+                  while (Date.now() < until) { /* the stall */ }
+                  r()
+                })
+              )
+          ], 10_000)
+        )
+        expect(reply.status, reply.text.slice(0, 300)).toBe(200)
+      }))
+
     it.effect("slow headers and a silent body are cut off after their timeouts", () =>
       Effect.gen(function*() {
         const base = yield* baseUrl

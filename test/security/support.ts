@@ -17,12 +17,12 @@ export interface RawReply {
 
 /**
  * Opens a connection to 127.0.0.1:`port`, writes `parts` one after the other (a function part is
- * awaited: a pause), and collects what comes back until the server closes the connection or `waitMs`
+ * awaited: a pause, or a write of its own on the socket it is given), and collects what comes back until the server closes the connection or `waitMs`
  * passes.
  */
 export const rawExchange = (
   port: number,
-  parts: ReadonlyArray<string | Buffer | (() => Promise<void>)>,
+  parts: ReadonlyArray<string | Buffer | ((socket: net.Socket) => Promise<void>)>,
   waitMs: number
 ): Promise<RawReply> =>
   new Promise((resolve, reject) => {
@@ -50,7 +50,7 @@ export const rawExchange = (
     socket.once("connect", async () => {
       for (const part of parts) {
         if (settled) return
-        if (typeof part === "function") await part()
+        if (typeof part === "function") await part(socket)
         else await new Promise<void>((done) => socket.write(part, () => done()))
       }
     })
