@@ -100,8 +100,13 @@ export const readBody = (
 ): Effect.Effect<ReadonlyArray<Uint8Array> | undefined, UpstreamError> =>
   Effect.async((resume) => {
     let timer: ReturnType<typeof setTimeout> | undefined
+    let again: ReturnType<typeof setImmediate> | undefined
+    let settled = false
     const done = (effect: Effect.Effect<ReadonlyArray<Uint8Array> | undefined, UpstreamError>) => {
+      if (settled) return
+      settled = true
       if (timer !== undefined) clearTimeout(timer)
+      if (again !== undefined) clearImmediate(again)
       resume(effect)
     }
     const attempt = () => {
@@ -112,16 +117,22 @@ export const readBody = (
       }
       if (chunks.length > 0) return done(Effect.succeed(chunks))
       if (within !== undefined && timer === undefined) {
+        // Judged after the turn's reads (timers run before the sockets are read): after a stall of
+        // the process, bytes that arrived in time may be waiting unread.
         timer = setTimeout(() => {
-          body.cancelReady()
-          resume(Effect.fail(within.error()))
+          again = setImmediate(() => {
+            body.cancelReady()
+            done(Effect.fail(within.error()))
+          })
         }, Math.max(0, within.ms))
       }
       body.onReady(attempt)
     }
     attempt()
     return Effect.sync(() => {
+      settled = true
       if (timer !== undefined) clearTimeout(timer)
+      if (again !== undefined) clearImmediate(again)
       body.cancelReady()
     })
   })

@@ -6,7 +6,7 @@ import { it } from "@effect/vitest"
 import { Effect, Exit, Fiber } from "effect"
 import * as net from "node:net"
 import { describe, expect } from "vitest"
-import { type UpstreamBody, UpstreamError } from "../../src/providers/Upstream.ts"
+import { readBody, type UpstreamBody, UpstreamError } from "../../src/providers/Upstream.ts"
 import type { PlainSink } from "../../src/stream/ClientSink.ts"
 import { pump, type PumpOptions } from "../../src/stream/Pump.ts"
 import { relayFor } from "../../src/stream/Relay.ts"
@@ -128,6 +128,38 @@ const options = (
   deadline: limits.deadline ?? Date.now() + 60_000,
   now: Date.now
 })
+
+/**
+ * A body fed through a real socket, whose bytes the event loop reads only in its poll phase, and a
+ * way to stall the process as a long turn or a SIGSTOP would: `afterMs` in, the upstream sends `text`
+ * and the process stalls for `stallMs` right after that turn's reads, so the next turn runs its
+ * timers before it reads the bytes waiting in the socket. Closed with the test's scope.
+ */
+const socketBody = Effect.acquireRelease(
+  Effect.promise(async () => {
+    const server = net.createServer()
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()))
+    const accepted = new Promise<net.Socket>((r) => server.once("connection", r))
+    const upstream = net.connect((server.address() as net.AddressInfo).port, "127.0.0.1")
+    const socket = await accepted
+    const fake = fakeBody()
+    socket.on("data", (bytes: Buffer) => fake.write(bytes.toString()))
+    const sendThenStall = (text: string, afterMs: number, stallMs: number) =>
+      Effect.promise(() =>
+        new Promise<void>((r) =>
+          setTimeout(() =>
+            setImmediate(() => {
+              upstream.write(text)
+              const until = Date.now() + stallMs
+              while (Date.now() < until) { /* the stall */ }
+              r()
+            }), afterMs)
+        )
+      )
+    return { fake, sendThenStall, close: () => [upstream.destroy(), socket.destroy(), server.close()] }
+  }),
+  (s) => Effect.sync(s.close)
+)
 
 /** Lets the pump's callbacks and the fiber run. */
 const settle = Effect.promise(() => new Promise<void>((r) => setImmediate(r)))
@@ -257,38 +289,27 @@ describe("pump", () => {
 
   it.live("after a stall of the process, bytes the upstream sent in time are read before it is judged quiet", () =>
     Effect.gen(function*() {
-      // The upstream's bytes come through a real socket, read only in the event loop's poll phase.
-      const server = net.createServer()
-      yield* Effect.promise(() => new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r())))
-      const accepted = new Promise<net.Socket>((r) => server.once("connection", r))
-      const upstream = net.connect((server.address() as net.AddressInfo).port, "127.0.0.1")
-      const socket = yield* Effect.promise(() => accepted)
-      const up = fakeBody()
-      socket.on("data", (bytes: Buffer) => up.write(bytes.toString()))
+      const up = yield* socketBody
       const client = fakeClient()
-      const fiber = yield* Effect.fork(pump(options(up.body, client.sink, [], { idleMs: 100 })))
+      const fiber = yield* Effect.fork(pump(options(up.fake.body, client.sink, [], { idleMs: 100 })))
       yield* settle
-      expect(up.waiting()).toBe(true)
-      // 50 ms in, the upstream sends the end of its answer, and then the process stalls for 300 ms
-      // after the turn's reads (as a long turn or a SIGSTOP there would): the next turn runs its timers,
-      // the pump's past idleMs, before it reads the bytes waiting in the socket.
-      yield* Effect.promise(() =>
-        new Promise<void>((r) =>
-          setTimeout(() =>
-            setImmediate(() => {
-              upstream.write(chunk("late but in time", "stop") + DONE)
-              const until = Date.now() + 300
-              while (Date.now() < until) { /* the stall */ }
-              r()
-            }), 50)
-        )
-      )
+      expect(up.fake.waiting()).toBe(true)
+      yield* up.sendThenStall(chunk("late but in time", "stop") + DONE, 50, 300)
       expect(yield* Fiber.join(fiber)).toEqual({ _tag: "Completed" })
       expect(client.written.join("")).toContain("late but in time")
-      upstream.destroy()
-      socket.destroy()
-      server.close()
-    }))
+    }).pipe(Effect.scoped))
+
+  it.live("so is the wait for the first event (first_byte_ms)", () =>
+    Effect.gen(function*() {
+      const up = yield* socketBody
+      const fiber = yield* Effect.fork(
+        readBody(up.fake.body, { ms: 100, error: () => new UpstreamError({ kind: "timeout", message: "late" }) })
+      )
+      yield* settle
+      yield* up.sendThenStall(chunk("first"), 50, 300)
+      const read = yield* Fiber.join(fiber)
+      expect(new TextDecoder().decode(read![0])).toContain("first")
+    }).pipe(Effect.scoped))
 
   it.effect("interrupting it (the server stopping) stops the reads at once", () =>
     Effect.gen(function*() {
