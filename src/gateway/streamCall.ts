@@ -17,6 +17,7 @@ import { observeAttempts } from "../observability/attempts.ts"
 import type { Metrics } from "../observability/Metrics.ts"
 import type { RequestLog } from "../observability/RequestLog.ts"
 import { currentRecord } from "../observability/RequestRecord.ts"
+import { redactorFor } from "../providers/redact.ts"
 import { type UpstreamBody, UpstreamError } from "../providers/Upstream.ts"
 import type { Upstreams } from "../providers/Upstreams.ts"
 import { clientSink } from "../stream/ClientSink.ts"
@@ -233,7 +234,9 @@ export const streamCall = (deps: StreamDeps) =>
         const e = ended.error
         const upstreamType = (e.body as { error?: { type?: string } } | undefined)?.error?.type
         const code = e.kind === "timeout" ? "upstream_timeout" : "upstream_error"
-        yield* out.write(sseTextOf([errorEvent(g.requestId, upstreamType ?? "api_error", code, e.message)])).pipe(
+        // The upstream's own words, without the gateway's credentials and host (providers/redact.ts).
+        const message = redactorFor(candidate.deployment.provider)(e.message)
+        yield* out.write(sseTextOf([errorEvent(g.requestId, upstreamType ?? "api_error", code, message)])).pipe(
           Effect.timeout("1 second"),
           Effect.ignore
         )

@@ -437,6 +437,47 @@ describe("upstreams over HTTP", () => {
         expect(e400.code).toBe("context_length_exceeded")
         expect(e400.param).toBe("messages")
 
+        // An upstream that quotes what it refused: the gateway's credential and address are blanked,
+        // before the first chunk and in a stream's final error event.
+        const host = new URL(fake.url).host
+        const quoting = `Bad header value: Bearer upstream-openai-secret at http://${host}/v1/chat/completions`
+        fake.script("/v1/chat/completions", {
+          status: 400,
+          body: { error: { message: quoting, type: "invalid_request_error", code: "upstream-openai-secret" } }
+        })
+        const leaky = yield* Effect.promise(() =>
+          openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content: "x" }] }).then(
+            () => undefined,
+            (e) => e
+          )
+        )
+        expect(leaky.status).toBe(400)
+        expect(JSON.stringify(leaky.error)).not.toContain("upstream-openai-secret")
+        expect(JSON.stringify(leaky.error)).not.toContain(host)
+        expect(leaky.message).toContain("Bad header value: Bearer [redacted] at http://[upstream]/v1/chat/completions")
+        fake.script("/v1/chat/completions", {
+          events: [
+            { data: { id: "c", object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: "Hi" } }] } },
+            { event: "error", data: { error: { type: "server_error", message: quoting } } }
+          ]
+        })
+        const midStream = yield* Effect.promise(async () => {
+          const s = await openai.chat.completions.create({
+            model: "gpt-up",
+            stream: true,
+            messages: [{ role: "user", content: "x" }]
+          })
+          try {
+            for await (const _ of s) { /* read to the error */ }
+            return undefined
+          } catch (e) {
+            return e as Error
+          }
+        })
+        expect(midStream?.message).toContain("[redacted]")
+        expect(midStream?.message).not.toContain("upstream-openai-secret")
+        expect(midStream?.message).not.toContain(host)
+
         // An Anthropic-style upstream's own error type, to an OpenAI-style client.
         fake.script("/v1/messages", {
           status: 413,

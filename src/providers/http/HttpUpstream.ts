@@ -16,6 +16,7 @@ import { Readable } from "node:stream"
 import type { Agent, Dispatcher } from "undici"
 import { authHeaderOf, type ProviderConfig } from "../../config/ConfigFile.ts"
 import { betaNames, forwardedBetas, LIST_HEADERS } from "../protocolHeaders.ts"
+import { redactorFor } from "../redact.ts"
 import {
   type ProtocolHeaders,
   type UpstreamBody,
@@ -195,7 +196,10 @@ const retryAfterMs = (value: string | undefined, now: number): number | undefine
   return Number.isNaN(at) ? undefined : Math.max(0, at - now)
 }
 
-/** A non-2xx answer, its body (JSON when it is) and Retry-After kept for the gateway. */
+/**
+ * A non-2xx answer, its body (JSON when it is, without the provider's credentials and host, which an
+ * error may quote) and Retry-After kept for the gateway.
+ */
 const statusError = (request: UpstreamRequest, status: number, headers: IncomingHttpHeaders, text: string) =>
   Effect.flatMap(Clock.currentTimeMillis, (now) => {
     const ra = retryAfterMs(header(headers, "retry-after"), now)
@@ -203,7 +207,7 @@ const statusError = (request: UpstreamRequest, status: number, headers: Incoming
       new UpstreamError({
         kind: "status",
         status,
-        body: parseBody(text),
+        body: parseBody(redactorFor(request.provider)(text)),
         message: `The upstream ${request.providerName} answered ${status}.`,
         ...(ra !== undefined ? { retryAfterMs: ra } : {})
       })
