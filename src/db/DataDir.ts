@@ -100,9 +100,38 @@ export const tightenEffect = (dir: string) =>
       })
   })
 
-/** Tightens a folder found at start, saying in the log what it changed. */
+/**
+ * The first entry of the folder (itself included) that belongs to another user than the one running
+ * this process, if any. Root can change any mode, so modes alone do not keep out a user who owns the
+ * folder or something in it: that user could still rewrite the log, plant a spool file or replace
+ * `operator.json`.
+ */
+export const foreignEntry = (dir: string): { readonly path: string; readonly uid: number } | undefined => {
+  const self = process.getuid?.()
+  if (self === undefined) return undefined
+  let found: { readonly path: string; readonly uid: number } | undefined
+  eachEntry(dir, (p, st) => {
+    if (found === undefined && st.uid !== self) found = { path: p, uid: st.uid }
+  })
+  return found
+}
+
+/** Fails when the folder or anything in it belongs to another user (see `foreignEntry`). */
+export const ownedEffect = (dir: string) =>
+  Effect.suspend(() => {
+    const foreign = foreignEntry(dir)
+    return foreign === undefined ? Effect.void : Effect.fail(
+      new DataDirUnsafe({
+        message: `${foreign.path === dir ? `the data folder ${dir}` : `${foreign.path} in the data folder`} ` +
+          `belongs to another user (uid ${foreign.uid}) than the one running Tollgate (uid ${process.getuid?.()}): ` +
+          `that user could rewrite its files; give the folder to this user (chown -R) or use another one`
+      })
+    )
+  })
+
+/** Checks who owns a folder found at start, then tightens it, saying in the log what it changed. */
 export const secureAtStart = (dir: string) =>
-  Effect.tap(tightenEffect(dir), (changed) =>
+  Effect.tap(Effect.zipRight(ownedEffect(dir), tightenEffect(dir)), (changed) =>
     changed > 0
       ? Effect.logWarning(
         `the data folder ${dir} was open to other users: ${changed} files and folders in it were readable or ` +

@@ -470,7 +470,7 @@ describe.runIf(backend() === "postgres")("CLI and a running server sharing a Pos
 
 // ---- configuration errors -------------------------------------------------------------------------
 
-describe.skipIf(backend() === "postgres")("serve on a data folder whose spool cannot be written", () => {
+describe.skipIf(backend() === "postgres")("serve on a data folder it cannot trust or write", () => {
   it("exits non-zero naming the spool folder, before it listens", async () => {
     const dir = migratedDataDir("spool")
     // A file where the spool folder goes: unwritable even for root, who passes permission bits.
@@ -481,6 +481,23 @@ describe.skipIf(backend() === "postgres")("serve on a data folder whose spool ca
     expect(r.code).not.toBeNull()
     const out = r.stderr + r.stdout
     expect(out).toContain(`cannot write the spool folder ${path.join(dir, "spool")}`)
+    expect(out).not.toContain("listening")
+  }, T)
+
+  // Root can change any mode, so only the owner tells a folder another user could rewrite.
+  it.runIf(process.getuid?.() === 0)("a folder another user owns stops the start, even for root", async () => {
+    const dir = migratedDataDir("foreign")
+    const give = (p: string) => {
+      fs.chownSync(p, 1, 1)
+      if (fs.statSync(p).isDirectory()) { for (const name of fs.readdirSync(p)) give(path.join(p, name)) }
+    }
+    give(dir)
+    const port = await freePort()
+    const r = await tollgate(["serve"], { TOLLGATE_DATA_DIR: dir, TOLLGATE_PORT: String(port) }, 30_000)
+    expect(r.code).not.toBe(0)
+    expect(r.code).not.toBeNull()
+    const out = r.stderr + r.stdout
+    expect(out).toContain(`the data folder ${dir} belongs to another user (uid 1)`)
     expect(out).not.toContain("listening")
   }, T)
 })
