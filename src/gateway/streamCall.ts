@@ -38,6 +38,9 @@ import { toFailure } from "./upstreamFailure.ts"
 const errorEvent = (requestId: string, type: string, code: string, message: string) =>
   named("error", { type: "error", error: { type, code, message, param: null }, request_id: requestId })
 
+/** The most output text a stream keeps uncounted between its checkpoints (UTF-16 code units). */
+const MAX_UNCOUNTED = 64 * 1024
+
 /** Whether `fiber` ends within `ms` (a timer and an observer: `Effect.timeout` races two more fibers). */
 const endsWithin = (fiber: Fiber.RuntimeFiber<unknown, unknown>, ms: number): Effect.Effect<boolean> =>
   Effect.async<boolean>((resume) => {
@@ -202,16 +205,27 @@ export const streamCall = (deps: StreamDeps) =>
         estimator: ESTIMATOR
       })
     }).pipe(Effect.ensuring(Effect.sync(() => (inFlight = undefined))), Effect.interruptible)
+    // Output that arrives faster than a checkpoint's interval (a fast upstream, the kernel's buffers
+    // filling toward a client that stopped reading) is counted as it grows, so no stream holds more than
+    // about MAX_UNCOUNTED characters of its text.
+    const countOnly = Effect.gen(function*() {
+      taken = relay.takeText()
+      countedOutput += yield* countTokens(taken)
+      taken = ""
+    }).pipe(Effect.ensuring(Effect.sync(() => (inFlight = undefined))), Effect.interruptible)
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const maybeCheckpoint = () => {
       // After the read that brought the terminal event comes the bill (once the client has taken the
       // rest): a checkpoint here would be a fourth event, a count of the whole output and a commit the
       // bill waits for.
-      if (relay.finished()) return
+      if (relay.finished() || inFlight !== undefined) return
       const now = clock.unsafeCurrentTimeMillis()
-      if (now - lastCheckpoint < deps.checkpointMs || inFlight !== undefined) return
-      lastCheckpoint = now
-      inFlight = runFork(checkpoint)
+      if (now - lastCheckpoint >= deps.checkpointMs) {
+        lastCheckpoint = now
+        inFlight = runFork(checkpoint)
+      } else if (relay.textLength() > MAX_UNCOUNTED) {
+        inFlight = runFork(countOnly)
+      }
     }
 
     const finish: Effect.Effect<void> = Effect.gen(function*() {

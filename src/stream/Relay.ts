@@ -30,6 +30,8 @@ export interface Relay {
    * tokens when the upstream does not: kept only until taken.
    */
   readonly takeText: () => string
+  /** How much output text (UTF-16 code units) waits to be taken. */
+  readonly textLength: () => number
 }
 
 /** The upstream sent an error event in the middle of its stream. */
@@ -105,7 +107,8 @@ export const relayFor = (o: Options): Relay => {
       const text = seen.text
       seen.text = ""
       return text
-    }
+    },
+    textLength: () => seen.text.length
   }
 
   if (o.client !== o.upstream) {

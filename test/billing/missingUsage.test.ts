@@ -9,6 +9,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import OpenAI from "openai"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
+import { countTokens } from "../../src/tokens/count.ts"
 import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
 import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
 
@@ -18,7 +19,12 @@ const configFor = (url: string): ConfigFileEncoded => ({
     ant: { style: "anthropic", base_url: url, api_key: "k" }
   },
   models: {
-    gpt: { deployments: [{ provider: "oai" }], pricing: { input_per_mtok: "1", output_per_mtok: "10" } },
+    gpt: {
+      deployments: [{ provider: "oai" }],
+      pricing: { input_per_mtok: "1", output_per_mtok: "10" },
+      // Room for the long answer below: an estimate is never billed past the call's bound.
+      max_output_tokens: 1_000_000
+    },
     claude: { deployments: [{ provider: "ant" }], pricing: { input_per_mtok: "1", output_per_mtok: "10" } }
   },
   server_options: { all: { models: ["gpt", "claude"] } }
@@ -69,7 +75,7 @@ describe("missing usage is estimated and marked", () => {
       }
       const clients = Effect.gen(function*() {
         const base = yield* baseUrl
-        const { secret } = yield* issueKey({ quotaUsd: 10 })
+        const { secret } = yield* issueKey({ quotaUsd: 100 })
         // Every answer's request id, from the header both SDKs read.
         const fetchRecording: typeof fetch = (input, init) =>
           fetch(input, init).then((r) => {
@@ -151,6 +157,40 @@ describe("missing usage is estimated and marked", () => {
           const r = yield* Effect.promise(() => openai.responses.create({ model: "gpt", input: PROMPT }))
           expect(r.output_text).toBe(ANSWER)
           expectEstimated(yield* lastBilled)
+        }))
+
+      it.effect("a long answer streamed fast is counted as it grows, to the total of the whole text", () =>
+        Effect.gen(function*() {
+          const { openai } = yield* clients
+          // 600 KB of output in a second: many times what a stream keeps uncounted between checkpoints.
+          const pieces = Array.from({ length: 600 }, (_, i) => `Piece ${i} of a long and fast answer. `.repeat(25))
+          ;(yield* Fake).script("/v1/chat/completions", {
+            events: [
+              chatChunk({ role: "assistant", content: "" }),
+              ...pieces.map((p) => chatChunk({ content: p })),
+              chatChunk({}, "stop"),
+              { data: "[DONE]" }
+            ]
+          })
+          const stream = yield* Effect.promise(() =>
+            openai.chat.completions.create({
+              model: "gpt",
+              stream: true,
+              messages: [{ role: "user", content: PROMPT }]
+            })
+          )
+          let text = ""
+          yield* Effect.promise(async () => {
+            for await (const c of stream) text += c.choices[0]?.delta?.content ?? ""
+          })
+          expect(text).toBe(pieces.join(""))
+          const billed = yield* lastBilled
+          expectEstimated(billed)
+          // Counted in the pieces it was taken in: nothing lost, nothing twice; a cut between a space and
+          // the word after it may cost a token (the tokenizer joins them), at most one a piece.
+          const whole = yield* countTokens(text)
+          expect(billed.usage.output_tokens).toBeGreaterThanOrEqual(whole)
+          expect(billed.usage.output_tokens).toBeLessThanOrEqual(whole + Math.ceil(text.length / (64 * 1024)))
         }))
 
       it.effect("responses, streamed (response.completed without usage)", () =>
