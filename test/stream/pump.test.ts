@@ -11,7 +11,7 @@ import type { PlainSink } from "../../src/stream/ClientSink.ts"
 import { pump, type PumpOptions } from "../../src/stream/Pump.ts"
 import { relayFor } from "../../src/stream/Relay.ts"
 import type { SseEvent } from "../../src/stream/sse.ts"
-import { sseDecoder } from "../../src/stream/UpstreamEvents.ts"
+import { sseDecoder, sseRead } from "../../src/stream/UpstreamEvents.ts"
 
 const encoder = new TextEncoder()
 const chunk = (content: string, finish: string | null = null) =>
@@ -310,6 +310,25 @@ describe("pump", () => {
       const read = yield* Fiber.join(fiber)
       expect(new TextDecoder().decode(read![0])).toContain("first")
     }).pipe(Effect.scoped))
+
+  it.effect("an upstream event that never ends past the decoder's bound fails the stream, before and after the first event", () =>
+    Effect.gen(function*() {
+      const endless = `data: {"choices":[{"delta":{"content":"${"y".repeat(3000)}`
+      // After the first event: the stream ends as a failure, its error the last event.
+      const up = fakeBody()
+      const fiber = yield* Effect.fork(pump({ ...options(up.body, fakeClient().sink), decoder: sseDecoder(1000) }))
+      up.write(chunk("a"))
+      up.write(endless)
+      expect(yield* Fiber.join(fiber)).toMatchObject({
+        _tag: "Failed",
+        error: { kind: "status", status: 502, message: expect.stringMatching(/longer than 1000 characters/) }
+      })
+      // Before it: the read fails as the upstream's protocol error (the attempt is retried or fails over).
+      const first = fakeBody()
+      first.write(endless)
+      const read = yield* Effect.either(sseRead(first.body, sseDecoder(1000)))
+      expect(read).toMatchObject({ _tag: "Left", left: { kind: "protocol" } })
+    }))
 
   it.effect("interrupting it (the server stopping) stops the reads at once", () =>
     Effect.gen(function*() {
