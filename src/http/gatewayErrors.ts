@@ -11,6 +11,9 @@ import type {
   UpstreamFailure
 } from "../gateway/errors.ts"
 
+/** The most of a client's value an error message quotes back. */
+const MAX_ECHOED = 200
+
 /** The `Retry-After` of a call refused while the database is away: a failover or a restart takes seconds. */
 export const LEDGER_RETRY_AFTER_S = 2
 
@@ -35,8 +38,9 @@ export const toApiError = (e: GatewayRefusal) => {
       return new RequestTooLarge({ message: e.message, code: "request_too_large" })
     case "ModelNotFound":
       return new NotFound({
-        message:
-          `The model \`${e.model}\` does not exist or this key may not use it. GET /v1/models lists the models it may use.`,
+        message: `The model \`${
+          e.model.length > MAX_ECHOED ? `${e.model.slice(0, MAX_ECHOED)}…` : e.model
+        }\` does not exist or this key may not use it. GET /v1/models lists the models it may use.`,
         code: "model_not_found",
         param: "model"
       })

@@ -747,6 +747,13 @@ describe("error envelope over HTTP (default config)", () => {
           { status: 404, code: "model_not_found", param: "model", message: /mock-claude/ },
           "model not allowed"
         )
+        // A name of a megabyte is quoted back in part, not whole.
+        const huge = yield* call(base, GENERATION_ENDPOINTS[0]!, bearer(secret), {
+          ...GENERATION_ENDPOINTS[0]!.body,
+          model: "m".repeat(1024 * 1024)
+        })
+        expectEnvelope(huge, { status: 404, code: "model_not_found", param: "model" }, "huge model name")
+        expect(huge.text.length).toBeLessThan(1000)
         yield* expectNothingBilled(base, secret)
         yield* expectNothingBilled(base, restricted.secret)
       }))
