@@ -109,13 +109,14 @@ describe("missing usage is estimated and marked", () => {
           expectEstimated(yield* lastBilled)
         }))
 
-      it.effect("chat completions, streamed (no usage chunk although asked for)", () =>
+      /** The upstream streams `pieces` as chat chunks without usage; the text the client read. */
+      const streamedChat = (pieces: ReadonlyArray<string>) =>
         Effect.gen(function*() {
           const { openai } = yield* clients
           ;(yield* Fake).script("/v1/chat/completions", {
             events: [
               chatChunk({ role: "assistant", content: "" }),
-              ...words.map((w) => chatChunk({ content: w })),
+              ...pieces.map((p) => chatChunk({ content: p })),
               chatChunk({}, "stop"),
               { data: "[DONE]" }
             ]
@@ -131,7 +132,12 @@ describe("missing usage is estimated and marked", () => {
           yield* Effect.promise(async () => {
             for await (const c of stream) text += c.choices[0]?.delta?.content ?? ""
           })
-          expect(text).toBe(ANSWER)
+          return text
+        })
+
+      it.effect("chat completions, streamed (no usage chunk although asked for)", () =>
+        Effect.gen(function*() {
+          expect(yield* streamedChat(words)).toBe(ANSWER)
           expectEstimated(yield* lastBilled)
         }))
 
@@ -161,28 +167,9 @@ describe("missing usage is estimated and marked", () => {
 
       it.effect("a long answer streamed fast is counted as it grows, to the total of the whole text", () =>
         Effect.gen(function*() {
-          const { openai } = yield* clients
           // 600 KB of output in a second: many times what a stream keeps uncounted between checkpoints.
           const pieces = Array.from({ length: 600 }, (_, i) => `Piece ${i} of a long and fast answer. `.repeat(25))
-          ;(yield* Fake).script("/v1/chat/completions", {
-            events: [
-              chatChunk({ role: "assistant", content: "" }),
-              ...pieces.map((p) => chatChunk({ content: p })),
-              chatChunk({}, "stop"),
-              { data: "[DONE]" }
-            ]
-          })
-          const stream = yield* Effect.promise(() =>
-            openai.chat.completions.create({
-              model: "gpt",
-              stream: true,
-              messages: [{ role: "user", content: PROMPT }]
-            })
-          )
-          let text = ""
-          yield* Effect.promise(async () => {
-            for await (const c of stream) text += c.choices[0]?.delta?.content ?? ""
-          })
+          const text = yield* streamedChat(pieces)
           expect(text).toBe(pieces.join(""))
           const billed = yield* lastBilled
           expectEstimated(billed)
