@@ -11,6 +11,9 @@ import { Catalog } from "../accounts/Catalog.ts"
 import type { KeyRecord } from "../accounts/KeyRecord.ts"
 import type { ProtocolHeaders } from "../providers/Upstream.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
+import { CODECS } from "../styles/registry.ts"
+import { makePolicy } from "../styles/shared/Policy.ts"
+import { attempt } from "../styles/shared/Untranslatable.ts"
 import { countTokensOf } from "../tokens/count.ts"
 import { textOf } from "../tokens/text.ts"
 import { BadRequest, ModelNotFound, TooLarge, UpstreamFailure } from "./errors.ts"
@@ -76,7 +79,18 @@ export class TokenCount extends Effect.Service<TokenCount>()("Gateway/TokenCount
           })
         }
         const d = model.deployments[0]!
-        if (d.provider.style !== "anthropic") return { input_tokens: yield* tokenizerCount(r.key.keyId, r.body) }
+        if (d.provider.style !== "anthropic") {
+          // What /v1/messages would refuse for this model is refused here too, not counted.
+          const read = attempt(() => CODECS.messages.decodeRequest(r.body, makePolicy(model.config.translation)))
+          if (!read.ok) {
+            return yield* new BadRequest({
+              param: read.error.param,
+              code: "untranslatable_field",
+              message: read.error.message
+            })
+          }
+          return { input_tokens: yield* tokenizerCount(r.key.keyId, r.body) }
+        }
         const answer = yield* upstreams.send({
           providerName: d.providerName,
           provider: d.provider,

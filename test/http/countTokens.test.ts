@@ -128,12 +128,12 @@ describe("count_tokens bounds", () => {
           const fake = yield* Fake
           fake.reset()
           fake.script("/v1/messages/count_tokens", { body: { input_tokens: 777 } })
-          const post = (model: string, text: string, auth: Record<string, string> = { "x-api-key": secret }) =>
+          const post = (model: string, content: unknown, auth: Record<string, string> = { "x-api-key": secret }) =>
             Effect.promise(() =>
               fetch(`${base}/v1/messages/count_tokens`, {
                 method: "POST",
                 headers: { "content-type": "application/json", ...auth, "anthropic-version": "2023-06-01" },
-                body: JSON.stringify({ model, messages: [{ role: "user", content: text }] })
+                body: JSON.stringify({ model, messages: [{ role: "user", content }] })
               }).then(async (r) => ({ status: r.status, body: await r.json() as any }))
             )
           const big = "a ".repeat(MAX_COUNTED_CHARS / 2 + 1)
@@ -159,6 +159,10 @@ describe("count_tokens bounds", () => {
           expect(fake.received.at(-1)!.path).toBe("/v1/messages/count_tokens")
           const counted = yield* post("gpt-up", "a ".repeat(1000))
           expect(counted).toEqual({ status: 200, body: { input_tokens: onePass("a ".repeat(1000)) + 6 } })
+          // What /v1/messages refuses for a model the gateway counts is refused here too, not counted.
+          const bogus = yield* post("gpt-up", [{ type: "bogus", text: "hi" }])
+          expect([bogus.status, bogus.body.error.code, bogus.body.error.param])
+            .toEqual([400, "untranslatable_field", "messages.0.content.0.type"])
           // The key may come as a bearer token too, as on /v1/messages.
           expect(yield* post("gpt-up", "a ".repeat(1000), { authorization: `Bearer ${secret}` })).toEqual(counted)
 
