@@ -71,6 +71,9 @@ export class UpstreamFailed extends Schema.TaggedError<UpstreamFailed>()(
   HttpApiSchema.annotations({ status: 502 })
 ) {}
 
+/** The `Retry-After` of a call refused while the database is away: a failover or a restart takes seconds. */
+export const LEDGER_RETRY_AFTER_S = 2
+
 export class Overloaded extends Schema.TaggedError<Overloaded>()(
   "Overloaded",
   { ...fields, retryAfterSeconds: Schema.optional(Schema.Number) },

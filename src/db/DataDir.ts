@@ -14,7 +14,7 @@ import * as path from "node:path"
 export const PRIVATE_DIR_MODE = 0o700
 export const PRIVATE_FILE_MODE = 0o600
 
-/** Creates the folder (and missing parents) owner-only; an existing folder is left to `tighten`. */
+/** Creates the folder (and missing parents) owner-only; an existing folder is left to `tightenEffect`. */
 export const ensure = (dir: string) => {
   fs.mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE })
 }
@@ -53,18 +53,23 @@ const eachEntry = (dir: string, f: (p: string, st: fs.Stats) => void) => {
 }
 
 /**
- * Removes every permission of group and others from the folder and everything in it. Returns how
- * many entries it changed.
+ * Removes every permission of group and others from the folder and everything in it; with `owner`,
+ * also finds the first entry that belongs to another user (left as it is). One walk.
  */
-export const tighten = (dir: string): number => {
+const secure = (dir: string, owner: number | undefined) => {
   let changed = 0
+  let foreign: { readonly path: string; readonly uid: number } | undefined
   eachEntry(dir, (p, st) => {
+    if (owner !== undefined && st.uid !== owner) {
+      foreign ??= { path: p, uid: st.uid }
+      return
+    }
     if ((st.mode & 0o077) === 0) return
     const wanted = st.isDirectory() ? PRIVATE_DIR_MODE : PRIVATE_FILE_MODE
     fs.chmodSync(p, (st.mode & 0o700) | (wanted & 0o700))
     changed++
   })
-  return changed
+  return { changed, foreign }
 }
 
 const flushOne = (p: string) => {
@@ -89,10 +94,10 @@ export const flushToDisk = (dir: string) => {
 
 export class DataDirUnsafe extends Data.TaggedError("DataDirUnsafe")<{ readonly message: string }> {}
 
-/** `tighten` as an effect that fails with a clear message when the folder cannot be made private. */
-export const tightenEffect = (dir: string) =>
+/** `secure` as an effect that fails with a clear message when the folder cannot be made private. */
+const secureEffect = (dir: string, owner: number | undefined) =>
   Effect.try({
-    try: () => tighten(dir),
+    try: () => secure(dir, owner),
     catch: (e) =>
       new DataDirUnsafe({
         message: `cannot make the data folder ${dir} private to this user (${(e as Error).message}); ` +
@@ -100,41 +105,30 @@ export const tightenEffect = (dir: string) =>
       })
   })
 
-/**
- * The first entry of the folder (itself included) that belongs to another user than the one running
- * this process, if any. Root can change any mode, so modes alone do not keep out a user who owns the
- * folder or something in it: that user could still rewrite the log, plant a spool file or replace
- * `operator.json`.
- */
-export const foreignEntry = (dir: string): { readonly path: string; readonly uid: number } | undefined => {
-  const self = process.getuid?.()
-  if (self === undefined) return undefined
-  let found: { readonly path: string; readonly uid: number } | undefined
-  eachEntry(dir, (p, st) => {
-    if (found === undefined && st.uid !== self) found = { path: p, uid: st.uid }
-  })
-  return found
-}
+/** Removes every permission of group and others from the folder and everything in it: how many entries it changed. */
+export const tightenEffect = (dir: string) => Effect.map(secureEffect(dir, undefined), (r) => r.changed)
 
-/** Fails when the folder or anything in it belongs to another user (see `foreignEntry`). */
-export const ownedEffect = (dir: string) =>
-  Effect.suspend(() => {
-    const foreign = foreignEntry(dir)
-    return foreign === undefined ? Effect.void : Effect.fail(
-      new DataDirUnsafe({
+/**
+ * A folder found at start (the data folder, the spool): refused when it or anything in it belongs to
+ * another user than the one running this process (root can change any mode, so modes alone do not keep
+ * out a user who owns the folder or something in it: that user could still rewrite the log, plant a
+ * spool file or replace `operator.json`); otherwise tightened, the log saying what it changed.
+ */
+export const secureAtStart = (dir: string) =>
+  Effect.gen(function*() {
+    const self = process.getuid?.()
+    const { changed, foreign } = yield* secureEffect(dir, self)
+    if (foreign !== undefined) {
+      return yield* new DataDirUnsafe({
         message: `${foreign.path === dir ? `the data folder ${dir}` : `${foreign.path} in the data folder`} ` +
-          `belongs to another user (uid ${foreign.uid}) than the one running Tollgate (uid ${process.getuid?.()}): ` +
+          `belongs to another user (uid ${foreign.uid}) than the one running Tollgate (uid ${self}): ` +
           `that user could rewrite its files; give the folder to this user (chown -R) or use another one`
       })
-    )
-  })
-
-/** Checks who owns a folder found at start, then tightens it, saying in the log what it changed. */
-export const secureAtStart = (dir: string) =>
-  Effect.tap(Effect.zipRight(ownedEffect(dir), tightenEffect(dir)), (changed) =>
-    changed > 0
-      ? Effect.logWarning(
+    }
+    if (changed > 0) {
+      yield* Effect.logWarning(
         `the data folder ${dir} was open to other users: ${changed} files and folders in it were readable or ` +
           `writable by group or others; they are now owner-only (folders 0700, files 0600)`
       )
-      : Effect.void)
+    }
+  })

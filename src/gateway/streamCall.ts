@@ -194,26 +194,29 @@ export const streamCall = (deps: StreamDeps) =>
     // Output text a checkpoint has taken but not counted yet: the final estimate counts it if the
     // checkpoint does not finish.
     let taken = ""
-    const checkpoint = Effect.gen(function*() {
+    // The output relayed since the last count, counted. Also on its own, between checkpoints, once it
+    // passes MAX_UNCOUNTED characters (a fast upstream, the kernel's buffers filling toward a client that
+    // stopped reading): no stream holds more of its text than that.
+    const countOutput = Effect.gen(function*() {
       taken = relay.takeText()
       countedOutput += yield* countTokens(taken)
       taken = ""
+    })
+    const checkpoint = Effect.gen(function*() {
+      yield* countOutput
       countedInput ??= relay.inputTokens() ?? (yield* countTokensOf(g.key.keyId, textOf(g.body)))
       yield* billing.checkpoint(ticket, {
         input_tokens: relay.usage()?.input_tokens ?? countedInput,
         output_tokens: Math.max(countedOutput, relay.usage()?.output_tokens ?? 0),
         estimator: ESTIMATOR
       })
-    }).pipe(Effect.ensuring(Effect.sync(() => (inFlight = undefined))), Effect.interruptible)
-    // Output that arrives faster than a checkpoint's interval (a fast upstream, the kernel's buffers
-    // filling toward a client that stopped reading) is counted as it grows, so no stream holds more than
-    // about MAX_UNCOUNTED characters of its text.
-    const countOnly = Effect.gen(function*() {
-      taken = relay.takeText()
-      countedOutput += yield* countTokens(taken)
-      taken = ""
-    }).pipe(Effect.ensuring(Effect.sync(() => (inFlight = undefined))), Effect.interruptible)
+    })
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    /** Off the relay's path, one at a time (a piece of work that ended within the fork is not in flight). */
+    const inBackground = (work: Effect.Effect<void>) => {
+      const fiber = runFork(work.pipe(Effect.ensuring(Effect.sync(() => (inFlight = undefined))), Effect.interruptible))
+      if (fiber.unsafePoll() === null) inFlight = fiber
+    }
     const maybeCheckpoint = () => {
       // After the read that brought the terminal event comes the bill (once the client has taken the
       // rest): a checkpoint here would be a fourth event, a count of the whole output and a commit the
@@ -222,9 +225,9 @@ export const streamCall = (deps: StreamDeps) =>
       const now = clock.unsafeCurrentTimeMillis()
       if (now - lastCheckpoint >= deps.checkpointMs) {
         lastCheckpoint = now
-        inFlight = runFork(checkpoint)
+        inBackground(checkpoint)
       } else if (relay.textLength() > MAX_UNCOUNTED) {
-        inFlight = runFork(countOnly)
+        inBackground(countOutput)
       }
     }
 

@@ -13,6 +13,7 @@ import {
   type ApiError,
   AuthenticationFailed,
   InvalidRequest,
+  LEDGER_RETRY_AFTER_S,
   NotFound,
   Overloaded,
   PermissionDenied,
@@ -23,7 +24,6 @@ import {
   UpstreamFailed
 } from "../api/errors.ts"
 import { isConnectionLoss } from "../db/errors.ts"
-import { LEDGER_RETRY_AFTER_S } from "./gatewayErrors.ts"
 
 export interface EnvelopeError {
   readonly status: number
@@ -52,14 +52,17 @@ const typeByStatus: Record<number, string> = {
   408: "invalid_request_error",
   413: "request_too_large",
   415: "invalid_request_error",
+  417: "invalid_request_error",
   429: "rate_limit_error",
+  431: "invalid_request_error",
   500: "api_error",
   502: "api_error",
   503: "overloaded_error",
   504: "api_error"
 }
 
-const make = (
+/** The envelope of `status`, its type the one that status has in every answer. */
+export const envelopeOf = (
   status: number,
   message: string,
   code: string | null = null,
@@ -117,6 +120,12 @@ const retryAfter = (e: Tagged) =>
     ? { headers: { "x-should-retry": "false" } }
     : {}
 
+/** 503 `ledger_unavailable`, with the Retry-After every such refusal carries. */
+const ledgerUnavailable = (message: string): EnvelopeError => ({
+  ...envelopeOf(503, message, "ledger_unavailable"),
+  ...retryAfter({ retryAfterSeconds: LEDGER_RETRY_AFTER_S })
+})
+
 /** The envelope for a failure or defect of any kind. */
 export const toEnvelope = (e: Tagged): EnvelopeError => {
   const api = e._tag !== undefined && Object.hasOwn(apiErrors, e._tag)
@@ -126,7 +135,7 @@ export const toEnvelope = (e: Tagged): EnvelopeError => {
     // An upstream's failure keeps the upstream's own status and type (its 4xx, or 502/504).
     const status = e._tag === "UpstreamFailed" ? e.status ?? api.status : api.status
     return {
-      ...make(status, e.message ?? api.message, e.code ?? api.code, e.param ?? null),
+      ...envelopeOf(status, e.message ?? api.message, e.code ?? api.code, e.param ?? null),
       ...(e._tag === "UpstreamFailed" && e.type ? { type: e.type } : {}),
       ...retryAfter(e)
     }
@@ -135,7 +144,7 @@ export const toEnvelope = (e: Tagged): EnvelopeError => {
     case "HttpApiDecodeError": {
       const first = e.issues?.[0]
       const param = first && first.path.length > 0 ? first.path.map(String).join(".") : null
-      return make(
+      return envelopeOf(
         400,
         first ? `${param ? `${param}: ` : ""}${first.message}` : e.message ?? "Invalid request.",
         null,
@@ -143,33 +152,23 @@ export const toEnvelope = (e: Tagged): EnvelopeError => {
       )
     }
     case "RequestError":
-      return make(400, "The request body could not be read.", "invalid_body")
+      return envelopeOf(400, "The request body could not be read.", "invalid_body")
     case "RouteNotFound":
-      return make(404, "Unknown endpoint.", "unknown_url")
+      return envelopeOf(404, "Unknown endpoint.", "unknown_url")
     case "LedgerUnavailable":
-      return {
-        ...make(
-          503,
-          "The gateway's event log is unavailable; the request was not served. Retry shortly.",
-          "ledger_unavailable"
-        ),
-        ...retryAfter({ retryAfterSeconds: LEDGER_RETRY_AFTER_S })
-      }
+      return ledgerUnavailable("The gateway's event log is unavailable; the request was not served. Retry shortly.")
     case "LedgerRejected":
-      return make(
+      return envelopeOf(
         500,
         "Internal server error: the event log refused a write (logged with this request id).",
         "ledger_rejected"
       )
     case "SqlError":
       return isConnectionLoss(e.cause)
-        ? {
-          ...make(503, "The gateway's database is unavailable. Retry shortly.", "ledger_unavailable"),
-          ...retryAfter({ retryAfterSeconds: LEDGER_RETRY_AFTER_S })
-        }
-        : make(500, "Internal server error.", null)
+        ? ledgerUnavailable("The gateway's database is unavailable. Retry shortly.")
+        : envelopeOf(500, "Internal server error.", null)
     default:
-      return make(500, "Internal server error.", null)
+      return envelopeOf(500, "Internal server error.", null)
   }
 }
 

@@ -26,6 +26,7 @@ import * as zlib from "node:zlib"
 import { BodyReader } from "../api/BodyReader.ts"
 import { InvalidRequest, RequestTimeout, RequestTooLarge, UnsupportedMediaType } from "../api/errors.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { afterReads } from "../stream/afterReads.ts"
 import { matchedEndpoint } from "./endpoints.ts"
 
 export interface JsonBody {
@@ -117,31 +118,21 @@ const readRaw = (incoming: IncomingMessage, limits: BodyLimits, decoding: Decodi
     let arrived = 0
     let size = 0
     let done = false
-    let timer: ReturnType<typeof setTimeout> | undefined
-    let again: ReturnType<typeof setImmediate> | undefined
-    // Timers run before the sockets are read: after a stall of the process, bytes the client sent in
-    // time may wait unread. The silence is judged once more after this turn's reads.
-    const silent = () => {
-      const seen = arrived
-      again = setImmediate(() => {
-        if (arrived === seen) {
-          finish(Effect.fail(
-            new RequestTimeout({
-              message: `The request body stopped arriving (nothing for ${limits.bodyTimeoutMs} ms).`,
-              code: "request_timeout"
-            })
-          ))
-        }
-      })
-    }
+    // Judged after the turn's reads (stream/afterReads.ts): bytes that arrive re-arm it first.
+    let cancelTimer: (() => void) | undefined
     const armTimer = () => {
-      if (timer) clearTimeout(timer)
-      timer = setTimeout(silent, limits.bodyTimeoutMs)
+      cancelTimer?.()
+      cancelTimer = afterReads(limits.bodyTimeoutMs, () =>
+        finish(Effect.fail(
+          new RequestTimeout({
+            message: `The request body stopped arriving (nothing for ${limits.bodyTimeoutMs} ms).`,
+            code: "request_timeout"
+          })
+        )))
     }
     const detach = () => {
       done = true
-      if (timer) clearTimeout(timer)
-      if (again) clearImmediate(again)
+      cancelTimer?.()
       incoming.off("data", onArrived).off("end", onArrivedEnd).off("error", onError)
       if (decoder) {
         decoder.off("data", onDecoded).off("end", onEnd).off("error", onDecodeError)

@@ -1,7 +1,15 @@
 /** Gateway and account refusals, rendered as the API's typed errors. */
 import * as Effect from "effect/Effect"
 import type { QuotaExceeded } from "../accounts/errors.ts"
-import { InvalidRequest, NotFound, Overloaded, RateLimited, RequestTooLarge, UpstreamFailed } from "../api/errors.ts"
+import {
+  InvalidRequest,
+  LEDGER_RETRY_AFTER_S,
+  NotFound,
+  Overloaded,
+  RateLimited,
+  RequestTooLarge,
+  UpstreamFailed
+} from "../api/errors.ts"
 import type {
   BadRequest,
   LedgerDown,
@@ -13,9 +21,6 @@ import type {
 
 /** The most of a client's value an error message quotes back. */
 const MAX_ECHOED = 200
-
-/** The `Retry-After` of a call refused while the database is away: a failover or a restart takes seconds. */
-export const LEDGER_RETRY_AFTER_S = 2
 
 export type GatewayRefusal =
   | BadRequest

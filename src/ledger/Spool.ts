@@ -19,7 +19,7 @@ import * as Schema from "effect/Schema"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
-import { DataDirUnsafe, ownedEffect } from "../db/DataDir.ts"
+import { DataDirUnsafe, secureAtStart } from "../db/DataDir.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { type AppendRequest, EventLog } from "./EventLog.ts"
 import { DomainEvent } from "./events.ts"
@@ -275,7 +275,7 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
 
     yield* writable
     // Its files are landed as bills: a folder another user owns would let that user plant them.
-    yield* ownedEffect(dir)
+    yield* secureAtStart(dir)
     const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
     if (metrics) metrics.sources.spoolDepth = () => waiting.size
     yield* load

@@ -5,6 +5,7 @@
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import type { ProviderConfig } from "../config/ConfigFile.ts"
+import { afterReads } from "../stream/afterReads.ts"
 
 /** Which upstream API a call goes to. */
 export type UpstreamEndpoint =
@@ -99,14 +100,9 @@ export const readBody = (
   within?: { readonly ms: number; readonly error: () => UpstreamError }
 ): Effect.Effect<ReadonlyArray<Uint8Array> | undefined, UpstreamError> =>
   Effect.async((resume) => {
-    let timer: ReturnType<typeof setTimeout> | undefined
-    let again: ReturnType<typeof setImmediate> | undefined
-    let settled = false
+    let cancelTimer: (() => void) | undefined
     const done = (effect: Effect.Effect<ReadonlyArray<Uint8Array> | undefined, UpstreamError>) => {
-      if (settled) return
-      settled = true
-      if (timer !== undefined) clearTimeout(timer)
-      if (again !== undefined) clearImmediate(again)
+      cancelTimer?.()
       resume(effect)
     }
     const attempt = () => {
@@ -116,23 +112,18 @@ export const readBody = (
         return done(failure ? Effect.fail(failure) : Effect.succeed(undefined))
       }
       if (chunks.length > 0) return done(Effect.succeed(chunks))
-      if (within !== undefined && timer === undefined) {
-        // Judged after the turn's reads (timers run before the sockets are read): after a stall of
-        // the process, bytes that arrived in time may be waiting unread.
-        timer = setTimeout(() => {
-          again = setImmediate(() => {
-            body.cancelReady()
-            done(Effect.fail(within.error()))
-          })
-        }, Math.max(0, within.ms))
+      if (within !== undefined && cancelTimer === undefined) {
+        // Judged after the turn's reads (stream/afterReads.ts): bytes that arrived in time come first.
+        cancelTimer = afterReads(Math.max(0, within.ms), () => {
+          body.cancelReady()
+          resume(Effect.fail(within.error()))
+        })
       }
       body.onReady(attempt)
     }
     attempt()
     return Effect.sync(() => {
-      settled = true
-      if (timer !== undefined) clearTimeout(timer)
-      if (again !== undefined) clearImmediate(again)
+      cancelTimer?.()
       body.cancelReady()
     })
   })

@@ -12,6 +12,7 @@
 import * as Effect from "effect/Effect"
 import { UpstreamError } from "../providers/Upstream.ts"
 import type { UpstreamBody } from "../providers/Upstream.ts"
+import { afterReads } from "./afterReads.ts"
 import type { PlainSink } from "./ClientSink.ts"
 import type { Relay } from "./Relay.ts"
 import { UpstreamStreamError } from "./Relay.ts"
@@ -54,15 +55,13 @@ export const pump = (o: PumpOptions): Effect.Effect<PumpEnd> =>
   Effect.async<PumpEnd>((resume) => {
     const { body, client, relay } = o
     let over = false
-    let timer: ReturnType<typeof setTimeout> | undefined
-    let again: ReturnType<typeof setImmediate> | undefined
+    let cancelTimer: (() => void) | undefined
     // Since when the loop has waited for the upstream; undefined while it is not waiting for it.
     let waitingSince: number | undefined
     let forgetDrain: (() => void) | undefined
     const stop = () => {
       over = true
-      if (timer !== undefined) clearTimeout(timer)
-      if (again !== undefined) clearImmediate(again)
+      cancelTimer?.()
       body.cancelReady()
       forgetDrain?.()
       forgetClose()
@@ -90,26 +89,16 @@ export const pump = (o: PumpOptions): Effect.Effect<PumpEnd> =>
       }
     }
 
-    // Re-armed lazily: a chunk only moves `waitingSince`; the timer, when it fires, looks again. Past
-    // idleMs it looks once more after this turn's reads (`setImmediate`): timers run before the
-    // sockets are read, so after a stall of the process (paused, or one long turn) bytes the upstream
-    // sent in time may be waiting, unread, in the socket.
-    let lookedAgain = false
+    // Re-armed lazily: a chunk only moves `waitingSince`; the timer, when it fires, looks again, after
+    // that turn's reads (afterReads.ts), so a stall of the process is not taken for a quiet upstream.
     const check = () => {
-      timer = undefined
-      again = undefined
+      cancelTimer = undefined
       if (over) return
       const now = o.now()
       if (now >= o.deadline) return end(timeout("The upstream stream took longer than its total timeout."))
       const idleAt = (waitingSince ?? now) + o.idleMs
-      if (now >= idleAt) {
-        if (lookedAgain) return end(timeout("The upstream went quiet mid-stream."))
-        lookedAgain = true
-        again = setImmediate(check)
-        return
-      }
-      lookedAgain = false
-      timer = setTimeout(check, Math.min(idleAt, o.deadline) - now)
+      if (now >= idleAt) return end(timeout("The upstream went quiet mid-stream."))
+      cancelTimer = afterReads(Math.min(idleAt, o.deadline) - now, check)
     }
 
     /** Relays events; false when the client's buffer is full. */

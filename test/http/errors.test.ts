@@ -14,6 +14,7 @@ import OpenAI from "openai"
 import { Keys } from "../../src/accounts/Keys.ts"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { defaultConfigFile } from "../../src/config/defaults.ts"
+import { rejectionOf } from "../support/rejection.ts"
 import { baseUrl, issueKey, makeTestGateway, registerVendor, TestGateway } from "../support/TestGateway.ts"
 
 // ---------------------------------------------------------------------------------------------
@@ -173,17 +174,6 @@ const expectSuccess = (reply: Reply, status: number, label = "") => {
   expect(reply.status, `${label} -> ${reply.status} ${reply.text}`).toBe(status)
   expectRequestIdHeaders(reply, label)
 }
-
-/** What a promise rejected with; fails the test if it resolved. */
-const rejectionOf = (run: () => Promise<unknown>) =>
-  Effect.promise(async () => {
-    try {
-      await run()
-    } catch (e) {
-      return e
-    }
-    throw new Error("expected the call to fail, it succeeded")
-  })
 
 // ---------------------------------------------------------------------------------------------
 // Requests that succeed with the default config, one per /v1 endpoint

@@ -11,6 +11,7 @@ import { Effect } from "effect"
 import OpenAI from "openai"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
+import { rejectionOf } from "../support/rejection.ts"
 import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
 
 const configFor = (url: string): ConfigFileEncoded => ({
@@ -425,11 +426,8 @@ describe("upstreams over HTTP", () => {
             }
           }
         })
-        const e400 = yield* Effect.promise(() =>
-          openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content: "x" }] }).then(
-            () => undefined,
-            (e) => e
-          )
+        const e400 = yield* rejectionOf(() =>
+          openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content: "x" }] })
         )
         expect(e400).toBeInstanceOf(OpenAI.BadRequestError)
         expect(e400.message).toContain("maximum context length is 128000 tokens")
@@ -445,11 +443,8 @@ describe("upstreams over HTTP", () => {
           status: 400,
           body: { error: { message: quoting, type: "invalid_request_error", code: "upstream-openai-secret" } }
         })
-        const leaky = yield* Effect.promise(() =>
-          openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content: "x" }] }).then(
-            () => undefined,
-            (e) => e
-          )
+        const leaky = yield* rejectionOf(() =>
+          openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content: "x" }] })
         )
         expect(leaky.status).toBe(400)
         expect(JSON.stringify(leaky.error)).not.toContain("upstream-openai-secret")
@@ -483,11 +478,8 @@ describe("upstreams over HTTP", () => {
           status: 413,
           body: { type: "error", error: { type: "request_too_large", message: "Request exceeds the maximum size" } }
         })
-        const e413 = yield* Effect.promise(() =>
-          openai.chat.completions.create({ model: "claude-up", messages: [{ role: "user", content: "x" }] }).then(
-            () => undefined,
-            (e) => e
-          )
+        const e413 = yield* rejectionOf(() =>
+          openai.chat.completions.create({ model: "claude-up", messages: [{ role: "user", content: "x" }] })
         )
         expect(e413.status).toBe(413)
         expect(e413.type).toBe("request_too_large")
@@ -505,14 +497,11 @@ describe("upstreams over HTTP", () => {
             }
           }
         })
-        const e429 = yield* Effect.promise(() =>
+        const e429 = yield* rejectionOf(() =>
           openai.withOptions({ maxRetries: 0 }).chat.completions.create({
             model: "gpt-up",
             messages: [{ role: "user", content: "x" }]
-          }).then(
-            () => undefined,
-            (e) => e
-          )
+          })
         )
         expect(e429.status).toBe(429)
         expect(e429.code).toBe("upstream_rate_limited")
@@ -522,12 +511,8 @@ describe("upstreams over HTTP", () => {
         const boom = { status: 500, body: { type: "error", error: { type: "api_error", message: "boom at 10.0.0.7" } } }
         fake.script("/v1/messages", boom, boom)
         const messagesBefore = fake.received.filter((r) => r.path === "/v1/messages").length
-        const e500 = yield* Effect.promise(() =>
+        const e500 = yield* rejectionOf(() =>
           anthropic.messages.create({ model: "claude-up", max_tokens: 5, messages: [{ role: "user", content: "x" }] })
-            .then(
-              () => undefined,
-              (e) => e
-            )
         )
         expect(e500.status).toBe(502)
         expect(fake.received.filter((r) => r.path === "/v1/messages")).toHaveLength(messagesBefore + 2)
@@ -537,21 +522,15 @@ describe("upstreams over HTTP", () => {
           status: 401,
           body: { error: { message: "Incorrect API key provided: upstream-openai-secret" } }
         })
-        const e401 = yield* Effect.promise(() =>
-          openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content: "x" }] }).then(
-            () => undefined,
-            (e) => e
-          )
+        const e401 = yield* rejectionOf(() =>
+          openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content: "x" }] })
         )
         expect(e401.status).toBe(502) // our credential is wrong, not the client's
         expect(JSON.stringify(e401.error)).not.toContain("upstream-openai-secret")
 
         fake.script("/v1/chat/completions", { drop: true }, { drop: true })
-        const dropped = yield* Effect.promise(() =>
-          openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content: "x" }] }).then(
-            () => undefined,
-            (e) => e
-          )
+        const dropped = yield* rejectionOf(() =>
+          openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content: "x" }] })
         )
         expect(dropped.status).toBe(502)
         expect(dropped.code).toBe("upstream_error")
