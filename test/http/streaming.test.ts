@@ -644,13 +644,18 @@ describe("streaming", () => {
             expect(refused.body.error.code).toBe("insufficient_quota")
             expect(Date.now() - started).toBeLessThan(5_000) // not after the upstream's 10 s
           }
-          expect(fake.received).toHaveLength(2) // both went upstream...
-          for (let i = 0; i < 100 && fake.closedEarly() < closedBefore + 2; i++) yield* Effect.sleep("20 millis")
-          expect(fake.closedEarly()).toBe(closedBefore + 2) // ...and both were closed unread
-          // Once every request has ended, still nothing billed.
+          // Once every request has ended: each call that reached the upstream before the refusal (both,
+          // unless the database answered first on a busy machine) was closed unread.
           const supervisor = yield* RequestSupervisor
           for (let i = 0; i < 250 && (yield* supervisor.inFlight) > 0; i++) yield* Effect.sleep("20 millis")
           expect(yield* supervisor.inFlight).toBe(0)
+          const wentUpstream = () => fake.received.length
+          expect(wentUpstream()).toBeLessThanOrEqual(2)
+          for (let i = 0; i < 100 && fake.closedEarly() - closedBefore < wentUpstream(); i++) {
+            yield* Effect.sleep("20 millis")
+          }
+          expect(fake.closedEarly() - closedBefore).toBe(wentUpstream())
+          // ...and nothing billed.
           expect(yield* billedFor(key.keyId)).toEqual([])
         }))
 
