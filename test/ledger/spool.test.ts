@@ -1,0 +1,97 @@
+/**
+ * The spool's landing passes (the background fiber's, the reconciler's) run one at a time: a bill is
+ * landed by one pass, never landed by one and then "found billed" by another, logged twice.
+ */
+import { describe, expect, layer } from "@effect/vitest"
+import { Effect, Layer, Logger } from "effect"
+import { zeroUsage } from "../../src/accounts/Pricing.ts"
+import { GatewayConfig } from "../../src/config/GatewayConfig.ts"
+import { EventLog } from "../../src/ledger/EventLog.ts"
+import { streamOf } from "../../src/ledger/events.ts"
+import { Spool, type SpoolEntry } from "../../src/ledger/Spool.ts"
+import { tempDir } from "../support/Processes.ts"
+import { TestDatabase } from "../support/TestDatabase.ts"
+
+/** What the spool logs, as text. */
+const lines: Array<string> = []
+const Capture = Logger.replace(
+  Logger.defaultLogger,
+  Logger.make(({ message }) => void lines.push(Array.isArray(message) ? message.join(" ") : String(message)))
+)
+
+const TestLayer = Spool.Default.pipe(
+  Layer.provide(Capture), // the background pass logs with it
+  Layer.provideMerge(EventLog.Default),
+  Layer.provideMerge(TestDatabase),
+  Layer.provideMerge(GatewayConfig.forTest({ dataDir: tempDir("spool") }))
+)
+
+const zeroPrices = {
+  input_per_mtok_nanos: 0n,
+  cached_input_per_mtok_nanos: 0n,
+  output_per_mtok_nanos: 0n,
+  per_image_nanos: 0n,
+  price_percent: 100
+}
+
+const started = (requestId: string) => ({
+  _tag: "StreamStarted" as const,
+  request_id: requestId,
+  key_id: "key_spool",
+  model: "m",
+  endpoint: "chat.completions" as const,
+  stream: true,
+  provider: "p",
+  upstream_model: "m",
+  reserved_nanos: 0n,
+  replica: "r"
+})
+
+const bill = (requestId: string): SpoolEntry => ({
+  kind: "bill",
+  streamId: streamOf.request(requestId),
+  occurredAt: new Date().toISOString(),
+  metadata: { request_id: requestId },
+  events: [
+    { _tag: "UsageReported", request_id: requestId, usage: zeroUsage, source: "upstream" },
+    {
+      _tag: "Billed",
+      request_id: requestId,
+      key_id: "key_spool",
+      model: "m",
+      usage: zeroUsage,
+      cost: { input_nanos: 0n, cached_input_nanos: 0n, output_nanos: 0n, image_nanos: 0n, total_nanos: 0n },
+      estimated: false,
+      outcome: "completed",
+      prices: zeroPrices
+    }
+  ]
+})
+
+describe("the spool", () => {
+  layer(TestLayer, { timeout: 60_000 })((it) => {
+    it.effect("lands each bill once when passes are asked for together; no pass finds another's bill", () =>
+      Effect.gen(function*() {
+        const log = yield* EventLog
+        const spool = yield* Spool
+        const ids = Array.from({ length: 6 }, (_, i) => `req_spool_once_${i}`)
+        for (const id of ids) {
+          yield* log.append({ streamId: streamOf.request(id), expectedVersion: 0, events: [started(id)] })
+        }
+        lines.length = 0
+        // The first put wakes the background pass; three more passes are asked for at once beside it.
+        yield* Effect.forEach(ids, (id) => spool.put(bill(id)), { concurrency: "unbounded" })
+        yield* Effect.all([spool.drain, spool.drain, spool.drain], { concurrency: "unbounded" }).pipe(
+          Effect.provide(Capture)
+        )
+        expect(yield* spool.size).toBe(0)
+        for (const id of ids) {
+          const streamId = streamOf.request(id)
+          expect(lines.filter((l) => l === `spool: landed ${streamId}`)).toHaveLength(1)
+          const events = yield* log.read({ limit: 10, streamId, settledOnly: false })
+          expect(events.map((e) => e.event._tag)).toEqual(["StreamStarted", "UsageReported", "Billed"])
+        }
+        expect(lines.filter((l) => l.includes("billed already"))).toEqual([])
+      }))
+  })
+})
