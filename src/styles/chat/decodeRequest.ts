@@ -171,7 +171,9 @@ export const decodeChatRequest = (body: Json, policy: Policy): Request => {
   list.forEach((raw, i) => {
     const p = `messages.${i}`
     if (!isObject(raw)) return refuse(p, "expected a message object")
-    if (present(raw, "name")) refuse(`${p}.name`, "participant names have no equivalent")
+    // A tool turn's name repeats the name of the call it answers (LangChain sends it): nothing is lost
+    // without it. On any other turn it names a participant, which the other style cannot.
+    if (present(raw, "name") && raw.role !== "tool") refuse(`${p}.name`, "participant names have no equivalent")
     switch (raw.role) {
       case "system":
       case "developer":

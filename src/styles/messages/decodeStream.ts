@@ -17,6 +17,12 @@ export const messagesDecoder = (): StreamDecoder => {
   let extra: Record<string, unknown> = {}
   /** The thinking block being streamed: its index and its signature so far, or its redacted data. */
   let thinking: { index: number; signature: string; redacted?: string } | undefined
+  /**
+   * Tool blocks open whose arguments are still empty. A call without arguments streams none (or an
+   * empty `partial_json`): it ends as `{}`, the arguments every other style carries, not "" (which the
+   * OpenAI SDKs refuse to parse).
+   */
+  const argless = new Set<number>()
   const usage = (): Usage | undefined => fromMessagesUsage({ ...start, ...extra, output_tokens: output })
   return {
     push: (event, e) => {
@@ -35,6 +41,7 @@ export const messagesDecoder = (): StreamDecoder => {
         case "content_block_start": {
           const block = e.content_block ?? {}
           if (block.type === "tool_use") {
+            argless.add(Number(e.index))
             return [{
               _tag: "ToolStart",
               index: Number(e.index),
@@ -57,6 +64,7 @@ export const messagesDecoder = (): StreamDecoder => {
           return []
         }
         case "content_block_stop": {
+          if (argless.delete(Number(e.index))) return [{ _tag: "ToolArgs", index: Number(e.index), delta: "{}" }]
           if (!thinking || thinking.index !== Number(e.index)) return []
           const sealed = thinking.redacted !== undefined
             ? sealRedacted(thinking.redacted)
@@ -70,7 +78,10 @@ export const messagesDecoder = (): StreamDecoder => {
           const d = e.delta ?? {}
           if (d.type === "text_delta") return [{ _tag: "Text", text: String(d.text ?? "") }]
           if (d.type === "input_json_delta") {
-            return [{ _tag: "ToolArgs", index: Number(e.index), delta: String(d.partial_json ?? "") }]
+            const delta = String(d.partial_json ?? "")
+            if (delta === "") return []
+            argless.delete(Number(e.index))
+            return [{ _tag: "ToolArgs", index: Number(e.index), delta }]
           }
           if (d.type === "thinking_delta") return [{ _tag: "Thinking", text: String(d.thinking ?? "") }]
           if (d.type === "signature_delta" && thinking) thinking.signature += String(d.signature ?? "")
