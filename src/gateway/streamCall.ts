@@ -12,7 +12,7 @@ import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import type { Readable } from "node:stream"
-import { named, type SseEvent } from "../canonical/SseEvent.ts"
+import type { SseEvent } from "../canonical/SseEvent.ts"
 import { observeAttempts } from "../observability/attempts.ts"
 import type { Metrics } from "../observability/Metrics.ts"
 import type { RequestLog } from "../observability/RequestLog.ts"
@@ -33,10 +33,6 @@ import { Exhausted, type RetryPolicy, withFailover } from "./Failover.ts"
 import { type Candidate, type Generation, upstreamRequestOf } from "./Routing.ts"
 import type { Started } from "./started.ts"
 import { toFailure } from "./upstreamFailure.ts"
-
-/** The SSE error event that ends a stream that failed after it started (both styles). */
-const errorEvent = (requestId: string, type: string, code: string, message: string) =>
-  named("error", { type: "error", error: { type, code, message, param: null }, request_id: requestId })
 
 /** The most output text a stream keeps uncounted between its checkpoints (UTF-16 code units). */
 const MAX_UNCOUNTED = 64 * 1024
@@ -253,7 +249,8 @@ export const streamCall = (deps: StreamDeps) =>
         const code = e.kind === "timeout" ? "upstream_timeout" : "upstream_error"
         // The upstream's own words, without the gateway's credentials and host (providers/redact.ts).
         const message = redactorFor(candidate.deployment.provider)(e.message)
-        yield* out.write(sseTextOf([errorEvent(g.requestId, upstreamType ?? "api_error", code, message)])).pipe(
+        const event = relay.errorEvent({ requestId: g.requestId, type: upstreamType ?? "api_error", code, message })
+        yield* out.write(sseTextOf([event])).pipe(
           Effect.timeout("1 second"),
           Effect.ignore
         )

@@ -104,7 +104,13 @@ export const pump = (o: PumpOptions): Effect.Effect<PumpEnd> =>
     /** Relays events; false when the client's buffer is full. */
     const send = (events: ReadonlyArray<SseEvent>) => {
       const out: Array<SseEvent> = []
-      for (const e of events) for (const x of relay.push(e)) out.push(x)
+      try {
+        for (const e of events) for (const x of relay.push(e)) out.push(x)
+      } catch (e) {
+        // The events read before an upstream's error event reach the client before the error does.
+        if (out.length > 0) client.offer(sseTextOf(out))
+        throw e
+      }
       return out.length === 0 || client.offer(sseTextOf(out))
     }
 

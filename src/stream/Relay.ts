@@ -8,7 +8,7 @@
  *   in the client's by the client's codec.
  */
 import type { LooseJson } from "../canonical/Json.ts"
-import { DONE, type SseEvent } from "../canonical/SseEvent.ts"
+import { DONE, named, type SseEvent } from "../canonical/SseEvent.ts"
 import type { Op } from "../canonical/Stream.ts"
 import type { Usage } from "../canonical/Usage.ts"
 import { CODECS, type StyleEndpoint } from "../styles/registry.ts"
@@ -32,6 +32,37 @@ export interface Relay {
   readonly takeText: () => string
   /** How much output text (UTF-16 code units) waits to be taken. */
   readonly textLength: () => number
+  /** The event that ends a stream that failed after it started, in the client's style. */
+  readonly errorEvent: (failure: StreamFailure) => SseEvent
+}
+
+export interface StreamFailure {
+  readonly requestId: string
+  readonly type: string
+  readonly code: string
+  readonly message: string
+}
+
+/**
+ * The error event of chat and messages streams (`error`: what both SDKs read), or of a Responses stream:
+ * OpenAI's fields at the top with the stream's next `sequence_number`, and the same `error` object.
+ */
+const errorEventOf = (f: StreamFailure, sequenceNumber?: number): SseEvent => {
+  const error = { type: f.type, code: f.code, message: f.message, param: null }
+  return named(
+    "error",
+    sequenceNumber === undefined
+      ? { type: "error", error, request_id: f.requestId }
+      : {
+        type: "error",
+        sequence_number: sequenceNumber,
+        code: f.code,
+        message: f.message,
+        param: null,
+        error,
+        request_id: f.requestId
+      }
+  )
 }
 
 /** The upstream sent an error event in the middle of its stream. */
@@ -64,8 +95,12 @@ const parse = (event: SseEvent): LooseJson => {
 
 const errorOf = (event: SseEvent, json: LooseJson): UpstreamStreamError | undefined => {
   if (event.event === "error" || json?.type === "error" || (json?.error && !json?.choices && !json?.type)) {
+    // Nested (`error: {type, message}`), or flat as a Responses stream's (`{type: "error", code, message}`).
     const e = json?.error ?? {}
-    return new UpstreamStreamError(String(e.type ?? "api_error"), String(e.message ?? "the upstream failed mid-stream"))
+    return new UpstreamStreamError(
+      String(e.type ?? "api_error"),
+      String(e.message ?? json?.message ?? "the upstream failed mid-stream")
+    )
   }
   return undefined
 }
@@ -121,17 +156,20 @@ export const relayFor = (o: Options): Relay => {
         seen.see(ops)
         return ops.flatMap(encoder.push)
       },
-      end: () => encoder.end()
+      end: () => encoder.end(),
+      errorEvent: (f) => errorEventOf(f, encoder.nextSequence?.())
     }
   }
 
   if (o.client === "responses") {
+    let sequence = 0 // the next after the upstream's
     return {
       ...base,
       push: (event) => {
         const json = read(event)
         seen.see(decoder.push(event, json))
         if (json === null) return [event]
+        if (typeof json.sequence_number === "number") sequence = json.sequence_number + 1
         if (json.response && typeof json.response === "object") {
           if (json.response.model !== o.model) {
             json.response.model = o.model
@@ -140,7 +178,8 @@ export const relayFor = (o: Options): Relay => {
         }
         return [event] // as the upstream wrote it
       },
-      end: () => []
+      end: () => [],
+      errorEvent: (f) => errorEventOf(f, sequence++)
     }
   }
 
@@ -167,6 +206,7 @@ export const relayFor = (o: Options): Relay => {
       }
       return [event]
     },
-    end: () => (o.client === "chat.completions" ? [DONE] : [])
+    end: () => (o.client === "chat.completions" ? [DONE] : []),
+    errorEvent: (f) => errorEventOf(f)
   }
 }

@@ -34,6 +34,8 @@ export interface StreamEncoder {
   readonly push: (op: Op) => Array<SseEvent>
   /** The events that close a stream that ended normally. */
   readonly end: () => Array<SseEvent>
+  /** Styles that number their events (responses): the next event's number, taken. */
+  readonly nextSequence?: () => number
 }
 
 export interface EncoderOptions {

@@ -526,6 +526,165 @@ describe("translation policy over HTTP", () => {
         expect(events[0]!.n).toBe(0)
       }))
 
+    it.effect("a call without arguments from a messages upstream streams as \"{}\" to chat and Responses clients", () =>
+      Effect.gen(function*() {
+        const { fake, openai } = yield* clients
+        const ev = (data: Record<string, unknown>) => ({ event: String(data.type), data })
+        // Anthropic streams a call without arguments with an empty partial_json (or none at all).
+        const noArgs = (emptyDelta: boolean) => ({
+          events: [
+            ev({
+              type: "message_start",
+              message: {
+                id: "msg_n",
+                type: "message",
+                role: "assistant",
+                model: "claude-upstream",
+                content: [],
+                usage: { input_tokens: 5, output_tokens: 1 }
+              }
+            }),
+            ev({
+              type: "content_block_start",
+              index: 0,
+              content_block: { type: "tool_use", id: "toolu_n", name: "now", input: {} }
+            }),
+            ...(emptyDelta
+              ? [ev({ type: "content_block_delta", index: 0, delta: { type: "input_json_delta", partial_json: "" } })]
+              : []),
+            ev({ type: "content_block_stop", index: 0 }),
+            ev({ type: "message_delta", delta: { stop_reason: "tool_use" }, usage: { output_tokens: 3 } }),
+            ev({ type: "message_stop" })
+          ]
+        })
+        fake.script("/v1/messages", noArgs(true), noArgs(false))
+        const empty = { type: "object", properties: {}, required: [], additionalProperties: false }
+        const chat = yield* Effect.promise(() =>
+          openai.chat.completions.stream({
+            model: "claude-up",
+            messages: [{ role: "user", content: "time?" }],
+            tools: [{ type: "function", function: { name: "now", parameters: empty, strict: true } }]
+          }).finalChatCompletion()
+        )
+        expect(chat.choices[0]!.message.tool_calls![0]).toMatchObject({ function: { name: "now", arguments: "{}" } })
+        const response = yield* Effect.promise(() =>
+          openai.responses.stream({
+            model: "claude-up",
+            input: "time?",
+            tools: [{ type: "function", name: "now", parameters: empty, strict: true }]
+          }).finalResponse()
+        )
+        expect(response.output.find((o) => o.type === "function_call")).toMatchObject({ name: "now", arguments: "{}" })
+      }))
+
+    it.effect("a tool turn's name (LangChain sends it) is left out towards a messages upstream", () =>
+      Effect.gen(function*() {
+        const { fake, openai } = yield* clients
+        fake.script("/v1/messages", {
+          body: {
+            id: "msg_r",
+            type: "message",
+            role: "assistant",
+            model: "claude-upstream",
+            content: [{ type: "text", text: "21C in Paris." }],
+            stop_reason: "end_turn",
+            usage: { input_tokens: 9, output_tokens: 4 }
+          }
+        })
+        const answer = yield* Effect.promise(() =>
+          openai.chat.completions.create({
+            model: "claude-up",
+            messages: [
+              { role: "user", content: "weather?" },
+              {
+                role: "assistant",
+                content: null,
+                tool_calls: [{ id: "toolu_w", type: "function", function: { name: "weather", arguments: "{}" } }]
+              },
+              { role: "tool", tool_call_id: "toolu_w", name: "weather", content: "21C" } as any
+            ]
+          })
+        )
+        expect(answer.choices[0]!.message.content).toBe("21C in Paris.")
+        expect(fake.received.at(-1)!.body.messages[2]).toEqual({
+          role: "user",
+          content: [{ type: "tool_result", tool_use_id: "toolu_w", content: "21C" }]
+        })
+        // On any other turn a name is a participant's, which the messages style cannot carry.
+        const refused = yield* Effect.promise(() =>
+          openai.chat.completions.create({
+            model: "claude-up",
+            messages: [{ role: "user", name: "alice", content: "hi" }]
+          }).then(() => undefined, (e) => e)
+        )
+        expect(refused).toMatchObject({ status: 400, param: "messages.0.name" })
+      }))
+
+    it.effect("a Responses stream that fails part-way ends with OpenAI's error event, numbered in sequence", () =>
+      Effect.gen(function*() {
+        const { base, fake, secret } = yield* clients
+        const ev = (data: Record<string, unknown>) => ({ event: String(data.type), data })
+        // Translated: a messages upstream that breaks off after its first text.
+        fake.script("/v1/messages", {
+          events: [
+            ev({
+              type: "message_start",
+              message: {
+                id: "msg_b",
+                type: "message",
+                role: "assistant",
+                model: "claude-upstream",
+                content: [],
+                usage: { input_tokens: 5, output_tokens: 1 }
+              }
+            }),
+            ev({ type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }),
+            ev({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Half" } })
+          ],
+          dropAfter: 3
+        })
+        // Passthrough: a Responses upstream that sends its own error event.
+        fake.script("/v1/responses", {
+          events: [
+            ev({
+              type: "response.created",
+              sequence_number: 0,
+              response: { id: "resp_u", object: "response", status: "in_progress", model: "gpt-upstream", output: [] }
+            }),
+            ev({
+              type: "error",
+              sequence_number: 1,
+              code: "server_error",
+              message: "The model broke down.",
+              param: null
+            })
+          ]
+        })
+        for (const [model, message] of [["claude-up", undefined], ["gpt-up", "The model broke down."]] as const) {
+          const raw = yield* Effect.promise(() =>
+            fetch(`${base}/v1/responses`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+              body: JSON.stringify({ model, stream: true, input: "hi" })
+            }).then((r) => r.text())
+          )
+          const events = raw.trim().split("\n\n").map((b) =>
+            JSON.parse(b.split("\n").find((l) => l.startsWith("data: "))!.slice(6))
+          )
+          expect(events[0].type).toBe("response.created") // what came before the error came first
+          const last = events.at(-1)
+          expect(last).toMatchObject({
+            type: "error",
+            code: "upstream_error",
+            param: null,
+            error: { code: "upstream_error" }
+          })
+          expect(last.sequence_number).toBe(events.at(-2).sequence_number + 1)
+          expect(last.message).toBe(last.error.message)
+          if (message) expect(last.message).toBe(message)
+        }
+      }))
+
     it.effect("GET / and HEAD / answer 200 (the connectivity check of Claude Code)", () =>
       Effect.gen(function*() {
         const base = yield* baseUrl

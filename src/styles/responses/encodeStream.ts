@@ -226,6 +226,7 @@ export const responsesEmitter = ({ created, model, request }: EncoderOptions): S
         ev(status === "incomplete" ? "response.incomplete" : "response.completed", { response: snapshot(status) })
       )
       return out
-    }
+    },
+    nextSequence: () => seq++
   }
 }
