@@ -16,6 +16,7 @@ import { Gateway } from "./gateway/Gateway.ts"
 import { Heartbeat } from "./gateway/Heartbeat.ts"
 import { Reconciler } from "./gateway/Reconciler.ts"
 import { RequestSupervisor } from "./gateway/RequestSupervisor.ts"
+import { StoredItems } from "./gateway/StoredItems.ts"
 import { TokenCount } from "./gateway/TokenCount.ts"
 import { MetricsPortLive } from "./http/MetricsHandlers.ts"
 import { HttpLive } from "./http/Server.ts"
@@ -39,7 +40,7 @@ export const AccountsLive = Layer.mergeAll(Keys.Default, Vendors.Default, UsageR
  */
 export const makeGatewayLive = <E, R>(upstreams: Layer.Layer<Upstreams, E, R>) =>
   Layer.mergeAll(Gateway.Default, TokenCount.Default).pipe(
-    Layer.provideMerge(RequestLog.Default),
+    Layer.provideMerge(Layer.mergeAll(RequestLog.Default, StoredItems.Default)),
     Layer.provideMerge(Billing.Default),
     // The supervisor holds the heartbeat, so the heartbeat stops only after the requests have drained.
     Layer.provideMerge(

@@ -182,7 +182,8 @@ export const serverDefaults = {
   headers_timeout_ms: 10_000,
   body_timeout_ms: 30_000,
   request_timeout_ms: 120_000,
-  max_json_depth: 128
+  max_json_depth: 128,
+  stored_items_days: 30
 } as const
 
 export const ServerSection = Schema.Struct({
@@ -216,6 +217,14 @@ export const ServerSection = Schema.Struct({
   /** JSON bodies nested deeper than this (arrays and objects) are refused with 400. */
   max_json_depth: Schema.optionalWith(Schema.Int.pipe(Schema.between(8, 1000)), {
     default: () => serverDefaults.max_json_depth
+  }),
+  /**
+   * How many days the output items of a Responses answer the gateway translated are kept (unless the
+   * request said `store: false`), so that a later request of the same key may name them by id
+   * (`item_reference`). 0 keeps none.
+   */
+  stored_items_days: Schema.optionalWith(Schema.Int.pipe(Schema.between(0, 3650)), {
+    default: () => serverDefaults.stored_items_days
   }),
   /**
    * The credential of `GET /operator/status` (this process's load), as `Authorization: Bearer`; at least

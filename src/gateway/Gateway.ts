@@ -24,11 +24,18 @@ import { textOf } from "../tokens/text.ts"
 import { billedAnyway } from "./billedAnyway.ts"
 import { Billing } from "./Billing.ts"
 import { worstCase } from "./Bound.ts"
-import type { BadRequest, LedgerDown, ModelNotFound, RateLimitReached, UpstreamFailure } from "./errors.ts"
+import {
+  type BadRequest,
+  LedgerDown,
+  type ModelNotFound,
+  type RateLimitReached,
+  type UpstreamFailure
+} from "./errors.ts"
 import { type GenerationResult, jsonCall } from "./jsonCall.ts"
 import { RequestSupervisor } from "./RequestSupervisor.ts"
 import { type Generation, makeRouter } from "./Routing.ts"
 import type { Started } from "./started.ts"
+import { namesItems, StoredItems } from "./StoredItems.ts"
 import { streamCall } from "./streamCall.ts"
 
 export type { Generation } from "./Routing.ts"
@@ -82,8 +89,10 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
     const policy = config.file.server.retries
     const metrics = yield* Metrics
     const requestLog = yield* RequestLog
-    const runJson = jsonCall({ upstreams, billing, metrics, policy })
+    const items = yield* StoredItems
+    const runJson = jsonCall({ upstreams, billing, metrics, policy, keepItems: items.keep })
     const runStream = streamCall({
+      keepItems: items.keep,
       upstreams,
       metrics,
       requestLog,
@@ -188,7 +197,22 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
           )
       )
 
-    const generate = (g: Generation): Effect.Effect<GenerationResult, Refusal> => supervised(g, (s) => runJson(g, s))
+    /**
+     * A Responses request that names items this gateway stored gets them in place (and a bound grown by
+     * their size) before it is routed; a database that cannot say refuses it as the log would.
+     */
+    const withStoredItems = <G extends Generation>(g: G): Effect.Effect<G, Refusal> =>
+      g.endpoint !== "responses" || !namesItems(g.body) ? Effect.succeed(g) : items.resolve(g.key.keyId, g.body).pipe(
+        Effect.map(({ addedBytes, body }) => ({ ...g, body, bodyBytes: g.bodyBytes + addedBytes })),
+        Effect.catchTag(
+          "SqlError",
+          (e) =>
+            Effect.fail(new LedgerDown({ message: `cannot read the stored items this request names: ${e.message}` }))
+        )
+      )
+
+    const generate = (g: Generation): Effect.Effect<GenerationResult, Refusal> =>
+      Effect.flatMap(withStoredItems(g), (g) => supervised(g, (s) => runJson(g, s)))
 
     /**
      * A streamed generation: resolves once the first upstream event is in hand (until then failures
@@ -197,7 +221,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
     const generateStream = (
       g: Generation & { readonly includeUsage: boolean }
     ): Effect.Effect<{ readonly stream: Readable; readonly dropped: ReadonlyArray<string> }, Refusal> =>
-      supervised(g, (s) => runStream(g, s))
+      Effect.flatMap(withStoredItems(g), (g) => supervised(g, (s) => runStream(g, s)))
 
     return { generate, generateStream } as const
   })

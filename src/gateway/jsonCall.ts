@@ -20,6 +20,7 @@ import { cancelledBeforeAnswer, estimateReply } from "./estimates.ts"
 import { type RetryPolicy, withFailover } from "./Failover.ts"
 import { type Generation, upstreamRequestOf } from "./Routing.ts"
 import type { Started } from "./started.ts"
+import { keepsItems } from "./StoredItems.ts"
 import { notAnObject, toFailure, untranslatableAnswer } from "./upstreamFailure.ts"
 
 export interface JsonDeps {
@@ -27,6 +28,8 @@ export interface JsonDeps {
   readonly billing: Billing
   readonly metrics: Metrics
   readonly policy: RetryPolicy
+  /** Keeps the output items of a Responses answer the gateway translated (StoredItems). */
+  readonly keepItems: (keyId: string, output: ReadonlyArray<unknown>) => Effect.Effect<void>
 }
 
 export interface GenerationResult {
@@ -71,6 +74,9 @@ export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started<never>) =
       const now = yield* Clock.currentTimeMillis
       const translated = attempt(() => candidate.path.response(value.body as Json, g.body, g.model, now))
       if (!translated.ok) return yield* untranslatableAnswer(translated.error.message)
+      if (keepsItems(g, endpoint)) {
+        yield* deps.keepItems(g.key.keyId, (translated.value as Json).output as Array<unknown>)
+      }
       return { status: value.status, body: translated.value, dropped: candidate.dropped } as GenerationResult
     }
     if (Exit.isInterrupted(exit)) {

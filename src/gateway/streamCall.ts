@@ -32,6 +32,7 @@ import { cancelledBeforeAnswer, estimateStream } from "./estimates.ts"
 import { Exhausted, type RetryPolicy, withFailover } from "./Failover.ts"
 import { type Candidate, type Generation, upstreamRequestOf } from "./Routing.ts"
 import type { Started } from "./started.ts"
+import { keepsItems } from "./StoredItems.ts"
 import { toFailure } from "./upstreamFailure.ts"
 
 /** The most output text a stream keeps uncounted between its checkpoints (UTF-16 code units). */
@@ -52,6 +53,8 @@ const endsWithin = (fiber: Fiber.RuntimeFiber<unknown, unknown>, ms: number): Ef
   })
 
 export interface StreamDeps {
+  /** Keeps the output items of a Responses answer the gateway translated (StoredItems). */
+  readonly keepItems: (keyId: string, output: ReadonlyArray<unknown>) => Effect.Effect<void>
   readonly upstreams: Upstreams
   readonly billing: Billing
   readonly metrics: Metrics
@@ -262,6 +265,10 @@ export const streamCall = (deps: StreamDeps) =>
         ? "failed" as const
         : "cancelled" as const
       if (record && outcome === "cancelled") record.code = "client_closed"
+      // A translated Responses answer's items are kept before its end reaches the client (StoredItems).
+      if (outcome === "completed" && keepsItems(g, candidate.path.upstreamEndpoint)) {
+        yield* deps.keepItems(g.key.keyId, relay.output() ?? [])
+      }
       // A checkpoint in flight gets part of the bill's wait; then it is stopped (its append may still land).
       const waitStarted = yield* Clock.currentTimeMillis
       const pending = inFlight

@@ -32,6 +32,8 @@ export interface Relay {
   readonly takeText: () => string
   /** How much output text (UTF-16 code units) waits to be taken. */
   readonly textLength: () => number
+  /** A translated Responses stream: the output items of its response so far (what its last event repeats). */
+  readonly output: () => ReadonlyArray<unknown> | undefined
   /** The event that ends a stream that failed after it started, in the client's style. */
   readonly errorEvent: (failure: StreamFailure) => SseEvent
 }
@@ -143,7 +145,8 @@ export const relayFor = (o: Options): Relay => {
       seen.text = ""
       return text
     },
-    textLength: () => seen.text.length
+    textLength: () => seen.text.length,
+    output: () => undefined
   }
 
   if (o.client !== o.upstream) {
@@ -157,6 +160,7 @@ export const relayFor = (o: Options): Relay => {
         return ops.flatMap(encoder.push)
       },
       end: () => encoder.end(),
+      output: () => encoder.output?.(),
       errorEvent: (f) => errorEventOf(f, encoder.nextSequence?.())
     }
   }

@@ -36,6 +36,8 @@ export interface StreamEncoder {
   readonly end: () => Array<SseEvent>
   /** Styles that number their events (responses): the next event's number, taken. */
   readonly nextSequence?: () => number
+  /** Styles whose last event repeats the whole answer (responses): its output items so far. */
+  readonly output?: () => ReadonlyArray<unknown>
 }
 
 export interface EncoderOptions {

@@ -110,7 +110,10 @@ describe("stream codecs read back what they write", () => {
           const got = said(back)
           expect(got.text).toBe(sent.text)
           expect(got.thinking).toBe(sent.thinking)
-          expect(got.tools).toEqual(sent.tools)
+          // A call without arguments reads back from the messages style as "{}", what the other styles carry.
+          expect(got.tools).toEqual(
+            style === "messages" ? sent.tools.map((t) => (t.args === "" ? { ...t, args: "{}" } : t)) : sent.tools
+          )
           expect(got.finish).toBe(sayable(style, sent.finish!, sent.tools.length > 0))
           expect(got.usage).toEqual(sent.usage)
           // The stream's last event is the one the codec knows as the end.

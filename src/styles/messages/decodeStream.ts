@@ -18,9 +18,9 @@ export const messagesDecoder = (): StreamDecoder => {
   /** The thinking block being streamed: its index and its signature so far, or its redacted data. */
   let thinking: { index: number; signature: string; redacted?: string } | undefined
   /**
-   * Tool blocks open whose arguments are still empty. A call without arguments streams none (or an
-   * empty `partial_json`): it ends as `{}`, the arguments every other style carries, not "" (which the
-   * OpenAI SDKs refuse to parse).
+   * Tool blocks whose arguments are still empty. A call without arguments streams none (or an empty
+   * `partial_json`): at the message's end it gets `{}`, the arguments every other style carries, not ""
+   * (which the OpenAI SDKs refuse to parse).
    */
   const argless = new Set<number>()
   const usage = (): Usage | undefined => fromMessagesUsage({ ...start, ...extra, output_tokens: output })
@@ -64,7 +64,6 @@ export const messagesDecoder = (): StreamDecoder => {
           return []
         }
         case "content_block_stop": {
-          if (argless.delete(Number(e.index))) return [{ _tag: "ToolArgs", index: Number(e.index), delta: "{}" }]
           if (!thinking || thinking.index !== Number(e.index)) return []
           const sealed = thinking.redacted !== undefined
             ? sealRedacted(thinking.redacted)
@@ -88,7 +87,8 @@ export const messagesDecoder = (): StreamDecoder => {
           return []
         }
         case "message_delta": {
-          const ops: Array<Op> = []
+          const ops: Array<Op> = [...argless].map((index): Op => ({ _tag: "ToolArgs", index, delta: "{}" }))
+          argless.clear()
           let counted = false
           if (e.usage) {
             if (typeof e.usage.output_tokens === "number") {

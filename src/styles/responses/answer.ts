@@ -1,6 +1,6 @@
 /** The canonical answer -> a Response object, as the Responses API returns one. */
 import type { Answer } from "../../canonical/Answer.ts"
-import type { Json } from "../../canonical/Json.ts"
+import { isObject, type Json } from "../../canonical/Json.ts"
 import type { AnswerContext } from "../Codec.ts"
 
 /** The Response's id for an upstream's answer id, and the base its item ids are built on. */
@@ -89,7 +89,10 @@ export const responseObject = (o: {
   top_p: o.request.top_p ?? 1,
   tool_choice: o.request.tool_choice ?? "auto",
   tools: o.request.tools ?? [],
-  text: { format: { type: "text" } },
+  text: {
+    format: isObject(o.request.text) && isObject(o.request.text.format) ? o.request.text.format : { type: "text" }
+  },
+  store: o.request.store !== false,
   usage: o.status === "in_progress" || !o.usage ? null : {
     input_tokens: o.usage.input,
     input_tokens_details: { cached_tokens: o.usage.cached },

@@ -21,6 +21,7 @@ import { refuse } from "../shared/Untranslatable.ts"
 
 const MAPPED = new Set([
   "model",
+  "store", // the gateway keeps the output items of what it translates (gateway/StoredItems.ts)
   "input",
   "instructions",
   "max_output_tokens",
@@ -40,7 +41,6 @@ const MAPPED = new Set([
 
 /** Fields that do not change what the answer must be: dropped (refused when strict). */
 const ADVISORY: Record<string, string> = {
-  store: "the gateway stores no responses",
   metadata: "response metadata is kept with a stored response; the gateway stores none",
   prompt_cache_key: "prompt caching hints have no equivalent",
   prompt_cache_retention: "prompt caching hints have no equivalent",
@@ -133,6 +133,13 @@ const readItems = (input: unknown): Array<Turn> => {
         role: "user",
         content: [{ type: "result", callId: String(raw.call_id), content: output, isError: false }]
       })
+    } else if (type === "item_reference") {
+      // Items the gateway stored were put in place before this (gateway/StoredItems.ts).
+      refuse(
+        `${p}.id`,
+        `no item with id '${String(raw.id).slice(0, 200)}' is stored for this key (the gateway keeps the output ` +
+          "items of the answers it translates, unless the request said `store: false`); send the item itself"
+      )
     } else {
       refuse(`${p}.type`, `input items of type "${String(type)}" have no equivalent`)
     }

@@ -227,6 +227,7 @@ export const responsesEmitter = ({ created, model, request }: EncoderOptions): S
       )
       return out
     },
-    nextSequence: () => seq++
+    nextSequence: () => seq++,
+    output: () => items
   }
 }

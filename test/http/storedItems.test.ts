@@ -1,0 +1,213 @@
+/**
+ * Item references (`{"type": "item_reference", "id": ...}`), which the AI SDK sends from its second turn
+ * on: the output items of a Responses answer the gateway translated are kept for the key that asked
+ * and put back in place when that key names them; another key, `store: false` or an item past its
+ * days gets a 400 naming the id; a Responses upstream gets references to its own items untouched.
+ */
+import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import OpenAI from "openai"
+import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
+import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
+import { rejectionOf } from "../support/rejection.ts"
+import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
+
+const configFor = (url: string): ConfigFileEncoded => ({
+  providers: {
+    "fake-openai": { style: "openai", base_url: `${url}/v1`, api_key: "upstream-openai-secret" },
+    "fake-anthropic": { style: "anthropic", base_url: url, api_key: "upstream-anthropic-secret" }
+  },
+  models: {
+    "gpt-up": { deployments: [{ provider: "fake-openai", model: "gpt-upstream" }], max_input_tokens: 128_000 },
+    "claude-up": { deployments: [{ provider: "fake-anthropic", model: "claude-upstream" }], max_output_tokens: 1000 }
+  },
+  server_options: { all: { models: ["gpt-up", "claude-up"] } }
+})
+
+const weather = { type: "object", properties: { city: { type: "string" } }, required: ["city"] }
+const tools = [{ type: "function" as const, name: "get_weather", parameters: weather, strict: true }]
+
+/** A messages upstream's answer: some text, then a call of get_weather. */
+const textThenCall = (id: string) => ({
+  id,
+  type: "message",
+  role: "assistant",
+  model: "claude-upstream",
+  content: [
+    { type: "text", text: "Let me look." },
+    { type: "tool_use", id: `toolu_${id}`, name: "get_weather", input: { city: "Paris" } }
+  ],
+  stop_reason: "tool_use",
+  usage: { input_tokens: 9, output_tokens: 6 }
+})
+
+const ev = (data: Record<string, unknown>) => ({ event: String(data.type), data })
+/** The same answer, streamed. */
+const textThenCallStreamed = (id: string) => [
+  ev({
+    type: "message_start",
+    message: {
+      id,
+      type: "message",
+      role: "assistant",
+      model: "claude-upstream",
+      content: [],
+      usage: { input_tokens: 9, output_tokens: 1 }
+    }
+  }),
+  ev({ type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }),
+  ev({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Let me look." } }),
+  ev({ type: "content_block_stop", index: 0 }),
+  ev({
+    type: "content_block_start",
+    index: 1,
+    content_block: { type: "tool_use", id: `toolu_${id}`, name: "get_weather", input: {} }
+  }),
+  ev({
+    type: "content_block_delta",
+    index: 1,
+    delta: { type: "input_json_delta", partial_json: "{\"city\":\"Paris\"}" }
+  }),
+  ev({ type: "content_block_stop", index: 1 }),
+  ev({ type: "message_delta", delta: { stop_reason: "tool_use" }, usage: { output_tokens: 6 } }),
+  ev({ type: "message_stop" })
+]
+
+const done = {
+  body: {
+    id: "msg_done",
+    type: "message",
+    role: "assistant",
+    model: "claude-upstream",
+    content: [{ type: "text", text: "Sunny." }],
+    stop_reason: "end_turn",
+    usage: { input_tokens: 20, output_tokens: 2 }
+  }
+}
+
+const TestLayer = withFakeUpstream((url) => makeTestGateway(configFor(url)))
+
+describe("stored items", () => {
+  layer(TestLayer, { timeout: 60_000, excludeTestServices: true })((it) => {
+    const client = Effect.gen(function*() {
+      const base = yield* baseUrl
+      const { key, secret } = yield* issueKey()
+      return { key, openai: new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 }) }
+    })
+
+    /** The second turn as the AI SDK sends it: the first turn's output named by id, then the tool's result. */
+    const secondTurn = (output: ReadonlyArray<any>, store?: boolean) => ({
+      model: "claude-up",
+      tools,
+      ...(store === undefined ? {} : { store }),
+      input: [
+        { role: "user" as const, content: "weather in Paris?" },
+        ...output.map((item) => ({ type: "item_reference" as const, id: item.id as string })),
+        {
+          type: "function_call_output" as const,
+          call_id: output.find((o) => o.type === "function_call")!.call_id,
+          output: "sunny"
+        }
+      ]
+    })
+
+    it.effect("a translated answer's items, named by id in the next turn, reach the upstream in full (JSON and streamed)", () =>
+      Effect.gen(function*() {
+        const { openai } = yield* client
+        const fake = yield* Fake
+        for (const streamed of [false, true]) {
+          const id = streamed ? "msg_s1" : "msg_j1"
+          fake.reset()
+          fake.script(
+            "/v1/messages",
+            streamed ? { events: textThenCallStreamed(id) } : { body: textThenCall(id) },
+            done
+          )
+          const first = streamed
+            ? yield* Effect.promise(() =>
+              openai.responses.stream({ model: "claude-up", input: "weather in Paris?", tools }).finalResponse()
+            )
+            : yield* Effect.promise(() =>
+              openai.responses.create({ model: "claude-up", input: "weather in Paris?", tools })
+            )
+          expect(first.output.map((o) => o.type)).toEqual(["message", "function_call"])
+          expect((first as any).store).toBe(true)
+          const second = yield* Effect.promise(() => openai.responses.create(secondTurn(first.output)))
+          expect(second.output_text).toBe("Sunny.")
+          expect(fake.received.at(-1)!.body.messages).toEqual([
+            { role: "user", content: "weather in Paris?" },
+            {
+              role: "assistant",
+              content: [
+                { type: "text", text: "Let me look." },
+                { type: "tool_use", id: `toolu_${id}`, name: "get_weather", input: { city: "Paris" } }
+              ]
+            },
+            { role: "user", content: [{ type: "tool_result", tool_use_id: `toolu_${id}`, content: "sunny" }] }
+          ])
+        }
+      }))
+
+    it.effect("only the key that made an item can name it; store: false keeps none; an item past its days is gone", () =>
+      Effect.gen(function*() {
+        const { key, openai } = yield* client
+        const fake = yield* Fake
+        fake.reset()
+        fake.script("/v1/messages", { body: textThenCall("msg_k1") }, { body: textThenCall("msg_k2") })
+        const first = yield* Effect.promise(() =>
+          openai.responses.create({ model: "claude-up", input: "weather?", tools })
+        )
+
+        // Another key names them: as if they did not exist.
+        const other = yield* client
+        const foreign = yield* rejectionOf(() => other.openai.responses.create(secondTurn(first.output)))
+        expect(foreign).toMatchObject({ status: 400, param: "input.1.id" })
+        expect(foreign.message).toContain(first.output[0]!.id)
+
+        // store: false: nothing kept, so nothing to name.
+        const unstored = yield* Effect.promise(() =>
+          openai.responses.create({ model: "claude-up", input: "weather?", tools, store: false })
+        )
+        expect((unstored as any).store).toBe(false)
+        const refused = yield* rejectionOf(() => openai.responses.create(secondTurn(unstored.output)))
+        expect(refused).toMatchObject({ status: 400, param: "input.1.id" })
+
+        // Past `stored_items_days` (30 by default).
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`UPDATE stored_items SET stored_at = now() - interval '31 days' WHERE key_id = ${key.keyId}`
+        const expired = yield* rejectionOf(() => openai.responses.create(secondTurn(first.output)))
+        expect(expired).toMatchObject({ status: 400, param: "input.1.id" })
+        expect(fake.received).toHaveLength(2) // none of the refused turns went upstream
+      }))
+
+    it.effect("a reference the gateway did not store goes to a Responses upstream untouched", () =>
+      Effect.gen(function*() {
+        const { openai } = yield* client
+        const fake = yield* Fake
+        fake.reset()
+        fake.script("/v1/responses", {
+          body: {
+            id: "resp_u",
+            object: "response",
+            status: "completed",
+            model: "gpt-upstream",
+            output: [{
+              type: "message",
+              id: "msg_u2",
+              status: "completed",
+              role: "assistant",
+              content: [{ type: "output_text", text: "Again.", annotations: [] }]
+            }],
+            usage: { input_tokens: 5, output_tokens: 1, total_tokens: 6 }
+          }
+        })
+        const input = [{ role: "user" as const, content: "hi" }, {
+          type: "item_reference" as const,
+          id: "msg_upstream_1"
+        }]
+        yield* Effect.promise(() => openai.responses.create({ model: "gpt-up", input }))
+        expect(fake.received.at(-1)!.body.input).toEqual(input)
+      }))
+  })
+})
