@@ -62,10 +62,12 @@ export const ProviderConfig = Schema.Struct({
    * do not, and then /v1/responses is translated to chat completions).
    */
   responses_api: Schema.optionalWith(Schema.Boolean, { default: () => true }),
-  /** openai style: the field that carries the output limit when the gateway writes one. */
-  max_tokens_field: Schema.optionalWith(Schema.Literal("max_tokens", "max_completion_tokens"), {
-    default: () => "max_tokens" as const
-  }),
+  /**
+   * openai style: the field that carries the output limit when the gateway writes one. Unset:
+   * `max_completion_tokens` for api.openai.com (its reasoning models refuse `max_tokens`), `max_tokens`
+   * for any other server (what compatible servers know); see `maxTokensFieldOf`.
+   */
+  max_tokens_field: Schema.optional(Schema.Literal("max_tokens", "max_completion_tokens")),
   /**
    * Extra headers sent upstream (e.g. an organisation id). Values may use `${ENV_VAR}`. Headers that
    * frame the request or that the gateway writes itself are refused (see `GATEWAY_HEADERS`).
@@ -94,6 +96,14 @@ export const ProviderConfig = Schema.Struct({
     { default: () => ({ connect_ms: 10_000, first_byte_ms: 120_000, idle_ms: 60_000, total_ms: 600_000 }) }
   )
 })
+
+/** The field a provider's output limit goes in when the gateway writes one (`max_tokens_field`). */
+export const maxTokensFieldOf = (p: {
+  readonly max_tokens_field?: "max_tokens" | "max_completion_tokens" | undefined
+  readonly base_url?: string | undefined
+}): "max_tokens" | "max_completion_tokens" =>
+  p.max_tokens_field ??
+    (/^https:\/\/api\.openai\.com(\/|$)/.test(p.base_url ?? "") ? "max_completion_tokens" : "max_tokens")
 export type ProviderConfig = typeof ProviderConfig.Type
 
 /** The header a provider's `api_key` is sent in, lower case: `auth_header`, or its style's default. */

@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import type { CatalogModel, CatalogService, ResolvedDeployment } from "../accounts/Catalog.ts"
 import type { KeyRecord } from "../accounts/KeyRecord.ts"
 import type { PriceSheet } from "../accounts/Pricing.ts"
+import { maxTokensFieldOf } from "../config/ConfigFile.ts"
 import type { Endpoint } from "../ledger/events.ts"
 import type { ProtocolHeaders, UpstreamRequest } from "../providers/Upstream.ts"
 import { type Route, routeFor } from "../styles/registry.ts"
@@ -112,7 +113,7 @@ export const makeRouter = (catalog: CatalogService) => {
       const path = routeFor(g.endpoint, {
         style: p.style,
         responsesApi: p.responses_api,
-        maxTokensField: p.max_tokens_field,
+        maxTokensField: maxTokensFieldOf(p),
         defaultMaxTokens: cap,
         translation: model.config.translation
       })
@@ -123,7 +124,7 @@ export const makeRouter = (catalog: CatalogService) => {
           path.upstreamEndpoint,
           { ...translated.value.body, model: deployment.upstreamModel },
           cap,
-          p.max_tokens_field
+          maxTokensFieldOf(p)
         )
         if (g.stream && path.upstreamEndpoint === "chat.completions") {
           // Usage arrives at the end of a chat stream only when asked for; the relay strips it again.

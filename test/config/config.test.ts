@@ -13,6 +13,7 @@ import { join } from "node:path"
 import { inspect } from "node:util"
 import * as Yaml from "yaml"
 import { costOf, type PriceSheet, priceSheet } from "../../src/accounts/Pricing.ts"
+import { maxTokensFieldOf } from "../../src/config/ConfigFile.ts"
 import { defaultConfigFile } from "../../src/config/defaults.ts"
 import { decodeFile, GatewayConfig } from "../../src/config/GatewayConfig.ts"
 import { formatUsd, parseUsd, UsdAmount } from "../../src/config/Money.ts"
@@ -377,6 +378,21 @@ describe("decodeFile", () => {
       expect(file.models.m!.kind).toBe("chat")
       expect(file.providers.p!.timeouts).toMatchObject({ connect_ms: 10_000, total_ms: 600_000 })
     }))
+})
+
+describe("maxTokensFieldOf", () => {
+  it("api.openai.com gets max_completion_tokens (its reasoning models refuse max_tokens); other servers max_tokens; as set when set", () => {
+    expect(maxTokensFieldOf({ base_url: "https://api.openai.com/v1" })).toBe("max_completion_tokens")
+    expect(maxTokensFieldOf({ base_url: "http://127.0.0.1:8000/v1" })).toBe("max_tokens")
+    expect(maxTokensFieldOf({ base_url: "https://api.openai.com.example.org/v1" })).toBe("max_tokens")
+    expect(maxTokensFieldOf({})).toBe("max_tokens")
+    expect(maxTokensFieldOf({ base_url: "https://api.openai.com/v1", max_tokens_field: "max_tokens" })).toBe(
+      "max_tokens"
+    )
+    expect(maxTokensFieldOf({ base_url: "http://vllm:8000/v1", max_tokens_field: "max_completion_tokens" })).toBe(
+      "max_completion_tokens"
+    )
+  })
 })
 
 // ---- Money -------------------------------------------------------------------------------------
