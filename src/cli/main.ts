@@ -108,11 +108,25 @@ const eventsExport = Command.make("export", {
   )
 
 const events = Command.make("events", {
-  from: Options.text("from").pipe(Options.withDescription("first position"), Options.optional),
+  from: Options.text("from").pipe(
+    Options.withDescription("first position in the log (a whole number, as printed; for days: events export --from)"),
+    Options.optional
+  ),
   stream: Options.text("stream").pipe(Options.withDescription("only this stream, e.g. key-key_abc"), Options.optional),
   limit: Options.integer("limit").pipe(described("at most this many events"), Options.withDefault(100)),
   json
-}, (o) => operation({ _tag: "events", fromPosition: opt(o.from), streamId: opt(o.stream), limit: o.limit }, o.json))
+}, (o) =>
+  Option.isSome(o.from) && !/^\d{1,18}$/.test(o.from.value)
+    ? Effect.fail(
+      new OperationFailed({
+        message:
+          `--from ${
+            o.from.value.slice(0, 40)
+          } is not a position in the log: give a whole number, as \`tollgate events\` ` +
+          "prints them (for a window of days: tollgate events export --from YYYY-MM-DD)"
+      })
+    )
+    : operation({ _tag: "events", fromPosition: opt(o.from), streamId: opt(o.stream), limit: o.limit }, o.json))
   .pipe(Command.withDescription("print events of the log in log order"), Command.withSubcommands([eventsExport]))
 
 const replay = Command.make("replay", {
@@ -201,23 +215,50 @@ const cli = (argv: ReadonlyArray<string>) => {
   )
 }
 
-const logLevel = LogLevel.fromLiteral(
-  (["All", "Debug", "Info", "Warning", "Error", "None"] as const).find((l) =>
-    l.toLowerCase() === (process.env.TOLLGATE_LOG_LEVEL ?? "info").toLowerCase()
-  ) ?? "Info"
-)
+/** TOLLGATE_LOG_LEVEL: all, debug, info (unset), warning (or warn, as the lines say), error or none. */
+const LEVELS = {
+  all: "All",
+  debug: "Debug",
+  info: "Info",
+  warning: "Warning",
+  warn: "Warning",
+  error: "Error",
+  none: "None"
+} as const
+const levelAsked = (process.env.TOLLGATE_LOG_LEVEL ?? "").trim().toLowerCase() || "info"
+const levelName = Object.hasOwn(LEVELS, levelAsked) ? LEVELS[levelAsked as keyof typeof LEVELS] : undefined
+const logLevel = LogLevel.fromLiteral(levelName ?? "Info")
+
+/** Why the server could not start, and for a port another process holds, what to do. */
+const serveProblem = (cause: unknown) => {
+  const e = cause as NodeJS.ErrnoException | undefined
+  const message = e?.message ?? "the HTTP server failed"
+  return e?.code === "EADDRINUSE"
+    ? `${message}: another process listens there; give another port (TOLLGATE_PORT, or server.port in the configuration)`
+    : message
+}
 
 const exitWith = (message: string) =>
   Console.error(`tollgate: ${message}`).pipe(Effect.zipRight(Effect.sync(() => (process.exitCode = 1))))
 
-cli(process.argv).pipe(
+const program = levelName === undefined
+  ? Effect.fail(
+    new OperationFailed({
+      message:
+        `TOLLGATE_LOG_LEVEL=${levelAsked.slice(0, 40)} is not a log level: use debug, info, warning (or warn), ` +
+        "error, all or none"
+    })
+  )
+  : cli(process.argv)
+
+program.pipe(
   Effect.catchTags({
     OperationFailed: (e) => exitWith(e.message),
     ConfigFileError: (e) => exitWith(e.message),
     DataDirBusy: (e) => exitWith(e.message),
     DataDirUnsafe: (e) => exitWith(e.message),
     WorkersUnsupported: (e) => exitWith(e.message),
-    ServeError: (e) => exitWith(`cannot serve: ${(e.cause as Error | undefined)?.message ?? "the HTTP server failed"}`),
+    ServeError: (e) => exitWith(`cannot serve: ${serveProblem(e.cause)}`),
     SqlError: (e) => exitWith(`database: ${e.message}${e.cause instanceof Error ? ` (${e.cause.message})` : ""}`)
   }),
   Effect.provide(NodeContext.layer),

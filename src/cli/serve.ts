@@ -9,7 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import cluster from "node:cluster"
 import { Keys } from "../accounts/Keys.ts"
-import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { BUILT_IN_CONFIG, GatewayConfig } from "../config/GatewayConfig.ts"
 import * as Database from "../db/Database.ts"
 import { AppLive } from "../main.ts"
 import { configuredLoggerLayer } from "../observability/Logging.ts"
@@ -17,11 +17,16 @@ import { TracingLive } from "../observability/Tracing.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
 import { ReloadLive } from "./reload.ts"
 
-/** On the first start of an embedded data folder (no key at all), issue and print one development key. */
+/**
+ * On the first start of an embedded data folder (no key at all) with the built-in configuration (its
+ * mock models), issue and print one development key. With a configuration of one's own, whose models
+ * may cost money, keys are made with `tollgate keys create`.
+ */
 const DevKeyLive = Layer.effectDiscard(Effect.gen(function*() {
   const db = yield* Database.Database
   const keys = yield* Keys
-  if (db.backend !== "pglite" || (yield* keys.list()).length > 0) return
+  const config = yield* GatewayConfig
+  if (db.backend !== "pglite" || config.source !== BUILT_IN_CONFIG || (yield* keys.list()).length > 0) return
   const { key, secret } = yield* keys.issue({ quotaNanos: 10_000_000_000n, name: "development key", issuedBy: "serve" })
     .pipe(
       Effect.orDie
@@ -47,7 +52,7 @@ const BannerLive = Layer.scopedDiscard(Effect.gen(function*() {
     ? `http://${server.address.hostname}:${server.address.port}`
     : server.address.path
   yield* Effect.logInfo(
-    `Tollgate listening on ${address} | database: ${db.backend} (${db.location}) | config: ${config.source} | ` +
+    `Tollgate listening on ${address} | pid ${process.pid} | database: ${db.backend} (${db.location}) | config: ${config.source} | ` +
       `models: ${Object.keys(config.file.models).join(", ")}`
   )
   // Released before the server and the supervisor: the first word of a shutdown.

@@ -86,9 +86,12 @@ export const readConfigFile = (source: string) =>
     return yield* decodeFile(yield* substituteEnv(raw, source, [], substitutions), source, substitutions)
   })
 
+/** The `source` of the configuration used when TOLLGATE_CONFIG is not set (the mock models). */
+export const BUILT_IN_CONFIG = "built-in default"
+
 const load = Effect.gen(function*() {
   const env = yield* EnvSettings
-  const source = Option.getOrElse(env.configPath, () => "built-in default")
+  const source = Option.getOrElse(env.configPath, () => BUILT_IN_CONFIG)
   const file = Option.isSome(env.configPath)
     ? yield* readConfigFile(env.configPath.value)
     : yield* decodeFile(defaultConfigFile, source)

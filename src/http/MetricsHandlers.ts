@@ -3,6 +3,7 @@
  * the same text without a token to whoever can reach 127.0.0.1.
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import { ServeError } from "@effect/platform/HttpServerError"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -40,11 +41,24 @@ export const MetricsPortLive = Layer.scopedDiscard(Effect.gen(function*() {
     )
   })
   yield* Effect.acquireRelease(
-    Effect.async<void, Error>((resume) => {
-      server.once("error", (e) => resume(Effect.fail(e)))
+    Effect.async<void, ServeError>((resume) => {
+      server.once("error", (e: NodeJS.ErrnoException) =>
+        resume(Effect.fail(
+          new ServeError({
+            cause: Object.assign(
+              new Error(
+                `server.metrics_port ${port}: ${e.message}` +
+                  (e.code === "EADDRINUSE"
+                    ? "; another process listens there: choose another port or leave it unset"
+                    : "")
+              ),
+              { code: undefined }
+            )
+          })
+        )))
       server.listen(port, "127.0.0.1", () => resume(Effect.void))
     }),
     () => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
-  ).pipe(Effect.orDie)
+  )
   yield* Effect.logInfo(`metrics on http://127.0.0.1:${port}/metrics (no token; loopback only)`)
 }))

@@ -565,3 +565,90 @@ describe.skipIf(backend() === "postgres")("serve with a wrong configuration file
     expect(r.stderr + r.stdout).toContain("models.mock-gpt.pricing.input_per_mtok")
   }, T)
 })
+
+describe.skipIf(backend() === "postgres")("what the CLI says to an operator's mistakes", () => {
+  const config = (dir: string, extra: Array<string> = []) => {
+    const file = path.join(dir, "tollgate.yaml")
+    fs.writeFileSync(
+      file,
+      [
+        ...(extra.length > 0 ? ["server:", ...extra] : []),
+        "providers:",
+        "  mock-openai: { type: mock, style: openai }",
+        "models:",
+        "  mock-gpt: { deployments: [{ provider: mock-openai }] }",
+        "server_options:",
+        "  default: { models: [mock-gpt] }",
+        ""
+      ].join("\n")
+    )
+    return file
+  }
+
+  it("events --from takes a position, and says so when given a day", async () => {
+    const r = await tollgate(["events", "--from", "2026-11-28"], { TOLLGATE_DATA_DIR: migratedDataDir("from") })
+    expect(r.code).toBe(1)
+    expect(r.stderr).toContain("--from 2026-11-28 is not a position in the log")
+    expect(r.stderr).toContain("events export --from YYYY-MM-DD")
+    expect(r.stderr).not.toContain("    at ") // one line, no stack
+  }, T)
+
+  it("TOLLGATE_LOG_LEVEL: warn is warning; a level that does not exist stops the command, named", async () => {
+    const env = { TOLLGATE_DATA_DIR: migratedDataDir("level") }
+    const warn = await tollgate(["keys", "list", "--json"], { ...env, TOLLGATE_LOG_LEVEL: "warn" })
+    expect(warn.code, warn.stderr).toBe(0)
+    const wrong = await tollgate(["keys", "list", "--json"], { ...env, TOLLGATE_LOG_LEVEL: "verbose" })
+    expect(wrong.code).toBe(1)
+    expect(wrong.stderr).toContain("TOLLGATE_LOG_LEVEL=verbose is not a log level")
+  }, T)
+
+  it("keys create refuses an expiry in the past, as the vendor area does", async () => {
+    const r = await tollgate(["keys", "create", "--quota-usd", "1", "--expires-at", "2020-01-01T00:00:00Z"], {
+      TOLLGATE_DATA_DIR: migratedDataDir("expired")
+    })
+    expect(r.code).toBe(1)
+    expect(r.stderr).toContain("--expires-at: 2020-01-01T00:00:00Z is in the past")
+  }, T)
+
+  it(
+    "a taken metrics_port is named with its setting; with a configuration of one's own no development key is made, and the pid is in the listening line",
+    async () => {
+      const dir = tempDir("ports")
+      const held = await freePort()
+      const holder = (await import("node:net")).createServer().listen(held, "127.0.0.1")
+      await new Promise((resolve) => holder.once("listening", resolve))
+      try {
+        const taken = await tollgate(["serve"], {
+          TOLLGATE_CONFIG: config(dir, [`  metrics_port: ${held}`]),
+          TOLLGATE_DATA_DIR: path.join(dir, "data-1"),
+          TOLLGATE_PORT: String(await freePort())
+        }, 30_000)
+        expect(taken.code).toBe(1)
+        expect(taken.stderr).toContain(`server.metrics_port ${held}: listen EADDRINUSE`)
+        expect(taken.stderr).toContain("choose another port or leave it unset")
+        expect(taken.stderr).not.toContain("    at ")
+        const busy = await tollgate(["serve"], {
+          TOLLGATE_CONFIG: config(dir),
+          TOLLGATE_DATA_DIR: path.join(dir, "data-2"),
+          TOLLGATE_PORT: String(held)
+        }, 30_000)
+        expect(busy.code).toBe(1)
+        expect(busy.stderr).toContain("another process listens there; give another port (TOLLGATE_PORT")
+      } finally {
+        holder.close()
+      }
+      const port = await freePort()
+      const server = start(["serve"], {
+        TOLLGATE_CONFIG: config(dir),
+        TOLLGATE_DATA_DIR: path.join(dir, "data-3"),
+        TOLLGATE_PORT: String(port)
+      })
+      const [, pid] = await waitForOutput(server, /Tollgate listening on \S+ \| pid (\d+)/, 30_000, "log")
+      expect(Number(pid)).toBe(server.pid)
+      expect(server.output().stdout).not.toContain("export TOLLGATE_KEY")
+      const keys = await tollgateJson(["keys", "list"], { TOLLGATE_DATA_DIR: path.join(dir, "data-3") })
+      expect(keys.keys).toEqual([])
+    },
+    T
+  )
+})
