@@ -119,19 +119,22 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         const problem = inputProblem(input)
         if (problem) return yield* problem
         const serverOption = input.serverOption ?? catalog.defaultServerOption
+        // A vendor is told of the options it may attach that exist now, never of the others.
+        const permitted = input.permittedServerOptions
+        const attachable = (permitted ?? [...catalog.serverOptions.keys()]).filter((o) => catalog.serverOptions.has(o))
         if (serverOption === undefined || !catalog.serverOptions.has(serverOption)) {
           return yield* new InvalidInput({
             param: "server_option",
-            message: `Unknown Server Option "${serverOption ?? ""}". Known: ${
-              [...catalog.serverOptions.keys()].join(", ")
+            message: `Unknown Server Option "${serverOption ?? ""}". ${permitted ? "Yours" : "Known"}: ${
+              attachable.join(", ") || "none (ask the operator)"
             }.`
           })
         }
-        if (input.permittedServerOptions && !input.permittedServerOptions.includes(serverOption)) {
+        if (permitted && !permitted.includes(serverOption)) {
           return yield* new InvalidInput({
             param: "server_option",
             message: `Server Option "${serverOption}" is not one you may attach. Yours: ${
-              input.permittedServerOptions.join(", ") || "none"
+              attachable.join(", ") || "none (ask the operator)"
             }.`
           })
         }

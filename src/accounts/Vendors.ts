@@ -217,6 +217,27 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
         Effect.map((rows) => rows.map(fromRow))
       )
 
+    /** Every vendor token (never its hash), oldest first: what `vendors list` shows, for revoking one. */
+    const tokens = sql<{
+      token_id: string
+      vendor_id: string
+      scopes: unknown
+      expires_at: string | null
+      revoked_at: string | null
+    }>`SELECT token_id, vendor_id, scopes, expires_at::text AS expires_at, revoked_at::text AS revoked_at
+         FROM vendor_tokens ORDER BY created_at, token_id`.pipe(
+      Effect.orDie,
+      Effect.map((rows) =>
+        rows.map((r) => ({
+          tokenId: r.token_id,
+          vendorId: r.vendor_id,
+          scopes: (typeof r.scopes === "string" ? JSON.parse(r.scopes) : r.scopes) as ReadonlyArray<string>,
+          expiresAt: r.expires_at === null ? null : new Date(r.expires_at).toISOString(),
+          revoked: r.revoked_at !== null
+        }))
+      )
+    )
+
     const grantCredit = (vendorId: string, amountNanos: bigint, grantedBy: string) =>
       Effect.gen(function*() {
         const problem = Bounds.amountProblem("usd", amountNanos, { positive: true })
@@ -263,6 +284,7 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
       authenticate,
       get,
       list,
+      tokens,
       grantCredit,
       revokeToken,
       /** How many tokens were looked up in the database since start. */

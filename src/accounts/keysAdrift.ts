@@ -1,7 +1,8 @@
 /**
- * Keys the configuration has left behind: live keys whose Server Option is gone, or whose allow-list
- * names models their option no longer has. Their calls would be refused as unknown models (404), so
- * `serve` says so at start and after every reload, key by key (at most a few lines, then a count).
+ * Keys and vendors the configuration has left behind: live keys whose Server Option is gone, or whose
+ * allow-list names models their option no longer has (their calls would be refused as unknown models,
+ * 404), and vendors entitled to options that are gone. `serve` says so at start and after every
+ * reload, one by one (at most a few lines, then a count).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
@@ -40,9 +41,30 @@ export const keysAdrift = (catalog: CatalogService) =>
         )
       }
     }
+    // Vendors entitled to options that are gone: they cannot attach them (and are told only of the others).
+    const vendors = yield* sql<
+      { vendor_id: string; server_options: unknown }
+    >`SELECT vendor_id, server_options FROM vendors`
+    for (const v of vendors) {
+      const options = (typeof v.server_options === "string" ? JSON.parse(v.server_options) : v.server_options) as
+        | Array<string>
+        | null
+      const gone = (options ?? []).filter((o) => !catalog.serverOptions.has(o))
+      if (gone.length > 0) {
+        problems.push(
+          `vendor ${v.vendor_id}: Server Option${gone.length > 1 ? "s" : ""} ${
+            gone.map((o) => `"${o}"`).join(", ")
+          } it may attach ${gone.length > 1 ? "are" : "is"} not in the configuration${
+            gone.length === (options ?? []).length ? " (it can create no key)" : ""
+          }`
+        )
+      }
+    }
     for (const p of problems.slice(0, SHOWN)) yield* Effect.logWarning(p)
     if (problems.length > SHOWN) {
-      yield* Effect.logWarning(`... and ${problems.length - SHOWN} more keys the configuration has left behind`)
+      yield* Effect.logWarning(
+        `... and ${problems.length - SHOWN} more keys and vendors the configuration has left behind`
+      )
     }
     return problems.length
   })

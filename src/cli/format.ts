@@ -46,8 +46,15 @@ export const human = (op: Operation, r: Json): string => {
       ].join("\n")
     case "vendors.list":
       return table(
-        ["ID", "NAME", "SERVER OPTIONS", "CREDIT $", "DRAWN $"],
-        r.map((v: Json) => [v.vendor_id, v.name, v.server_options.join(","), v.credit_usd, v.credit_drawn_usd])
+        ["ID", "NAME", "SERVER OPTIONS", "CREDIT $", "DRAWN $", "TOKENS (revoked ones marked)"],
+        r.map((v: Json) => [
+          v.vendor_id,
+          v.name,
+          v.server_options.join(","),
+          v.credit_usd,
+          v.credit_drawn_usd,
+          v.tokens.map((t: Json) => `${t.token_id}${t.revoked ? " (revoked)" : ""}`).join(",") || "-"
+        ])
       )
     case "vendors.credit":
       return `Vendor ${r.vendor_id} now has $${r.credit_usd} of credit ($${r.credit_drawn_usd} drawn by its keys).`

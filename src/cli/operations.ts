@@ -183,7 +183,19 @@ export const run = (op: Operation) => {
         Effect.mapError((e) => new OperationFailed({ message: e.message }))
       )
     case "vendors.list":
-      return Effect.flatMap(Vendors, (v) => v.list).pipe(Effect.map((list) => list.map(vendorJson)))
+      return Effect.flatMap(Vendors, (v) => Effect.all([v.list, v.tokens])).pipe(
+        Effect.map(([list, tokens]) =>
+          list.map((vendor) => ({
+            ...vendorJson(vendor),
+            tokens: tokens.filter((t) => t.vendorId === vendor.vendorId).map((t) => ({
+              token_id: t.tokenId,
+              scopes: t.scopes,
+              expires_at: t.expiresAt,
+              revoked: t.revoked
+            }))
+          }))
+        )
+      )
     case "vendors.credit":
       return Effect.gen(function*() {
         const amount = parseUsd(op.usd)

@@ -185,6 +185,18 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
     ], env)
     expect(bad.code).toBe(1)
     expect(bad.stderr).toContain("keys:everything")
+    // `vendors list` shows its tokens' ids (what `vendors revoke-token` takes), never the tokens.
+    const listed = (await tollgateJson(["vendors", "list"], env)).vendors
+    const mine = listed.find((v: any) => v.vendor_id === vendor.vendor_id)
+    expect(mine.tokens).toEqual([{
+      token_id: vendor.token_id,
+      scopes: ["keys:create", "server-options:read"],
+      expires_at: null,
+      revoked: false
+    }])
+    expect(JSON.stringify(listed)).not.toContain(vendor.token)
+    const human = await tollgate(["vendors", "list"], env)
+    expect(human.stdout).toContain(vendor.token_id)
   }, T)
 
   it("events prints the log in order, filtered by stream, position and limit, without secrets", async () => {

@@ -110,7 +110,12 @@ describe("SIGHUP reloads the configuration", () => {
       expect(logOf(server)).toMatch(/models\.m1\.deployments\.0\.provider: unknown provider "nowhere"/)
       expect((await call("m2")).status).toBe(200)
 
-      // A file that leaves the key behind: its Server Option is gone; the log says so, and its calls are refused.
+      // A file that leaves the key behind: its Server Option is gone; the log says so, and its calls are
+      // refused. A vendor entitled to that option only is named too.
+      const vendor = await tollgateJson(
+        ["vendors", "create", "--name", "v", "--scopes", "keys:create", "--server-options", "default"],
+        env
+      )
       const before = logCount(/Server Option "default" is not in the configuration/)
       fs.writeFileSync(config, configText(fake.url, { price: "5", extraModel: true, option: "standard" }))
       process.kill(server.pid, "SIGHUP")
@@ -121,6 +126,14 @@ describe("SIGHUP reloads the configuration", () => {
         "log"
       )
       expect(logCount(/Server Option "default" is not in the configuration/)).toBeGreaterThan(before)
+      await waitForOutput(
+        server,
+        new RegExp(
+          `vendor ${vendor.vendor_id}: Server Option "default" it may attach is not in the configuration \\(it can create no key\\)`
+        ),
+        10_000,
+        "log"
+      )
       expect((await call("m1")).status).toBe(404)
       expect(server.child.exitCode).toBe(null)
 

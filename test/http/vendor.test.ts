@@ -284,6 +284,11 @@ describe("vendor area", () => {
           const error = expectEnvelope(reply, 400, "invalid_request_error")
           expect(error.param, JSON.stringify(body)).toBe(param)
           if (mentions) expect(error.message).toContain(mentions)
+          // A vendor is told of the options it may attach, never of the others.
+          if (param === "server_option") {
+            expect(error.message).toContain("Yours: default, claude-only.")
+            expect(error.message).not.toContain("gpt-only.")
+          }
         }
         const notJson = yield* call(`${base}/api/keys`, { token: reseller.token, rawBody: "{quota_usd:" })
         expect(expectEnvelope(notJson, 400, "invalid_request_error").code).toBe("invalid_json")
