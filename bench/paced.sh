@@ -7,10 +7,12 @@
 # accept queue, the target's or the mock's), TTFC p50/p99, peak RSS, resident memory per open
 # stream and CPU per stream and per relayed chunk (from /proc/<pid>/stat), with ratios to the floor.
 # Everything it starts it stops, by PID. Loopback only.
-# A proxy holds two sockets a stream (client and upstream): PACED_CONNS is bounded by half the process's
-# open-file limit (`ulimit -Hn`; 20,000 on the bench machine, so 6,000 streams there, not 10,000).
+# A proxy holds two sockets a stream (client and upstream): PACED_CONNS is bounded by half a process's
+# open-file limit (`ulimit -Hn`; 20,000 on the bench machine, so about 9,000 streams there for the floor,
+# one Tollgate and Portkey). The target pg_w2 (Tollgate on Postgres, `--workers 2`; not in the default
+# list) spreads them over two processes: 10,000 streams there. Its RSS and CPU are its processes' sum.
 # Env: PACED_CONNS ("2000"; e.g. "2000 6000"), PACED_SECONDS (20), PACED_DELAY_MS (250),
-#      PACED_TARGETS ("floor pg embedded portkey"), BENCH_DATABASE_URL, PORTKEY_DIR, OUT (results folder),
+#      PACED_TARGETS ("floor pg embedded portkey"; also pg_w2), BENCH_DATABASE_URL, PORTKEY_DIR, OUT (results folder),
 #      PACED_PROMPT_KB (unset: a one-line prompt; N: a conversation of about N KB, as coding agents send).
 NAME=paced
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -39,7 +41,10 @@ if [[ -n "${PACED_PROMPT_KB:-}" ]]; then
   BODY=(--body-file "$WORK/prompt.json")
 fi
 
-rss_kb() { awk '/^VmRSS:/{print $2}' "/proc/$1/status"; }
+# A target's processes: PID and its children (`--workers`' workers).
+pids_of() { echo "$1" $(pgrep -P "$1" || true); }
+rss_kb() { local t=0 p; for p in $(pids_of "$1"); do t=$((t + $(awk '/^VmRSS:/{print $2}' "/proc/$p/status" 2>/dev/null || echo 0))); done; echo "$t"; }
+cpu_of() { local t=0 p; for p in $(pids_of "$1"); do t=$((t + $(cpu_ticks "$p" 2>/dev/null || echo 0))); done; echo "$t"; }
 # Connections the kernel dropped because a listening socket's accept queue was full, counted machine-wide:
 # the target's and the mock's (a proxy opening its upstream connections in a burst fills the mock's).
 listen_drops() { awk '/^TcpExt:/ { if (!h) { for (i = 1; i <= NF; i++) n[i] = $i; h = 1 } else { for (i = 1; i <= NF; i++) if (n[i] == "ListenDrops") print $i } }' /proc/net/netstat; }
@@ -48,7 +53,7 @@ listen_drops() { awk '/^TcpExt:/ { if (!h) { for (i = 1; i <= NF; i++) n[i] = $i
 run_target() {
   local label="$1" url="$2" pid="$3" conns="$4" headers="${5:-}"
   local idle cpu0 cpu1 peak=0 r drops0 drops1
-  idle=$(rss_kb "$pid"); cpu0=$(cpu_ticks "$pid"); drops0=$(listen_drops)
+  idle=$(rss_kb "$pid"); cpu0=$(cpu_of "$pid"); drops0=$(listen_drops)
   BENCH_HEADERS="$headers" node "$WORK/harness/sse-load.mjs" --url "$url" -c "$conns" -d "$SECS" "${BODY[@]}" --timeout 120 --grace 20 \
     --json --label "$label" >"$WORK/$label.$conns.load.json" 2>"$WORK/$label.$conns.err" &
   local load=$!
@@ -57,7 +62,7 @@ run_target() {
     sleep 0.5
   done
   wait "$load" || true
-  cpu1=$(cpu_ticks "$pid"); drops1=$(listen_drops)
+  cpu1=$(cpu_of "$pid"); drops1=$(listen_drops)
   node -e '
     const fs = require("fs"); const [file, label, conns, idle, peak, ticks, hz, chunks, out, drops] = process.argv.slice(1)
     let l = {}; try { l = JSON.parse(fs.readFileSync(file, "utf8")) } catch {}
@@ -85,9 +90,10 @@ for conns in ${PACED_CONNS:-2000}; do
         FP=$!; wait_http "http://127.0.0.1:$P/health"
         run_target floor "http://127.0.0.1:$P" "$FP" "$conns"
         kill "$FP"; wait "$FP" 2>/dev/null || true ;;
-      pg | embedded)
+      pg | pg_w2 | embedded)
         P=$(free_port)
-        if [[ "$t" == pg ]]; then DBE="DATABASE_URL=$DB_URL"; else DBE="TOLLGATE_DATA_DIR=$WORK/data"; fi
+        if [[ "$t" == embedded ]]; then DBE="TOLLGATE_DATA_DIR=$WORK/data"; else DBE="DATABASE_URL=$DB_URL"; fi
+        SERVE_ARGS=(); [[ "$t" == pg_w2 ]] && SERVE_ARGS=(--workers 2)
         start_serve "$WORK/tg_$t.log" "$P" "$DBE" TOLLGATE_CONFIG="$WORK/tollgate.yaml"
         read -r K _ < <(bench_key "$DBE" TOLLGATE_CONFIG="$WORK/tollgate.yaml")
         run_target "tollgate_$t" "http://127.0.0.1:$P" "$SERVE_PID" "$conns" "Authorization: Bearer $K"
@@ -104,7 +110,7 @@ done
 node - "$OUT" "$SECS" "$DELAY" "${PACED_PROMPT_KB:-}" <<'NODE' | tee "$OUT/summary.md"
 const fs = require("fs"), [dir, secs, delay, promptKb] = process.argv.slice(2)
 const rows = fs.readdirSync(dir).filter((f) => /\.c\d+\.json$/.test(f)).map((f) => JSON.parse(fs.readFileSync(`${dir}/${f}`, "utf8")))
-const order = ["floor", "tollgate_pg", "tollgate_embedded", "portkey"]
+const order = ["floor", "tollgate_pg", "tollgate_pg_w2", "tollgate_embedded", "portkey"]
 rows.sort((a, b) => a.connections - b.connections || order.indexOf(a.label) - order.indexOf(b.label))
 const ratio = (x, y) => (x != null && y ? (x / y).toFixed(2) + "×" : "-")
 const prompt = promptKb ? `, prompts of about ${promptKb} KB` : ""
