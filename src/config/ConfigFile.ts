@@ -193,7 +193,8 @@ export const serverDefaults = {
   body_timeout_ms: 30_000,
   request_timeout_ms: 120_000,
   max_json_depth: 128,
-  stored_items_days: 30
+  stored_items_days: 30,
+  cors_origins: [] as ReadonlyArray<string>
 } as const
 
 export const ServerSection = Schema.Struct({
@@ -236,6 +237,20 @@ export const ServerSection = Schema.Struct({
   stored_items_days: Schema.optionalWith(Schema.Int.pipe(Schema.between(0, 3650)), {
     default: () => serverDefaults.stored_items_days
   }),
+  /**
+   * Origins whose pages may call the gateway from a browser (CORS): `*` for any, or origins such as
+   * `https://app.example.com`. Empty (the default): none.
+   */
+  cors_origins: Schema.optionalWith(
+    Schema.Array(
+      Schema.String.pipe(
+        Schema.pattern(/^(\*|https?:\/\/[^/\s]+)$/, {
+          message: () => "Expected * or an origin such as https://app.example.com (no path)"
+        })
+      )
+    ),
+    { default: () => serverDefaults.cors_origins }
+  ),
   /**
    * The credential of `GET /operator/status` (this process's load), as `Authorization: Bearer`; at least
    * 32 characters, e.g. `${TOLLGATE_OPERATOR_TOKEN}`. Unset, that endpoint does not exist.

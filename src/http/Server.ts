@@ -37,19 +37,39 @@ export const ApiLive = HttpApiBuilder.api(GatewayApi).pipe(
   Layer.provide([ApiKeyAuthLive, VendorAuthLive, OperatorAuthLive, BodyReaderLive])
 )
 
+/** Response headers a browser's script may read, when CORS is on. */
+const EXPOSED = ["x-request-id", "request-id", "retry-after", "x-should-retry", "tollgate-dropped-params"]
+
+/**
+ * `server.cors_origins`: none (the default), no CORS headers, and a preflight is a 405 like any other
+ * OPTIONS; `*`, any origin; or these origins. Browsers then get their preflights answered (204, the
+ * headers they ask to send allowed) and may read the answer; keys still travel as headers, never
+ * cookies, so no credentials are allowed.
+ */
+const corsFor = (origins: ReadonlyArray<string>) =>
+  origins.length === 0 ? Layer.empty : HttpApiBuilder.middlewareCors({
+    ...(origins.includes("*") ? {} : { allowedOrigins: origins }),
+    allowedMethods: ["GET", "HEAD", "POST", "PATCH", "DELETE"],
+    exposedHeaders: EXPOSED,
+    maxAge: 600
+  })
+
 /**
  * The API served by whatever `HttpServer` is provided (a real port, or a test server). Each request
  * gets a server span only when traces are exported (observability/Tracing.ts).
  */
-export const HttpAppLive = Layer.unwrapEffect(Effect.map(otlpEndpoint, (endpoint) =>
-  HttpApiBuilder.serve().pipe(
-    Layer.provide(EnvelopeMiddleware),
-    Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
-    Layer.provide(ApiLive),
-    HttpMiddleware.withTracerDisabledWhen(
-      Option.isNone(endpoint) ? () => true : (request) => request.url === "/livez" || request.url === "/readyz"
-    )
-  )))
+export const HttpAppLive = Layer.unwrapEffect(
+  Effect.map(Effect.all([otlpEndpoint, GatewayConfig]), ([endpoint, config]) =>
+    HttpApiBuilder.serve().pipe(
+      Layer.provide(EnvelopeMiddleware),
+      Layer.provide(corsFor(config.file.server.cors_origins)),
+      Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
+      Layer.provide(ApiLive),
+      HttpMiddleware.withTracerDisabledWhen(
+        Option.isNone(endpoint) ? () => true : (request) => request.url === "/livez" || request.url === "/readyz"
+      )
+    ))
+)
 
 /**
  * A node:http server with the configured connection limits (docs/security.md): at most

@@ -1,0 +1,71 @@
+/**
+ * CORS (`server.cors_origins`): off by default (no header, a preflight is a 405 like any OPTIONS);
+ * with origins set, a browser's preflight is answered and its page may read answers, errors and
+ * streams alike, without credentials.
+ */
+import { describe, expect, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { defaultConfigFile } from "../../src/config/defaults.ts"
+import { baseUrl, issueKey, makeTestGateway, TestGateway } from "../support/TestGateway.ts"
+
+const ORIGIN = "https://app.example.com"
+
+const preflight = (base: string, origin = ORIGIN) =>
+  fetch(`${base}/v1/chat/completions`, {
+    method: "OPTIONS",
+    headers: {
+      origin,
+      "access-control-request-method": "POST",
+      "access-control-request-headers": "authorization,content-type,x-stainless-os"
+    }
+  })
+
+const chat = (base: string, secret: string, stream = false) =>
+  fetch(`${base}/v1/chat/completions`, {
+    method: "POST",
+    headers: { origin: ORIGIN, authorization: `Bearer ${secret}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: "mock-gpt", stream, messages: [{ role: "user", content: "hi" }] })
+  })
+
+describe("CORS with server.cors_origins", () => {
+  layer(makeTestGateway({ ...defaultConfigFile, server: { cors_origins: [ORIGIN] } }), { timeout: 60_000 })((it) => {
+    it.effect("a preflight is answered; answers, errors and streams carry the origin and what a page may read", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        const pre = yield* Effect.promise(() => preflight(base))
+        expect(pre.status).toBe(204)
+        expect(pre.headers.get("access-control-allow-origin")).toBe(ORIGIN)
+        expect(pre.headers.get("access-control-allow-methods")).toContain("POST")
+        expect(pre.headers.get("access-control-allow-headers")).toBe("authorization,content-type,x-stainless-os")
+        expect(pre.headers.get("access-control-allow-credentials")).toBeNull()
+
+        for (const stream of [false, true]) {
+          const answer = yield* Effect.promise(() => chat(base, secret, stream))
+          expect(answer.status).toBe(200)
+          expect(answer.headers.get("access-control-allow-origin")).toBe(ORIGIN)
+          expect(answer.headers.get("access-control-expose-headers")).toContain("x-request-id")
+          yield* Effect.promise(() => answer.text())
+        }
+        const refused = yield* Effect.promise(() => chat(base, "sk-tg-notakey"))
+        expect(refused.status).toBe(401)
+        expect(refused.headers.get("access-control-allow-origin")).toBe(ORIGIN)
+      }))
+  })
+})
+
+describe("CORS by default", () => {
+  layer(TestGateway, { timeout: 60_000 })((it) => {
+    it.effect("is off: no header on answers, and a preflight is refused like any OPTIONS", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        const pre = yield* Effect.promise(() => preflight(base))
+        expect(pre.status).toBe(405)
+        expect(pre.headers.get("access-control-allow-origin")).toBeNull()
+        const answer = yield* Effect.promise(() => chat(base, secret))
+        expect(answer.status).toBe(200)
+        expect(answer.headers.get("access-control-allow-origin")).toBeNull()
+      }))
+  })
+})
