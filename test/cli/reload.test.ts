@@ -55,6 +55,10 @@ describe("SIGHUP reloads the configuration", () => {
       const base = `http://127.0.0.1:${port}`
       await waitForHttp(base, server)
       const key = await tollgateJson(["keys", "create", "--quota-usd", "10"], env)
+      const vendor = await tollgateJson(
+        ["vendors", "create", "--name", "v", "--scopes", "keys:create", "--server-options", "default"],
+        env
+      )
       const call = (model: string, stream = false) =>
         fetch(`${base}/v1/chat/completions`, {
           method: "POST",
@@ -112,10 +116,6 @@ describe("SIGHUP reloads the configuration", () => {
 
       // A file that leaves the key behind: its Server Option is gone; the log says so, and its calls are
       // refused. A vendor entitled to that option only is named too.
-      const vendor = await tollgateJson(
-        ["vendors", "create", "--name", "v", "--scopes", "keys:create", "--server-options", "default"],
-        env
-      )
       const before = logCount(/Server Option "default" is not in the configuration/)
       fs.writeFileSync(config, configText(fake.url, { price: "5", extraModel: true, option: "standard" }))
       process.kill(server.pid, "SIGHUP")
