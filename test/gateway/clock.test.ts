@@ -6,7 +6,6 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Clock, Effect, Layer, TestClock } from "effect"
-import { zeroUsage } from "../../src/accounts/Pricing.ts"
 import { GatewayConfig } from "../../src/config/GatewayConfig.ts"
 import { Heartbeat } from "../../src/gateway/Heartbeat.ts"
 import { writerReadiness } from "../../src/http/HealthHandlers.ts"
@@ -14,6 +13,7 @@ import { EventLog } from "../../src/ledger/EventLog.ts"
 import { streamOf } from "../../src/ledger/events.ts"
 import { Spool } from "../../src/ledger/Spool.ts"
 import { tempDir } from "../support/Processes.ts"
+import { spooledBill } from "../support/spoolEntries.ts"
 import { TestDatabase } from "../support/TestDatabase.ts"
 
 const TestLayer = Layer.mergeAll(Heartbeat.Default, Spool.Default).pipe(
@@ -21,14 +21,6 @@ const TestLayer = Layer.mergeAll(Heartbeat.Default, Spool.Default).pipe(
   Layer.provideMerge(TestDatabase),
   Layer.provideMerge(GatewayConfig.forTest({ dataDir: tempDir("clock") }))
 )
-
-const zeroPrices = {
-  input_per_mtok_nanos: 0n,
-  cached_input_per_mtok_nanos: 0n,
-  output_per_mtok_nanos: 0n,
-  per_image_nanos: 0n,
-  price_percent: 100
-}
 
 describe("time in the gateway's background work follows the Clock", () => {
   layer(TestLayer, { timeout: 60_000 })((it) => {
@@ -62,26 +54,7 @@ describe("time in the gateway's background work follows the Clock", () => {
         const spool = yield* Spool
         const requestId = "req_clock_never_started"
         const streamId = streamOf.request(requestId)
-        yield* spool.put({
-          kind: "close-if-started",
-          streamId,
-          occurredAt: new Date(yield* Clock.currentTimeMillis).toISOString(),
-          metadata: { request_id: requestId },
-          events: [
-            { _tag: "UsageReported", request_id: requestId, usage: zeroUsage, source: "upstream" },
-            {
-              _tag: "Billed",
-              request_id: requestId,
-              key_id: "key_clock",
-              model: "m",
-              usage: zeroUsage,
-              cost: { input_nanos: 0n, cached_input_nanos: 0n, output_nanos: 0n, image_nanos: 0n, total_nanos: 0n },
-              estimated: false,
-              outcome: "completed",
-              prices: zeroPrices
-            }
-          ]
-        })
+        yield* spool.put(spooledBill(requestId, "key_clock", "close-if-started"))
         yield* spool.drain
         expect(spool.has(streamId)).toBe(true)
         yield* TestClock.adjust("4999 millis")

@@ -10,6 +10,7 @@ import { Effect } from "effect"
 import OpenAI from "openai"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
+import { ev, messageStart } from "../support/messagesEvents.ts"
 import { rejectionOf } from "../support/rejection.ts"
 import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
 
@@ -42,20 +43,9 @@ const textThenCall = (id: string) => ({
   usage: { input_tokens: 9, output_tokens: 6 }
 })
 
-const ev = (data: Record<string, unknown>) => ({ event: String(data.type), data })
 /** The same answer, streamed. */
 const textThenCallStreamed = (id: string) => [
-  ev({
-    type: "message_start",
-    message: {
-      id,
-      type: "message",
-      role: "assistant",
-      model: "claude-upstream",
-      content: [],
-      usage: { input_tokens: 9, output_tokens: 1 }
-    }
-  }),
+  messageStart(id, 9),
   ev({ type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }),
   ev({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Let me look." } }),
   ev({ type: "content_block_stop", index: 0 }),

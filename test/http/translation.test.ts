@@ -12,6 +12,7 @@ import { countTokens } from "gpt-tokenizer/encoding/o200k_base"
 import OpenAI from "openai"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
+import { ev, messageStart } from "../support/messagesEvents.ts"
 import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
 
 const configFor = (url: string): ConfigFileEncoded => ({
@@ -342,20 +343,9 @@ describe("translation policy over HTTP", () => {
     it.effect("thinking from a messages upstream streams to a Responses client as a reasoning item, and goes back as the same block", () =>
       Effect.gen(function*() {
         const { fake, openai } = yield* clients
-        const ev = (data: Record<string, unknown>) => ({ event: String(data.type), data })
         fake.script("/v1/messages", {
           events: [
-            ev({
-              type: "message_start",
-              message: {
-                id: "msg_t",
-                type: "message",
-                role: "assistant",
-                model: "claude-upstream",
-                content: [],
-                usage: { input_tokens: 7, output_tokens: 1 }
-              }
-            }),
+            messageStart("msg_t", 7),
             ev({
               type: "content_block_start",
               index: 0,
@@ -529,21 +519,10 @@ describe("translation policy over HTTP", () => {
     it.effect("a call without arguments from a messages upstream streams as \"{}\" to chat and Responses clients", () =>
       Effect.gen(function*() {
         const { fake, openai } = yield* clients
-        const ev = (data: Record<string, unknown>) => ({ event: String(data.type), data })
         // Anthropic streams a call without arguments with an empty partial_json (or none at all).
         const noArgs = (emptyDelta: boolean) => ({
           events: [
-            ev({
-              type: "message_start",
-              message: {
-                id: "msg_n",
-                type: "message",
-                role: "assistant",
-                model: "claude-upstream",
-                content: [],
-                usage: { input_tokens: 5, output_tokens: 1 }
-              }
-            }),
+            messageStart("msg_n"),
             ev({
               type: "content_block_start",
               index: 0,
@@ -623,21 +602,10 @@ describe("translation policy over HTTP", () => {
     it.effect("a Responses stream that fails part-way ends with OpenAI's error event, numbered in sequence", () =>
       Effect.gen(function*() {
         const { base, fake, secret } = yield* clients
-        const ev = (data: Record<string, unknown>) => ({ event: String(data.type), data })
         // Translated: a messages upstream that breaks off after its first text.
         fake.script("/v1/messages", {
           events: [
-            ev({
-              type: "message_start",
-              message: {
-                id: "msg_b",
-                type: "message",
-                role: "assistant",
-                model: "claude-upstream",
-                content: [],
-                usage: { input_tokens: 5, output_tokens: 1 }
-              }
-            }),
+            messageStart("msg_b"),
             ev({ type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }),
             ev({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Half" } })
           ],

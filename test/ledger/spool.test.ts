@@ -4,12 +4,12 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Layer, Logger } from "effect"
-import { zeroUsage } from "../../src/accounts/Pricing.ts"
 import { GatewayConfig } from "../../src/config/GatewayConfig.ts"
 import { EventLog } from "../../src/ledger/EventLog.ts"
 import { streamOf } from "../../src/ledger/events.ts"
-import { Spool, type SpoolEntry } from "../../src/ledger/Spool.ts"
+import { Spool } from "../../src/ledger/Spool.ts"
 import { tempDir } from "../support/Processes.ts"
+import { spooledBill } from "../support/spoolEntries.ts"
 import { TestDatabase } from "../support/TestDatabase.ts"
 
 /** What the spool logs, as text. */
@@ -26,14 +26,6 @@ const TestLayer = Spool.Default.pipe(
   Layer.provideMerge(GatewayConfig.forTest({ dataDir: tempDir("spool") }))
 )
 
-const zeroPrices = {
-  input_per_mtok_nanos: 0n,
-  cached_input_per_mtok_nanos: 0n,
-  output_per_mtok_nanos: 0n,
-  per_image_nanos: 0n,
-  price_percent: 100
-}
-
 const started = (requestId: string) => ({
   _tag: "StreamStarted" as const,
   request_id: requestId,
@@ -45,27 +37,6 @@ const started = (requestId: string) => ({
   upstream_model: "m",
   reserved_nanos: 0n,
   replica: "r"
-})
-
-const bill = (requestId: string): SpoolEntry => ({
-  kind: "bill",
-  streamId: streamOf.request(requestId),
-  occurredAt: new Date().toISOString(),
-  metadata: { request_id: requestId },
-  events: [
-    { _tag: "UsageReported", request_id: requestId, usage: zeroUsage, source: "upstream" },
-    {
-      _tag: "Billed",
-      request_id: requestId,
-      key_id: "key_spool",
-      model: "m",
-      usage: zeroUsage,
-      cost: { input_nanos: 0n, cached_input_nanos: 0n, output_nanos: 0n, image_nanos: 0n, total_nanos: 0n },
-      estimated: false,
-      outcome: "completed",
-      prices: zeroPrices
-    }
-  ]
 })
 
 describe("the spool", () => {
@@ -80,7 +51,7 @@ describe("the spool", () => {
         }
         lines.length = 0
         // The first put wakes the background pass; three more passes are asked for at once beside it.
-        yield* Effect.forEach(ids, (id) => spool.put(bill(id)), { concurrency: "unbounded" })
+        yield* Effect.forEach(ids, (id) => spool.put(spooledBill(id, "key_spool")), { concurrency: "unbounded" })
         yield* Effect.all([spool.drain, spool.drain, spool.drain], { concurrency: "unbounded" }).pipe(
           Effect.provide(Capture)
         )
