@@ -1,7 +1,7 @@
 -- Output items of Responses answers the gateway translated, kept for the key that asked (`store`
 -- not false) so that a later request may name them by id (`item_reference`), as the AI SDK does from
 -- its second turn. Not part of the event log: no figure depends on them, and they are pruned after
--- `responses.stored_items_days`.
+-- `server.stored_items_days`.
 CREATE TABLE stored_items (
   key_id text NOT NULL,
   item_id text NOT NULL,

@@ -72,9 +72,10 @@ export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started<never>) =
         return yield* notAnObject(candidate.deployment.providerName)
       }
       const now = yield* Clock.currentTimeMillis
-      const translated = attempt(() => candidate.path.response(value.body as Json, g.body, g.model, now))
+      const translated = attempt(() => candidate.path.response(value.body as Json, g.body, g.model, now, g.requestId))
       if (!translated.ok) return yield* untranslatableAnswer(translated.error.message)
-      if (keepsItems(g, endpoint)) {
+      // (Not while the log's database is failing: the answer would wait for it.)
+      if (keepsItems(g, endpoint) && billing.logAnsweringNow()) {
         yield* deps.keepItems(g.key.keyId, (translated.value as Json).output as Array<unknown>)
       }
       return { status: value.status, body: translated.value, dropped: candidate.dropped } as GenerationResult

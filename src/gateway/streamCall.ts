@@ -178,7 +178,8 @@ export const streamCall = (deps: StreamDeps) =>
       model: g.model,
       includeUsage: g.includeUsage,
       request: g.body,
-      created: Math.floor(began / 1000)
+      created: Math.floor(began / 1000),
+      requestId: g.requestId
     })
     // A bounded buffer: a slow client slows the upstream reads instead of growing memory.
     const out = clientSink()
@@ -265,8 +266,9 @@ export const streamCall = (deps: StreamDeps) =>
         ? "failed" as const
         : "cancelled" as const
       if (record && outcome === "cancelled") record.code = "client_closed"
-      // A translated Responses answer's items are kept before its end reaches the client (StoredItems).
-      if (outcome === "completed" && keepsItems(g, candidate.path.upstreamEndpoint)) {
+      // A translated Responses answer's items are kept before the stream ends (its last events may be
+      // with the client already), unless the log's database is failing (StoredItems).
+      if (outcome === "completed" && keepsItems(g, candidate.path.upstreamEndpoint) && billing.logAnsweringNow()) {
         yield* deps.keepItems(g.key.keyId, relay.output() ?? [])
       }
       // A checkpoint in flight gets part of the bill's wait; then it is stopped (its append may still land).

@@ -84,6 +84,8 @@ interface Options {
   /** When the stream started, in seconds since the epoch (the `created` of translated events). */
   readonly created: number
   readonly request: Record<string, unknown>
+  /** The gateway's id of the request (a translated Response is named after it). */
+  readonly requestId?: string
 }
 
 const parse = (event: SseEvent): LooseJson => {

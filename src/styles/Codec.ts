@@ -49,6 +49,8 @@ export interface EncoderOptions {
   readonly created: number
   /** The client's request (a Response repeats some of its fields). */
   readonly request: Json
+  /** The gateway's id of the request: a Response and its items are named after it (unique). */
+  readonly requestId?: string | undefined
 }
 
 export interface AnswerContext {
@@ -57,6 +59,8 @@ export interface AnswerContext {
   readonly request: Json
   /** When the answer is written, in epoch milliseconds. */
   readonly now: number
+  /** The gateway's id of the request: a Response and its items are named after it (unique). */
+  readonly requestId?: string | undefined
 }
 
 export interface Codec {

@@ -45,7 +45,7 @@ export interface Route {
   /** The client's body in the upstream's style (may throw `Untranslatable`). */
   readonly request: (body: Json) => Translated
   /** The upstream's answer in the client's style; `now` (epoch milliseconds) dates it where the style has a date. */
-  readonly response: (answer: Json, clientBody: Json, model: string, now: number) => Json
+  readonly response: (answer: Json, clientBody: Json, model: string, now: number, requestId?: string) => Json
 }
 
 const passthrough = (endpoint: ClientEndpoint): Route => ({
@@ -77,7 +77,8 @@ export const crossing = (
       const out = encodeRequest(from.decodeRequest(body, policy), target, policy)
       return { body: out, dropped: policy.dropped() }
     },
-    response: (answer, request, model, now) => from.encodeAnswer(decodeAnswer(answer), { model, request, now })
+    response: (answer, request, model, now, requestId) =>
+      from.encodeAnswer(decodeAnswer(answer), { model, request, now, requestId })
   }
 }
 

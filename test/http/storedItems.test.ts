@@ -21,7 +21,11 @@ const configFor = (url: string): ConfigFileEncoded => ({
   },
   models: {
     "gpt-up": { deployments: [{ provider: "fake-openai", model: "gpt-upstream" }], max_input_tokens: 128_000 },
-    "claude-up": { deployments: [{ provider: "fake-anthropic", model: "claude-upstream" }], max_output_tokens: 1000 }
+    "claude-up": {
+      deployments: [{ provider: "fake-anthropic", model: "claude-upstream" }],
+      max_output_tokens: 1000,
+      pricing: { input_per_mtok: "10", output_per_mtok: "1" }
+    }
   },
   server_options: { all: { models: ["gpt-up", "claude-up"] } }
 })
@@ -169,6 +173,61 @@ describe("stored items", () => {
         const expired = yield* rejectionOf(() => openai.responses.create(secondTurn(first.output)))
         expect(expired).toMatchObject({ status: 400, param: "input.1.id" })
         expect(fake.received).toHaveLength(2) // none of the refused turns went upstream
+      }))
+
+    it.effect("items are named after the gateway's request, not the upstream's answer: two answers with one upstream id keep apart", () =>
+      Effect.gen(function*() {
+        const { openai } = yield* client
+        const fake = yield* Fake
+        fake.reset()
+        // An upstream that names every answer alike (as some local servers do).
+        const alike = (text: string) => ({ body: { ...done.body, id: "msg_same", content: [{ type: "text", text }] } })
+        fake.script("/v1/messages", alike("First."), alike("Second."), done)
+        const first = yield* Effect.promise(() => openai.responses.create({ model: "claude-up", input: "one" }))
+        const second = yield* Effect.promise(() => openai.responses.create({ model: "claude-up", input: "two" }))
+        expect(first.id).not.toBe(second.id)
+        expect(first.output[0]!.id).not.toBe(second.output[0]!.id)
+        // Named as OpenAI also takes it: the id alone.
+        yield* Effect.promise(() =>
+          openai.responses.create({
+            model: "claude-up",
+            input: [{ role: "user", content: "one" }, { id: first.output[0]!.id } as any, {
+              role: "user",
+              content: "more"
+            }]
+          })
+        )
+        expect(fake.received.at(-1)!.body.messages[1]).toEqual({ role: "assistant", content: "First." })
+      }))
+
+    it.effect("named items count towards the call's bound, and a request may name only so many, of a sane length", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey({ quotaUsd: 0.6 })
+        const openai = new OpenAI({ apiKey: secret, baseURL: `${base}/v1`, maxRetries: 0 })
+        const fake = yield* Fake
+        fake.reset()
+        // An answer of 100 KB: named, its ~100,000 bytes are input the call may be charged $10 a million for.
+        const long = "word ".repeat(20_000)
+        fake.script(
+          "/v1/messages",
+          { body: { ...done.body, id: "msg_long", content: [{ type: "text", text: long }] } },
+          done
+        )
+        const first = yield* Effect.promise(() => openai.responses.create({ model: "claude-up", input: "write" }))
+        const named = first.output[0]!.id as string
+        const naming = { model: "claude-up", input: [{ type: "item_reference" as const, id: named }] }
+        const refused = yield* rejectionOf(() => openai.responses.create(naming))
+        expect(refused).toMatchObject({ status: 429, code: "insufficient_quota" })
+        expect(fake.received).toHaveLength(1)
+
+        const many = Array.from({ length: 1_001 }, () => ({ type: "item_reference" as const, id: named }))
+        const tooMany = yield* rejectionOf(() => openai.responses.create({ model: "claude-up", input: many }))
+        expect(tooMany).toMatchObject({ status: 400, code: "too_many_item_references" })
+        const longId = yield* rejectionOf(() =>
+          openai.responses.create({ model: "claude-up", input: [{ type: "item_reference", id: "x".repeat(300) }] })
+        )
+        expect(longId).toMatchObject({ status: 400, param: "input.0.id" })
       }))
 
     it.effect("a reference the gateway did not store goes to a Responses upstream untouched", () =>

@@ -3,15 +3,18 @@ import type { Answer } from "../../canonical/Answer.ts"
 import { isObject, type Json } from "../../canonical/Json.ts"
 import type { AnswerContext } from "../Codec.ts"
 
-/** The Response's id for an upstream's answer id, and the base its item ids are built on. */
-export const responseIds = (upstreamId: string) => {
-  const base = upstreamId.replace(/^(resp_|msg_|chatcmpl-)/, "")
-  return { id: upstreamId.startsWith("resp_") ? upstreamId : `resp_${base}`, base }
+/**
+ * The Response's id, and the base its item ids are built on: from the gateway's request id when it
+ * gives one (unique, so an item named later is that one: gateway/StoredItems.ts), else the upstream's.
+ */
+export const responseIds = (upstreamId: string, requestId?: string) => {
+  const base = (requestId ?? upstreamId).replace(/^(resp_|msg_|chatcmpl-|req_)/, "")
+  return { id: requestId === undefined && upstreamId.startsWith("resp_") ? upstreamId : `resp_${base}`, base }
 }
 
 /** Canonical -> a Response; items are named after the answer and their place in it (as when streamed). */
-export const encodeResponsesAnswer = (answer: Answer, { model, now, request }: AnswerContext): Json => {
-  const { base, id } = responseIds(answer.id)
+export const encodeResponsesAnswer = (answer: Answer, { model, now, request, requestId }: AnswerContext): Json => {
+  const { base, id } = responseIds(answer.id, requestId)
   const output: Array<Json> = []
   // Items in the order of the parts; adjacent text parts make one message item.
   let text: { type: "output_text"; text: string; annotations: [] } | undefined
@@ -41,7 +44,7 @@ export const encodeResponsesAnswer = (answer: Answer, { model, now, request }: A
     } else {
       output.push({
         type: "function_call",
-        id: `fc_${part.id}`,
+        id: requestId === undefined ? `fc_${part.id}` : `fc_${base}_${output.length}`,
         call_id: part.id,
         name: part.name,
         arguments: part.arguments,

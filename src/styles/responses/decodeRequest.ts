@@ -98,7 +98,9 @@ const readItems = (input: unknown): Array<Turn> => {
   input.forEach((raw, i) => {
     const p = `input.${i}`
     if (!isObject(raw)) return refuse(p, "expected an input item")
-    const type = raw.type ?? "message"
+    // `{"id": ...}` alone is a reference to an item, as OpenAI takes it.
+    const type = raw.type ??
+      (Object.keys(raw).length === 1 && typeof raw.id === "string" ? "item_reference" : "message")
     if (type === "function_call") {
       if (present(raw, "namespace")) refuse(`${p}.namespace`, "namespaced tools have no equivalent")
       return assistantItem({
@@ -137,8 +139,8 @@ const readItems = (input: unknown): Array<Turn> => {
       // Items the gateway stored were put in place before this (gateway/StoredItems.ts).
       refuse(
         `${p}.id`,
-        `no item with id '${String(raw.id).slice(0, 200)}' is stored for this key (the gateway keeps the output ` +
-          "items of the answers it translates, unless the request said `store: false`); send the item itself"
+        `no item with id '${String(raw.id).slice(0, 200)}' is stored for this key; send the item itself (the ` +
+          "gateway keeps the output items of the answers it translates for `server.stored_items_days`, unless a request says `store: false`)"
       )
     } else {
       refuse(`${p}.type`, `input items of type "${String(type)}" have no equivalent`)

@@ -9,9 +9,9 @@ import type { Usage } from "../../canonical/Usage.ts"
 import type { EncoderOptions, StreamEncoder } from "../Codec.ts"
 import { responseIds, responseObject } from "./answer.ts"
 
-export const responsesEmitter = ({ created, model, request }: EncoderOptions): StreamEncoder => {
+export const responsesEmitter = ({ created, model, request, requestId }: EncoderOptions): StreamEncoder => {
   let seq = 0
-  let id = "resp_tollgate"
+  let id = requestId === undefined ? "resp_tollgate" : responseIds("", requestId).id
   let started = false
   const items: Array<Record<string, LooseJson>> = []
   let openText: { item: Record<string, LooseJson>; outputIndex: number } | undefined
@@ -101,7 +101,7 @@ export const responsesEmitter = ({ created, model, request }: EncoderOptions): S
       const out: Array<SseEvent> = []
       switch (op._tag) {
         case "Start":
-          if (op.id) id = responseIds(op.id).id
+          if (op.id && requestId === undefined) id = responseIds(op.id).id
           start(out)
           break
         case "Thinking": {
@@ -172,7 +172,7 @@ export const responsesEmitter = ({ created, model, request }: EncoderOptions): S
           closeText(out)
           const item = {
             type: "function_call",
-            id: `fc_${op.id}`,
+            id: requestId === undefined ? `fc_${op.id}` : `fc_${id.slice(5)}_${items.length}`,
             call_id: op.id,
             name: op.name,
             arguments: "",
