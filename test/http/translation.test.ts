@@ -18,6 +18,12 @@ import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
 const configFor = (url: string): ConfigFileEncoded => ({
   providers: {
     "fake-openai": { style: "openai", base_url: `${url}/v1`, api_key: "upstream-openai-secret" },
+    "fake-openai-chat": {
+      style: "openai",
+      base_url: `${url}/v1`,
+      api_key: "upstream-openai-secret",
+      responses_api: false
+    },
     "fake-anthropic": {
       style: "anthropic",
       base_url: url,
@@ -27,10 +33,11 @@ const configFor = (url: string): ConfigFileEncoded => ({
   },
   models: {
     "gpt-up": { deployments: [{ provider: "fake-openai", model: "gpt-upstream" }], max_input_tokens: 128_000 },
+    "chat-only": { deployments: [{ provider: "fake-openai-chat", model: "gpt-upstream" }] },
     "claude-up": { deployments: [{ provider: "fake-anthropic", model: "claude-upstream" }], max_output_tokens: 1000 },
     "claude-strict": { deployments: [{ provider: "fake-anthropic", model: "claude-upstream" }], translation: "strict" }
   },
-  server_options: { all: { models: ["gpt-up", "claude-up", "claude-strict"] } }
+  server_options: { all: { models: ["gpt-up", "chat-only", "claude-up", "claude-strict"] } }
 })
 
 const weather = { type: "object", properties: { city: { type: "string" } }, required: ["city"] }
@@ -516,7 +523,7 @@ describe("translation policy over HTTP", () => {
         expect(events[0]!.n).toBe(0)
       }))
 
-    it.effect("a call without arguments from a messages upstream streams as \"{}\" to chat and Responses clients", () =>
+    it.effect("a call without arguments from a messages or chat upstream reaches chat and Responses clients as \"{}\"", () =>
       Effect.gen(function*() {
         const { fake, openai } = yield* clients
         // Anthropic streams a call without arguments with an empty partial_json (or none at all).
@@ -554,6 +561,47 @@ describe("translation policy over HTTP", () => {
           }).finalResponse()
         )
         expect(response.output.find((o) => o.type === "function_call")).toMatchObject({ name: "now", arguments: "{}" })
+
+        // A chat upstream (some compatible servers) that gives such a call "" as its arguments: "{}" too.
+        const call = { id: "call_n", type: "function", function: { name: "now", arguments: "" } }
+        const chunk = (delta: unknown, finish: string | null = null) => ({
+          data: {
+            id: "chatcmpl-n",
+            object: "chat.completion.chunk",
+            model: "gpt-upstream",
+            choices: [{ index: 0, delta, finish_reason: finish }]
+          }
+        })
+        fake.script(
+          "/v1/chat/completions",
+          {
+            events: [chunk({ role: "assistant", tool_calls: [{ index: 0, ...call }] }), chunk({}, "tool_calls"), {
+              data: "[DONE]"
+            }]
+          },
+          {
+            body: {
+              id: "chatcmpl-n",
+              object: "chat.completion",
+              model: "gpt-upstream",
+              choices: [{
+                index: 0,
+                finish_reason: "tool_calls",
+                message: { role: "assistant", content: null, tool_calls: [call] }
+              }],
+              usage: { prompt_tokens: 5, completion_tokens: 3 }
+            }
+          }
+        )
+        const asked = {
+          model: "chat-only",
+          input: "time?",
+          tools: [{ type: "function" as const, name: "now", parameters: empty, strict: true }]
+        }
+        const streamed = yield* Effect.promise(() => openai.responses.stream(asked).finalResponse())
+        expect(streamed.output.find((o) => o.type === "function_call")).toMatchObject({ arguments: "{}" })
+        const whole = yield* Effect.promise(() => openai.responses.create(asked))
+        expect(whole.output.find((o) => o.type === "function_call")).toMatchObject({ arguments: "{}" })
       }))
 
     it.effect("a tool turn's name (LangChain sends it) is left out towards a messages upstream", () =>

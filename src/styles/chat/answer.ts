@@ -28,7 +28,7 @@ export const decodeChatAnswer = (chat: Json): Answer => {
         type: "call",
         id: String(call.id ?? ""),
         name: call.function.name,
-        arguments: argumentsText(call.function.arguments ?? "{}"),
+        arguments: argumentsText(call.function.arguments ?? "{}") || "{}",
         param: `choices.0.message.tool_calls.${i}.function.arguments`
       })
     })

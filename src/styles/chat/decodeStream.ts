@@ -7,9 +7,22 @@ import { fromChatUsage } from "./usage.ts"
 
 export const chatDecoder = (): StreamDecoder => {
   let started = false
+  /**
+   * Calls whose arguments are still empty. Some compatible servers stream a call without arguments as
+   * "": at the finish (or [DONE]) it gets `{}`, what OpenAI itself sends and the SDKs parse.
+   */
+  const argless = new Set<number>()
+  const flushArgless = (ops: Array<Op>) => {
+    for (const index of argless) ops.push({ _tag: "ToolArgs", index, delta: "{}" })
+    argless.clear()
+  }
   return {
     push: (event, chunk) => {
-      if (event.data === "[DONE]" || chunk === null || typeof chunk !== "object") return []
+      if (event.data === "[DONE]" || chunk === null || typeof chunk !== "object") {
+        const ops: Array<Op> = []
+        flushArgless(ops)
+        return ops
+      }
       const ops: Array<Op> = []
       if (!started) {
         started = true
@@ -26,13 +39,20 @@ export const chatDecoder = (): StreamDecoder => {
             const index = Number(call.index ?? 0)
             if (call.id) {
               ops.push({ _tag: "ToolStart", index, id: String(call.id), name: String(call.function?.name ?? "") })
+              argless.add(index)
             }
             const args = call.function?.arguments
-            if (typeof args === "string" && args !== "") ops.push({ _tag: "ToolArgs", index, delta: args })
+            if (typeof args === "string" && args !== "") {
+              argless.delete(index)
+              ops.push({ _tag: "ToolArgs", index, delta: args })
+            }
           }
         }
       }
-      if (choice?.finish_reason) ops.push({ _tag: "Finish", reason: fromChatFinish(choice.finish_reason) })
+      if (choice?.finish_reason) {
+        flushArgless(ops)
+        ops.push({ _tag: "Finish", reason: fromChatFinish(choice.finish_reason) })
+      }
       const usage = chunk.usage ? fromChatUsage(chunk.usage) : undefined
       if (usage) ops.push({ _tag: "Usage", usage })
       return ops
