@@ -604,6 +604,46 @@ describe("translation policy over HTTP", () => {
         expect(whole.output.find((o) => o.type === "function_call")).toMatchObject({ arguments: "{}" })
       }))
 
+    it.effect("an assistant's text and the calls after it reach a chat upstream as one message", () =>
+      Effect.gen(function*() {
+        const { fake, openai } = yield* clients
+        fake.script("/v1/chat/completions", {
+          body: {
+            id: "chatcmpl-j",
+            object: "chat.completion",
+            model: "gpt-upstream",
+            choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content: "Sunny." } }],
+            usage: { prompt_tokens: 9, completion_tokens: 2 }
+          }
+        })
+        // A Responses conversation: the assistant's message item, then its call, then the call's output.
+        yield* Effect.promise(() =>
+          openai.responses.create({
+            model: "chat-only",
+            tools: [{ type: "function", name: "weather", parameters: weather, strict: true }],
+            input: [
+              { role: "user", content: "weather?" },
+              { role: "assistant", content: "Let me check." },
+              { type: "function_call", call_id: "call_w", name: "weather", arguments: "{\"city\":\"Paris\"}" },
+              { type: "function_call_output", call_id: "call_w", output: "sunny" }
+            ]
+          })
+        )
+        expect(fake.received.at(-1)!.body.messages).toEqual([
+          { role: "user", content: "weather?" },
+          {
+            role: "assistant",
+            content: "Let me check.",
+            tool_calls: [{
+              id: "call_w",
+              type: "function",
+              function: { name: "weather", arguments: "{\"city\":\"Paris\"}" }
+            }]
+          },
+          { role: "tool", tool_call_id: "call_w", content: "sunny" }
+        ])
+      }))
+
     it.effect("a tool turn's name (LangChain sends it) is left out towards a messages upstream", () =>
       Effect.gen(function*() {
         const { fake, openai } = yield* clients

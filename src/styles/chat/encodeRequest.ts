@@ -58,6 +58,13 @@ export const encodeChatRequest = (r: Request, target: RequestTarget, policy: Pol
         }
         // A turn that held only reasoning leaves nothing to send.
         if (reasoning && text === "" && calls.length === 0) break
+        // Calls right after an assistant's text (a Responses message item, then its function calls) join
+        // that message: servers that want turns to alternate refuse two assistant messages in a row.
+        const last = messages.at(-1)
+        if (text === "" && calls.length > 0 && last?.role === "assistant" && last.tool_calls === undefined) {
+          last.tool_calls = calls
+          break
+        }
         messages.push({
           role: "assistant",
           content: text === "" && calls.length > 0 ? null : text,
