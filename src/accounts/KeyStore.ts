@@ -29,7 +29,7 @@ const NEGATIVE_TTL_MS = 2_000
 const NEGATIVE_MAX = 10_000
 const CATCH_UP_PAGE = 5_000
 /** The events that change a cached key; each carries `key_id`. */
-const KEY_EVENTS = ["KeyIssued", "QuotaGranted", "KeyExpiryChanged", "KeyRevoked", "Billed"]
+const KEY_EVENTS = ["KeyIssued", "QuotaGranted", "KeyExpiryChanged", "KeyServerOptionChanged", "KeyRevoked", "Billed"]
 
 /** A place in the log: (transaction_id, position), both read as text. */
 const CursorRow = Schema.Struct({ transaction_id: Schema.String, position: Schema.String })
@@ -106,6 +106,8 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
           usedNanos: key.usedNanos > cached.usedNanos ? key.usedNanos : cached.usedNanos,
           billedRequests: key.billedRequests > cached.billedRequests ? key.billedRequests : cached.billedRequests,
           expiresAt: key.expiresAt,
+          serverOption: key.serverOption,
+          allowedModels: key.allowedModels,
           revokedAt: cached.revokedAt ?? key.revokedAt
         })
         return
@@ -191,6 +193,17 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
           case "KeyExpiryChanged": {
             const key = byId.get(event.key_id)
             if (key) set({ ...key, expiresAt: event.expires_at })
+            break
+          }
+          case "KeyServerOptionChanged": {
+            const key = byId.get(event.key_id)
+            if (key) {
+              set({
+                ...key,
+                serverOption: event.server_option,
+                allowedModels: event.allowed_models === null ? null : new Set(event.allowed_models)
+              })
+            }
             break
           }
           case "KeyRevoked": {

@@ -112,6 +112,23 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
       return undefined
     }
 
+    /** Why `models` cannot be a key's allow-list on `serverOption` (an option that exists), if it cannot. */
+    const modelsProblem = (serverOption: string, models: ReadonlyArray<string> | undefined) => {
+      if (!models) return undefined
+      if (models.length === 0) {
+        return new InvalidInput({ param: "models", message: "models, when given, must name at least one model." })
+      }
+      const offered = catalog.serverOptions.get(serverOption)!.models
+      const foreign = [...new Set(models.filter((m) => !offered.includes(m)))]
+      if (foreign.length === 0) return undefined
+      return new InvalidInput({
+        param: "models",
+        message: `Server Option "${serverOption}" does not offer ${foreign.slice(0, 10).join(", ")}${
+          foreign.length > 10 ? ` and ${foreign.length - 10} more` : ""
+        }. It offers: ${offered.join(", ")}.`
+      })
+    }
+
     const issue = (
       input: IssueKey
     ): Effect.Effect<IssuedKey, InvalidInput | CreditInsufficient | IdempotencyMismatch> =>
@@ -138,24 +155,8 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
             }.`
           })
         }
-        const offered = catalog.serverOptions.get(serverOption)!.models
-        if (input.models) {
-          if (input.models.length === 0) {
-            return yield* new InvalidInput({
-              param: "models",
-              message: "models, when given, must name at least one model."
-            })
-          }
-          const foreign = [...new Set(input.models.filter((m) => !offered.includes(m)))]
-          if (foreign.length > 0) {
-            return yield* new InvalidInput({
-              param: "models",
-              message: `Server Option "${serverOption}" does not offer ${foreign.slice(0, 10).join(", ")}${
-                foreign.length > 10 ? ` and ${foreign.length - 10} more` : ""
-              }. It offers: ${offered.join(", ")}.`
-            })
-          }
-        }
+        const modelsWrong = modelsProblem(serverOption, input.models)
+        if (modelsWrong) return yield* modelsWrong
         const rateLimits = input.rateLimits &&
             (input.rateLimits.requests_per_minute !== undefined || input.rateLimits.tokens_per_minute !== undefined)
           ? {
@@ -315,6 +316,35 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         return yield* get(keyId)
       })
 
+    /**
+     * Moves a key to another Server Option of the configuration, with the models it may use there
+     * (undefined: all of them): for a key a configuration change left behind.
+     */
+    const move = (keyId: string, serverOption: string, models: ReadonlyArray<string> | undefined, changedBy: string) =>
+      Effect.gen(function*() {
+        if (!catalog.serverOptions.has(serverOption)) {
+          return yield* new InvalidInput({
+            param: "server_option",
+            message: `Unknown Server Option "${serverOption}". Known: ${[...catalog.serverOptions.keys()].join(", ")}.`
+          })
+        }
+        const modelsWrong = modelsProblem(serverOption, models)
+        if (modelsWrong) return yield* modelsWrong
+        yield* get(keyId)
+        yield* log.append({
+          streamId: streamOf.key(keyId),
+          expectedVersion: "any",
+          events: [{
+            _tag: "KeyServerOptionChanged",
+            key_id: keyId,
+            server_option: serverOption,
+            allowed_models: models === undefined ? null : [...new Set(models)],
+            changed_by: changedBy
+          }]
+        }).pipe(Effect.orDie)
+        return yield* get(keyId)
+      })
+
     const list = (options: { readonly vendorId?: string | undefined } = {}) =>
       sql`SELECT ${columns} FROM api_keys ${
         options.vendorId === undefined ? sql.literal("") : sql`WHERE vendor_id = ${options.vendorId}`
@@ -324,6 +354,6 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         Effect.map((rows) => rows.map(detailsFromRow))
       )
 
-    return { issue, get, revoke, grant, setExpiry, list } as const
+    return { issue, get, revoke, grant, setExpiry, move, list } as const
   })
 }) {}

@@ -54,9 +54,28 @@ const keysGrant = Command.make(
   },
   (o) => operation({ _tag: "keys.grant", keyId: o.keyId, usd: o.usd, reason: opt(o.reason) }, o.json)
 ).pipe(Command.withDescription("top up a key's quota (a QuotaGranted event)"))
+const keysMove = Command.make(
+  "move",
+  {
+    keyId,
+    serverOption: Options.text("server-option").pipe(Options.withDescription("the Server Option the key moves to")),
+    models: Options.text("models").pipe(
+      described("comma-separated allow-list on that option (default: all its models)"),
+      Options.optional
+    ),
+    json
+  },
+  (o) =>
+    operation({
+      _tag: "keys.move",
+      keyId: o.keyId,
+      serverOption: o.serverOption,
+      models: Option.map(o.models, list).pipe(opt)
+    }, o.json)
+).pipe(Command.withDescription("move a key to another Server Option (one a configuration change left it without)"))
 export const keys = Command.make("keys").pipe(
-  Command.withSubcommands([keysCreate, keysList, keysRevoke, keysGrant]),
-  Command.withDescription("create, list, revoke and top up API keys")
+  Command.withSubcommands([keysCreate, keysList, keysRevoke, keysGrant, keysMove]),
+  Command.withDescription("create, list, revoke, top up and move API keys")
 )
 
 const vendorsCreate = Command.make("create", {

@@ -33,6 +33,10 @@ export const human = (op: Operation, r: Json): string => {
       return `Key ${r.id} is revoked (since ${r.revoked_at}).`
     case "keys.grant":
       return `Key ${r.id} now has a quota of $${r.quota_usd} ($${r.used_usd} used).`
+    case "keys.move":
+      return `Key ${r.id} is now on Server Option "${r.server_option}", with ${
+        r.models === null ? "all its models" : `the models ${r.models.join(", ")}`
+      }.`
     case "vendors.create":
       return [
         `Registered vendor ${r.vendor_id} ("${r.name}"), entitled to: ${

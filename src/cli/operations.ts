@@ -37,6 +37,11 @@ export const Operation = Schema.Union(
   Schema.TaggedStruct("keys.list", {}),
   Schema.TaggedStruct("keys.revoke", { keyId: Schema.String }),
   Schema.TaggedStruct("keys.grant", { keyId: Schema.String, usd: Schema.String, reason: Opt(Schema.String) }),
+  Schema.TaggedStruct("keys.move", {
+    keyId: Schema.String,
+    serverOption: Schema.String,
+    models: Opt(Schema.Array(Schema.String))
+  }),
   Schema.TaggedStruct("vendors.create", {
     name: Schema.String,
     scopes: Schema.Array(Schema.String),
@@ -155,6 +160,15 @@ export const run = (op: Operation) => {
         )
         return keyJson(key, yield* Clock.currentTimeMillis)
       })
+    case "keys.move":
+      return Effect.flatMap(Keys, (keys) => keys.move(op.keyId, op.serverOption, op.models, "operator")).pipe(
+        Effect.zipWith(Clock.currentTimeMillis, keyJson),
+        Effect.mapError((e) =>
+          new OperationFailed({
+            message: `${"param" in e && e.param ? `--${e.param.replace("_", "-")}: ` : ""}${e.message}`
+          })
+        )
+      )
     case "vendors.create":
       return Effect.gen(function*() {
         const credit = op.creditUsd === undefined ? undefined : parseUsd(op.creditUsd)

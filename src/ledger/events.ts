@@ -56,6 +56,17 @@ export const KeyExpiryChanged = Schema.TaggedStruct("KeyExpiryChanged", {
   changed_by: Schema.String
 })
 
+/**
+ * The operator moved a key to another Server Option (one a configuration change left it without, say),
+ * with the models it may use there (null: all of the option's).
+ */
+export const KeyServerOptionChanged = Schema.TaggedStruct("KeyServerOptionChanged", {
+  key_id: Id,
+  server_option: Id,
+  allowed_models: Schema.NullOr(Schema.Array(Schema.String)),
+  changed_by: Schema.String
+})
+
 // ---- vendors ----------------------------------------------------------------------------------
 
 export const VendorRegistered = Schema.TaggedStruct("VendorRegistered", {
@@ -197,6 +208,7 @@ export const DomainEvent = Schema.Union(
   KeyRevoked,
   QuotaGranted,
   KeyExpiryChanged,
+  KeyServerOptionChanged,
   VendorRegistered,
   VendorTokenIssued,
   VendorCreditGranted,
@@ -215,6 +227,7 @@ export const currentSchemaVersion: Record<EventType, number> = {
   KeyRevoked: 1,
   QuotaGranted: 1,
   KeyExpiryChanged: 1,
+  KeyServerOptionChanged: 1,
   VendorRegistered: 1,
   VendorTokenIssued: 1,
   VendorCreditGranted: 1,

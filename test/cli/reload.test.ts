@@ -9,7 +9,17 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FakeUpstream, type FakeUpstream as Fake } from "../support/FakeUpstream.ts"
-import { freePort, logOf, start, tempDir, tollgateJson, waitForHttp, waitForOutput } from "../support/Processes.ts"
+import {
+  freePort,
+  logOf,
+  sleep,
+  start,
+  tempDir,
+  tollgate,
+  tollgateJson,
+  waitForHttp,
+  waitForOutput
+} from "../support/Processes.ts"
 import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
 
 const T = 120_000
@@ -137,13 +147,33 @@ describe("SIGHUP reloads the configuration", () => {
       expect((await call("m1")).status).toBe(404)
       expect(server.child.exitCode).toBe(null)
 
+      // The operator moves the key to an option that exists: its calls are served again (on Postgres the
+      // server learns of it from the log, within a second).
+      const moved = await tollgateJson(["keys", "move", key.id, "--server-option", "standard", "--models", "m1"], env)
+      expect(moved).toMatchObject({ server_option: "standard", models: ["m1"] })
+      let after = 0
+      for (let i = 0; i < 50 && after !== 200; i++) {
+        after = (await call("m1")).status
+        if (after !== 200) await sleep(100)
+      }
+      expect(after).toBe(200)
+      expect((await call("m2")).status).toBe(404) // not in its allow-list
+      const unknown = await tollgate(["keys", "move", key.id, "--server-option", "nowhere"], env)
+      expect(unknown.code).toBe(1)
+      expect(unknown.stderr).toContain("--server-option: Unknown Server Option \"nowhere\". Known: standard.")
+
       // The stream was billed at the prices it started with ($2/M), the later m1 call at the new ones ($5/M).
       const { events } = await tollgateJson(["events", "--limit", "1000"], env)
       const billed = events.filter((e: any) => e.event_type === "Billed" && e.data.model === "m1").map((e: any) =>
         e.data
       )
-      expect(billed.map((b: any) => b.prices.output_per_mtok_nanos)).toEqual(["2000000000", "5000000000"])
+      // (The m1 call after the key moved is at the new prices too.)
+      expect(billed.map((b: any) => b.prices.output_per_mtok_nanos)).toEqual(["2000000000", "5000000000", "5000000000"])
       expect(billed[0].cost.output_nanos).toBe("20000") // 10 tokens at $2/M
+
+      // The key's move replays to the same projection.
+      const verified = await tollgate(["replay", "--verify"], env)
+      expect(verified.code, verified.stdout + verified.stderr).toBe(0)
 
       process.kill(server.pid, "SIGTERM")
       expect((await server.exited).code).toBe(0)

@@ -54,6 +54,13 @@ export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<D
         key: { key_id: event.key_id },
         values: { expires_at: event.expires_at }
       }]
+    case "KeyServerOptionChanged":
+      return [{
+        _tag: "set",
+        table: "api_keys",
+        key: { key_id: event.key_id },
+        values: { server_option: event.server_option, allowed_models: event.allowed_models }
+      }]
     case "VendorCreditGranted":
       return [{
         _tag: "increment",
