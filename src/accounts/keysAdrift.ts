@@ -21,7 +21,8 @@ export const keysAdrift = (catalog: CatalogService) =>
       const option = catalog.serverOptions.get(r.server_option)
       if (!option) {
         problems.push(
-          `key ${r.key_id}: its Server Option "${r.server_option}" is not in the configuration (every call is refused)`
+          `key ${r.key_id}: its Server Option "${r.server_option}" is not in the configuration (every call is refused; ` +
+            "`tollgate keys move` moves it to one that is)"
         )
         continue
       }
