@@ -147,6 +147,40 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
         return { tokenId, token, scopes }
       })
 
+    /** Why a vendor cannot be entitled to `options`, if it cannot. */
+    const optionsProblem = (options: ReadonlyArray<string>) => {
+      const unknown = [...new Set(options.filter((o) => !catalog.serverOptions.has(o)))]
+      if (unknown.length === 0) return undefined
+      return new InvalidInput({
+        param: "server_options",
+        message: `Unknown Server Options: ${unknown.slice(0, 10).join(", ")}. Known: ${
+          [...catalog.serverOptions.keys()].join(", ")
+        }.`
+      })
+    }
+
+    /** Sets the Server Options a vendor may attach to the keys it creates (its keys keep theirs). */
+    const entitle = (vendorId: string, options: ReadonlyArray<string>, changedBy: string) =>
+      Effect.gen(function*() {
+        if (options.length === 0) {
+          return yield* new InvalidInput({ param: "server_options", message: "Name at least one Server Option." })
+        }
+        const optionsWrong = optionsProblem(options)
+        if (optionsWrong) return yield* optionsWrong
+        yield* get(vendorId)
+        yield* log.append({
+          streamId: streamOf.vendor(vendorId),
+          expectedVersion: "any",
+          events: [{
+            _tag: "VendorServerOptionsChanged",
+            vendor_id: vendorId,
+            server_options: [...new Set(options)],
+            changed_by: changedBy
+          }]
+        }).pipe(Effect.orDie)
+        return yield* get(vendorId)
+      })
+
     /** Registers a vendor and issues its first token. */
     const register = (input: {
       readonly name: string
@@ -164,15 +198,8 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
           })
         }
         const options = input.serverOptions ?? [...catalog.serverOptions.keys()]
-        const unknown = options.filter((o) => !catalog.serverOptions.has(o))
-        if (unknown.length > 0) {
-          return yield* new InvalidInput({
-            param: "server_options",
-            message: `Unknown Server Options: ${unknown.join(", ")}. Known: ${
-              [...catalog.serverOptions.keys()].join(", ")
-            }.`
-          })
-        }
+        const optionsWrong = optionsProblem(options)
+        if (optionsWrong) return yield* optionsWrong
         const vendorId = newId("vnd")
         yield* log.append({
           streamId: streamOf.vendor(vendorId),
@@ -285,6 +312,7 @@ export class Vendors extends Effect.Service<Vendors>()("Accounts/Vendors", {
       get,
       list,
       tokens,
+      entitle,
       grantCredit,
       revokeToken,
       /** How many tokens were looked up in the database since start. */

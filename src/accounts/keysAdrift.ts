@@ -56,7 +56,9 @@ export const keysAdrift = (catalog: CatalogService) =>
           `vendor ${v.vendor_id}: Server Option${gone.length > 1 ? "s" : ""} ${
             gone.map((o) => `"${o}"`).join(", ")
           } it may attach ${gone.length > 1 ? "are" : "is"} not in the configuration${
-            gone.length === (options ?? []).length ? " (it can create no key)" : ""
+            gone.length === (options ?? []).length
+              ? " (it can create no key; `tollgate vendors entitle` sets others)"
+              : ""
           }`
         )
       }

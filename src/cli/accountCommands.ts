@@ -132,7 +132,22 @@ const vendorsRevokeToken = Command.make("revoke-token", {
 }, (o) => operation({ _tag: "vendors.revokeToken", tokenId: o.tokenId }, o.json)).pipe(
   Command.withDescription("revoke a vendor token")
 )
+const vendorsEntitle = Command.make("entitle", {
+  vendorId,
+  serverOptions: Options.text("server-options").pipe(
+    Options.withDescription("comma-separated Server Options its keys may use from now on")
+  ),
+  json
+}, (o) => operation({ _tag: "vendors.entitle", vendorId: o.vendorId, serverOptions: list(o.serverOptions) }, o.json))
+  .pipe(Command.withDescription("set the Server Options a vendor may attach (its keys keep theirs)"))
 export const vendors = Command.make("vendors").pipe(
-  Command.withSubcommands([vendorsCreate, vendorsList, vendorsCredit, vendorsToken, vendorsRevokeToken]),
-  Command.withDescription("register vendors, grant credit, issue and revoke their tokens")
+  Command.withSubcommands([
+    vendorsCreate,
+    vendorsList,
+    vendorsCredit,
+    vendorsEntitle,
+    vendorsToken,
+    vendorsRevokeToken
+  ]),
+  Command.withDescription("register vendors, set their Server Options, grant credit, issue and revoke their tokens")
 )

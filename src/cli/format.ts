@@ -60,6 +60,8 @@ export const human = (op: Operation, r: Json): string => {
           v.tokens.map((t: Json) => `${t.token_id}${t.revoked ? " (revoked)" : ""}`).join(",") || "-"
         ])
       )
+    case "vendors.entitle":
+      return `Vendor ${r.vendor_id} may now attach: ${r.server_options.join(", ")}.`
     case "vendors.credit":
       return `Vendor ${r.vendor_id} now has $${r.credit_usd} of credit ($${r.credit_drawn_usd} drawn by its keys).`
     case "vendors.token":

@@ -50,6 +50,7 @@ export const Operation = Schema.Union(
   }),
   Schema.TaggedStruct("vendors.list", {}),
   Schema.TaggedStruct("vendors.credit", { vendorId: Schema.String, usd: Schema.String }),
+  Schema.TaggedStruct("vendors.entitle", { vendorId: Schema.String, serverOptions: Schema.Array(Schema.String) }),
   Schema.TaggedStruct("vendors.token", {
     vendorId: Schema.String,
     scopes: Schema.Array(Schema.String),
@@ -221,6 +222,15 @@ export const run = (op: Operation) => {
           )
         )
       })
+    case "vendors.entitle":
+      return Effect.flatMap(Vendors, (v) => v.entitle(op.vendorId, op.serverOptions, "operator")).pipe(
+        Effect.map(vendorJson),
+        Effect.mapError((e) =>
+          new OperationFailed({
+            message: `${"param" in e && e.param === "server_options" ? "--server-options: " : ""}${e.message}`
+          })
+        )
+      )
     case "vendors.token":
       return Effect.flatMap(Vendors, (v) => v.issueToken(op.vendorId, op.scopes, op.expiresAt)).pipe(
         Effect.map((t) => ({ vendor_id: op.vendorId, token_id: t.tokenId, token: t.token, scopes: t.scopes })),

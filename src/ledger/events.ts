@@ -75,6 +75,13 @@ export const VendorRegistered = Schema.TaggedStruct("VendorRegistered", {
   server_options: Schema.Array(Schema.String)
 })
 
+/** The operator changed the Server Options a vendor may attach to the keys it creates. */
+export const VendorServerOptionsChanged = Schema.TaggedStruct("VendorServerOptionsChanged", {
+  vendor_id: Id,
+  server_options: Schema.Array(Schema.String),
+  changed_by: Schema.String
+})
+
 export const VendorCreditGranted = Schema.TaggedStruct("VendorCreditGranted", {
   vendor_id: Id,
   amount_nanos: Nanos,
@@ -210,6 +217,7 @@ export const DomainEvent = Schema.Union(
   KeyExpiryChanged,
   KeyServerOptionChanged,
   VendorRegistered,
+  VendorServerOptionsChanged,
   VendorTokenIssued,
   VendorCreditGranted,
   VendorTokenRevoked,
@@ -229,6 +237,7 @@ export const currentSchemaVersion: Record<EventType, number> = {
   KeyExpiryChanged: 1,
   KeyServerOptionChanged: 1,
   VendorRegistered: 1,
+  VendorServerOptionsChanged: 1,
   VendorTokenIssued: 1,
   VendorCreditGranted: 1,
   VendorTokenRevoked: 1,

@@ -139,7 +139,7 @@ describe("SIGHUP reloads the configuration", () => {
       await waitForOutput(
         server,
         new RegExp(
-          `vendor ${vendor.vendor_id}: Server Option "default" it may attach is not in the configuration \\(it can create no key\\)`
+          `vendor ${vendor.vendor_id}: Server Option "default" it may attach is not in the configuration \\(it can create no key`
         ),
         10_000,
         "log"
@@ -171,7 +171,14 @@ describe("SIGHUP reloads the configuration", () => {
       expect(billed.map((b: any) => b.prices.output_per_mtok_nanos)).toEqual(["2000000000", "5000000000", "5000000000"])
       expect(billed[0].cost.output_nanos).toBe("20000") // 10 tokens at $2/M
 
-      // The key's move replays to the same projection.
+      // The vendor is entitled to what exists now.
+      const entitled = await tollgateJson(["vendors", "entitle", vendor.vendor_id, "--server-options", "standard"], env)
+      expect(entitled.server_options).toEqual(["standard"])
+      const wrong = await tollgate(["vendors", "entitle", vendor.vendor_id, "--server-options", "standard,gone"], env)
+      expect(wrong.code).toBe(1)
+      expect(wrong.stderr).toContain("--server-options: Unknown Server Options: gone. Known: standard.")
+
+      // The key's move and the vendor's options replay to the same projection.
       const verified = await tollgate(["replay", "--verify"], env)
       expect(verified.code, verified.stdout + verified.stderr).toBe(0)
 

@@ -61,6 +61,13 @@ export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<D
         key: { key_id: event.key_id },
         values: { server_option: event.server_option, allowed_models: event.allowed_models }
       }]
+    case "VendorServerOptionsChanged":
+      return [{
+        _tag: "set",
+        table: "vendors",
+        key: { vendor_id: event.vendor_id },
+        values: { server_options: event.server_options }
+      }]
     case "VendorCreditGranted":
       return [{
         _tag: "increment",
