@@ -61,6 +61,26 @@ const bodyUnread = (incoming: IncomingMessage) => {
   return encoding !== undefined || (length !== undefined && length !== "0")
 }
 
+/**
+ * An HTTP/1.1 request without `Host` (RFC 9112 §3.2: a 400). node:http would answer it with a bare
+ * status line; it is let through (`requireHostHeader: false`, Server.ts) to be answered here, in the
+ * envelope. HTTP/1.0 needs none (health checkers send none).
+ */
+const hostless = (request: HttpServerRequest.HttpServerRequest) =>
+  request.headers.host === undefined && NodeHttpServerRequest.toIncomingMessage(request).httpVersion === "1.1"
+
+const hostRequired = (record: { code?: string | undefined }, requestId: string) => {
+  record.code = "malformed_request"
+  return envelopeResponse({
+    status: 400,
+    type: "invalid_request_error",
+    code: "malformed_request",
+    message: "An HTTP/1.1 request needs a Host header.",
+    param: null,
+    headers: { connection: "close" }
+  }, requestId)
+}
+
 const pathOf = (url: string) => {
   const q = url.indexOf("?")
   const path = q === -1 ? url : url.slice(0, q)
@@ -89,7 +109,7 @@ export const EnvelopeMiddleware = HttpApiBuilder.middleware(
       // about twenty runtime steps each; a set, one).
       yield* FiberRef.set(currentRecord, record)
       yield* FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set<string, unknown>("request_id", requestId))
-      const response = yield* app.pipe(
+      const response = yield* (hostless(request) ? Effect.sync(() => hostRequired(record, requestId)) : app).pipe(
         Effect.catchAllCause((cause) =>
           Effect.gen(function*() {
             const envelope = yield* causeToEnvelope(cause)

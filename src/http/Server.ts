@@ -86,6 +86,8 @@ export const createNodeServer = (limits: {
   readonly request_timeout_ms: number
 }): Server => {
   const server = createServer({
+    // An HTTP/1.1 request without Host is answered in the envelope (EnvelopeMiddleware), not bare.
+    requireHostHeader: false,
     keepAliveTimeout: 65_000,
     headersTimeout: limits.headers_timeout_ms,
     requestTimeout: Math.max(limits.request_timeout_ms, limits.headers_timeout_ms),

@@ -253,6 +253,7 @@ describe("HTTP limits", () => {
           ],
           ["a request line that is not HTTP", ["GARBAGE\r\n\r\n"], 400, "malformed_request"],
           ["an unknown method", ["BREW /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"], 400, "malformed_request"],
+          ["an HTTP/1.1 request without Host", ["GET /v1/models HTTP/1.1\r\n\r\n"], 400, "malformed_request"],
           [
             "Content-Length and Transfer-Encoding together",
             [
@@ -290,6 +291,9 @@ describe("HTTP limits", () => {
           "expect"
         )
         expect((yield* Effect.promise(() => fetchJson(`${base}/v1`))).status).toBe(200)
+        // HTTP/1.0 needs no Host (a health checker's probe).
+        const old = yield* Effect.promise(() => rawExchange(port, ["GET /livez HTTP/1.0\r\n\r\n"], 5_000))
+        expect(old.status).toBe(200)
       }))
 
     it.effect("connections past server.max_connections are refused; idle ones are let go; then all is well again", () =>
