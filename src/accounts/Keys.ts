@@ -3,6 +3,7 @@
  * (`key-<id>`); the `api_keys` table is its projection.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { createHash } from "node:crypto"
@@ -112,6 +113,19 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
       return undefined
     }
 
+    /**
+     * Why `expiresAt` cannot be a key's expiry: not an instant, or one already past (a key born
+     * expired, or expired by a change, serves nothing). Every surface that sets an expiry asks this.
+     */
+    const expiryProblem = (expiresAt: string): Effect.Effect<InvalidInput | undefined> => {
+      const at = Bounds.parseInstant("expires_at", expiresAt)
+      if (typeof at !== "number") return Effect.succeed(at)
+      return Effect.map(Clock.currentTimeMillis, (now) =>
+        at <= now
+          ? new InvalidInput({ param: "expires_at", message: `${expiresAt.slice(0, 40)} is in the past.` })
+          : undefined)
+    }
+
     /** Why `models` cannot be a key's allow-list on `serverOption` (an option that exists), if it cannot. */
     const modelsProblem = (serverOption: string, models: ReadonlyArray<string> | undefined) => {
       if (!models) return undefined
@@ -133,7 +147,8 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
       input: IssueKey
     ): Effect.Effect<IssuedKey, InvalidInput | CreditInsufficient | IdempotencyMismatch> =>
       Effect.gen(function*() {
-        const problem = inputProblem(input)
+        const problem = inputProblem(input) ??
+          (input.expiresAt === undefined ? undefined : yield* expiryProblem(input.expiresAt))
         if (problem) return yield* problem
         const serverOption = input.serverOption ?? catalog.defaultServerOption
         // A vendor is told of the options it may attach that exist now, never of the others.
@@ -298,10 +313,8 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
     /** Sets or clears a key's expiry. */
     const setExpiry = (keyId: string, expiresAt: string | null, changedBy: string, vendorId?: string) =>
       Effect.gen(function*() {
-        if (expiresAt !== null) {
-          const at = Bounds.parseInstant("expires_at", expiresAt)
-          if (typeof at !== "number") return yield* at
-        }
+        const problem = expiresAt === null ? undefined : yield* expiryProblem(expiresAt)
+        if (problem) return yield* problem
         yield* get(keyId, vendorId)
         yield* log.append({
           streamId: streamOf.key(keyId),
@@ -354,6 +367,6 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         Effect.map((rows) => rows.map(detailsFromRow))
       )
 
-    return { issue, get, revoke, grant, setExpiry, move, list } as const
+    return { issue, get, revoke, grant, setExpiry, expiryProblem, move, list } as const
   })
 }) {}

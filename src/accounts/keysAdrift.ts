@@ -7,6 +7,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import type { CatalogService } from "./Catalog.ts"
+import { Vendors } from "./Vendors.ts"
 
 const SHOWN = 10
 
@@ -43,20 +44,15 @@ export const keysAdrift = (catalog: CatalogService) =>
       }
     }
     // Vendors entitled to options that are gone: they cannot attach them (and are told only of the others).
-    const vendors = yield* sql<
-      { vendor_id: string; server_options: unknown }
-    >`SELECT vendor_id, server_options FROM vendors`
-    for (const v of vendors) {
-      const options = (typeof v.server_options === "string" ? JSON.parse(v.server_options) : v.server_options) as
-        | Array<string>
-        | null
-      const gone = (options ?? []).filter((o) => !catalog.serverOptions.has(o))
+    for (const v of yield* (yield* Vendors).list) {
+      const options = v.serverOptions
+      const gone = options.filter((o) => !catalog.serverOptions.has(o))
       if (gone.length > 0) {
         problems.push(
-          `vendor ${v.vendor_id}: Server Option${gone.length > 1 ? "s" : ""} ${
+          `vendor ${v.vendorId}: Server Option${gone.length > 1 ? "s" : ""} ${
             gone.map((o) => `"${o}"`).join(", ")
           } it may attach ${gone.length > 1 ? "are" : "is"} not in the configuration${
-            gone.length === (options ?? []).length
+            gone.length === options.length
               ? " (it can create no key; `tollgate vendors entitle` sets others)"
               : ""
           }`

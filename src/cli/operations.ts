@@ -115,11 +115,6 @@ export const run = (op: Operation) => {
         if (quota === undefined) {
           return yield* fail(`--quota-usd: "${op.quotaUsd}" is not a USD amount (e.g. 10 or 2.50)`)
         }
-        // A key born expired serves nothing (the vendor area refuses one the same way).
-        const expires = op.expiresAt === undefined ? undefined : Bounds.parseInstant("expires_at", op.expiresAt)
-        if (typeof expires === "number" && expires <= (yield* Clock.currentTimeMillis)) {
-          return yield* fail(`--expires-at: ${op.expiresAt} is in the past`)
-        }
         const keys = yield* Keys
         const issued = yield* keys.issue({
           quotaNanos: quota,

@@ -24,8 +24,7 @@ import { textOf } from "../tokens/text.ts"
 import { billedAnyway } from "./billedAnyway.ts"
 import { Billing } from "./Billing.ts"
 import { worstCase } from "./Bound.ts"
-import type { LedgerDown } from "./errors.ts"
-import { type BadRequest, type ModelNotFound, type RateLimitReached, type UpstreamFailure } from "./errors.ts"
+import type { BadRequest, LedgerDown, ModelNotFound, RateLimitReached, UpstreamFailure } from "./errors.ts"
 import { type GenerationResult, jsonCall } from "./jsonCall.ts"
 import { RequestSupervisor } from "./RequestSupervisor.ts"
 import { type Generation, makeRouter } from "./Routing.ts"
@@ -75,8 +74,7 @@ const stoppedOnRefusal = <A, E>(
 
 export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
   effect: Effect.gen(function*() {
-    const catalog = yield* Catalog
-    const route = makeRouter(catalog)
+    const route = makeRouter(yield* Catalog)
     const admission = yield* Admission
     const billing = yield* Billing
     const upstreams = yield* Upstreams
@@ -195,21 +193,16 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
 
     /**
      * A Responses request that names items this gateway stored gets them in place (and a bound grown by
-     * their size) before it is routed, unless every deployment is a Responses upstream (which keeps its
-     * own); a database that cannot say refuses it as the log would.
+     * their size) before it is routed, whatever its upstream: the ids are the gateway's, known to no
+     * upstream. A database that cannot say refuses it as the log would.
      */
     const withStoredItems = <G extends Generation>(g: G): Effect.Effect<G, Refusal> =>
-      g.endpoint !== "responses" || !namesItems(g.body) || !translatesSome(g)
+      g.endpoint !== "responses" || !namesItems(g.body)
         ? Effect.succeed(g)
         : Effect.map(
           items.resolve(g.key.keyId, g.body, g.bodyBytes),
           ({ addedBytes, body }) => ({ ...g, body, bodyBytes: g.bodyBytes + addedBytes })
         )
-    /** Whether some deployment of the model is not a Responses upstream. */
-    const translatesSome = (g: Generation) =>
-      catalog.find(g.key, g.model)?.deployments.some((d) =>
-        !(d.provider.style === "openai" && d.provider.responses_api)
-      ) ?? false
 
     const generate = (g: Generation): Effect.Effect<GenerationResult, Refusal> =>
       Effect.flatMap(withStoredItems(g), (g) => supervised(g, (s) => runJson(g, s)))

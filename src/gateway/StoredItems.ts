@@ -14,6 +14,7 @@ import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import { isObject } from "../canonical/Json.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { EventLog } from "../ledger/EventLog.ts"
 import { BadRequest, LedgerDown } from "./errors.ts"
 import type { Generation } from "./Routing.ts"
 
@@ -36,7 +37,7 @@ export const isReference = (item: unknown): item is { id: string } =>
  * Whether the output items of this answer are kept for later references: a Responses client's, the
  * gateway's translation (a Responses upstream keeps its own), and not `store: false`.
  */
-export const keepsItems = (g: Generation, upstreamEndpoint: string) =>
+const keepsItems = (g: Generation, upstreamEndpoint: string) =>
   g.endpoint === "responses" && upstreamEndpoint !== "responses" && g.body.store !== false
 
 /** Whether a Responses request names stored items (a pass over its input items, nothing more). */
@@ -45,15 +46,21 @@ export const namesItems = (body: Record<string, unknown>) => Array.isArray(body.
 export class StoredItems extends Effect.Service<StoredItems>()("Gateway/StoredItems", {
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const log = yield* EventLog
     const server = (yield* GatewayConfig).file.server
     const days = server.stored_items_days
 
     /**
-     * Keeps an answer's output items for `keyId`, at most a second (a database that does not answer
-     * does not hold the answer's end or its bill). Never fails: an item not kept is logged.
+     * Keeps the output items of `g`'s answer from an upstream of `upstreamEndpoint`'s style when they
+     * are to be kept (`keepsItems`), and not while the log's database is failing; at most a second (a
+     * database that does not answer does not hold the answer's end or its bill). Never fails: an item
+     * not kept is logged.
      */
-    const keep = (keyId: string, output: ReadonlyArray<unknown>): Effect.Effect<void> => {
-      if (days === 0) return Effect.void
+    const keep = (g: Generation, upstreamEndpoint: string, output: unknown): Effect.Effect<void> => {
+      if (days === 0 || !Array.isArray(output) || !keepsItems(g, upstreamEndpoint) || !log.answeringNow()) {
+        return Effect.void
+      }
+      const keyId = g.key.keyId
       const rows = new Map<string, unknown>()
       for (const item of output) if (isObject(item) && typeof item.id === "string") rows.set(item.id, item)
       if (rows.size === 0) return Effect.void

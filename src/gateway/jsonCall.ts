@@ -20,7 +20,7 @@ import { cancelledBeforeAnswer, estimateReply } from "./estimates.ts"
 import { type RetryPolicy, withFailover } from "./Failover.ts"
 import { type Generation, upstreamRequestOf } from "./Routing.ts"
 import type { Started } from "./started.ts"
-import { keepsItems } from "./StoredItems.ts"
+import type { StoredItems } from "./StoredItems.ts"
 import { notAnObject, toFailure, untranslatableAnswer } from "./upstreamFailure.ts"
 
 export interface JsonDeps {
@@ -29,7 +29,7 @@ export interface JsonDeps {
   readonly metrics: Metrics
   readonly policy: RetryPolicy
   /** Keeps the output items of a Responses answer the gateway translated (StoredItems). */
-  readonly keepItems: (keyId: string, output: ReadonlyArray<unknown>) => Effect.Effect<void>
+  readonly keepItems: StoredItems["keep"]
 }
 
 export interface GenerationResult {
@@ -74,10 +74,7 @@ export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started<never>) =
       const now = yield* Clock.currentTimeMillis
       const translated = attempt(() => candidate.path.response(value.body as Json, g.body, g.model, now, g.requestId))
       if (!translated.ok) return yield* untranslatableAnswer(translated.error.message)
-      // (Not while the log's database is failing: the answer would wait for it.)
-      if (keepsItems(g, endpoint) && billing.logAnsweringNow()) {
-        yield* deps.keepItems(g.key.keyId, (translated.value as Json).output as Array<unknown>)
-      }
+      yield* deps.keepItems(g, endpoint, (translated.value as Json).output)
       return { status: value.status, body: translated.value, dropped: candidate.dropped } as GenerationResult
     }
     if (Exit.isInterrupted(exit)) {

@@ -32,7 +32,7 @@ import { cancelledBeforeAnswer, estimateStream } from "./estimates.ts"
 import { Exhausted, type RetryPolicy, withFailover } from "./Failover.ts"
 import { type Candidate, type Generation, upstreamRequestOf } from "./Routing.ts"
 import type { Started } from "./started.ts"
-import { keepsItems } from "./StoredItems.ts"
+import type { StoredItems } from "./StoredItems.ts"
 import { toFailure } from "./upstreamFailure.ts"
 
 /** The most output text a stream keeps uncounted between its checkpoints (UTF-16 code units). */
@@ -54,7 +54,7 @@ const endsWithin = (fiber: Fiber.RuntimeFiber<unknown, unknown>, ms: number): Ef
 
 export interface StreamDeps {
   /** Keeps the output items of a Responses answer the gateway translated (StoredItems). */
-  readonly keepItems: (keyId: string, output: ReadonlyArray<unknown>) => Effect.Effect<void>
+  readonly keepItems: StoredItems["keep"]
   readonly upstreams: Upstreams
   readonly billing: Billing
   readonly metrics: Metrics
@@ -267,10 +267,8 @@ export const streamCall = (deps: StreamDeps) =>
         : "cancelled" as const
       if (record && outcome === "cancelled") record.code = "client_closed"
       // A translated Responses answer's items are kept before the stream ends (its last events may be
-      // with the client already), unless the log's database is failing (StoredItems).
-      if (outcome === "completed" && keepsItems(g, candidate.path.upstreamEndpoint) && billing.logAnsweringNow()) {
-        yield* deps.keepItems(g.key.keyId, relay.output() ?? [])
-      }
+      // with the client already; StoredItems).
+      if (outcome === "completed") yield* deps.keepItems(g, candidate.path.upstreamEndpoint, relay.output())
       // A checkpoint in flight gets part of the bill's wait; then it is stopped (its append may still land).
       const waitStarted = yield* Clock.currentTimeMillis
       const pending = inFlight

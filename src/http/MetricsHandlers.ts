@@ -45,14 +45,12 @@ export const MetricsPortLive = Layer.scopedDiscard(Effect.gen(function*() {
       server.once("error", (e: NodeJS.ErrnoException) =>
         resume(Effect.fail(
           new ServeError({
-            cause: Object.assign(
-              new Error(
-                `server.metrics_port ${port}: ${e.message}` +
-                  (e.code === "EADDRINUSE"
-                    ? "; another process listens there: choose another port or leave it unset"
-                    : "")
-              ),
-              { code: undefined }
+            // Its own hint; the error carries no code, so `serve` adds no port hint of its own.
+            cause: new Error(
+              `server.metrics_port ${port}: ${e.message}` +
+                (e.code === "EADDRINUSE"
+                  ? "; another process listens there: choose another port or leave it unset"
+                  : "")
             )
           })
         )))

@@ -1,7 +1,7 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import * as Clock from "effect/Clock"
+import type * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Bounds from "../accounts/bounds.ts"
 import { Catalog } from "../accounts/Catalog.ts"
@@ -57,16 +57,6 @@ const keyJsonAt = (clock: Clock.Clock) => (k: KeyDetails) => ({
   metadata: { ...k.metadata }
 })
 
-const futureInstant = (value: string, param: string) => {
-  const at = Bounds.parseInstant(param, value)
-  if (typeof at !== "number") return Effect.fail(refused(at))
-  return Effect.flatMap(
-    Clock.currentTimeMillis,
-    (now) =>
-      at <= now ? Effect.fail(new InvalidRequest({ message: `\`${param}\` is in the past.`, param })) : Effect.void
-  )
-}
-
 /** A grant's refusal speaks of the field the vendor sent. */
 const refusedTopUp = (e: InvalidInput | CreditInsufficient | AccountNotFound | IdempotencyMismatch) =>
   e._tag === "InvalidInput" && e.param === "amount"
@@ -92,7 +82,6 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
               param: "quota_usd"
             })
           }
-          if (input.expires_at != null) yield* futureInstant(input.expires_at, "expires_at")
           const idempotencyKey = headers["idempotency-key"]?.trim()
           if (idempotencyKey !== undefined && (idempotencyKey === "" || idempotencyKey.length > 255)) {
             return yield* new InvalidRequest({
@@ -191,8 +180,10 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
             ? undefined
             : Bounds.amountProblem("add_quota_usd", amount, { positive: true })
           if (tooMuch) return yield* refused(tooMuch)
+          // Checked before anything changes: a top-up must not land beside a refused expiry.
           if (input.expires_at !== undefined && input.expires_at !== null) {
-            yield* futureInstant(input.expires_at, "expires_at")
+            const past = yield* keys.expiryProblem(input.expires_at)
+            if (past) return yield* refused(past)
           }
           let key = yield* keys.get(path.id, session.vendorId).pipe(Effect.mapError(refused))
           if (amount !== undefined) {

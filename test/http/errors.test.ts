@@ -14,6 +14,8 @@ import OpenAI from "openai"
 import { Keys } from "../../src/accounts/Keys.ts"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { defaultConfigFile } from "../../src/config/defaults.ts"
+import { EventLog } from "../../src/ledger/EventLog.ts"
+import { streamOf } from "../../src/ledger/events.ts"
 import { rejectionOf } from "../support/rejection.ts"
 import { baseUrl, issueKey, makeTestGateway, registerVendor, TestGateway } from "../support/TestGateway.ts"
 
@@ -544,10 +546,20 @@ describe("error envelope over HTTP (default config)", () => {
     it.effect("an expired key is 401 key_expired on every /v1 endpoint", () =>
       Effect.gen(function*() {
         const base = yield* baseUrl
-        const expired = yield* Effect.flatMap(Keys, (keys) =>
-          keys.issue({ quotaNanos: 1_000_000_000n, expiresAt: "2001-01-01T00:00:00Z", issuedBy: "test" })).pipe(
-            Effect.orDie
-          )
+        // A key whose expiry has passed (none can be issued or set already expired): the event as the
+        // log would hold it once the day had come.
+        const expired = yield* issueKey()
+        yield* Effect.flatMap(EventLog, (log) =>
+          log.append({
+            streamId: streamOf.key(expired.key.keyId),
+            expectedVersion: "any",
+            events: [{
+              _tag: "KeyExpiryChanged",
+              key_id: expired.key.keyId,
+              expires_at: "2001-01-01T00:00:00.000Z",
+              changed_by: "test"
+            }]
+          })).pipe(Effect.orDie)
         for (const endpoint of V1_ENDPOINTS) {
           const reply = yield* call(base, endpoint, xApiKey(expired.secret!))
           expectEnvelope(reply, { status: 401, code: "key_expired", message: /expired/ }, label(endpoint, "expired"))

@@ -230,12 +230,12 @@ describe("stored items", () => {
         expect(longId).toMatchObject({ status: 400, param: "input.0.id" })
       }))
 
-    it.effect("a reference the gateway did not store goes to a Responses upstream untouched", () =>
+    it.effect("a reference the gateway did not store goes to a Responses upstream untouched; one it stored, in full", () =>
       Effect.gen(function*() {
         const { openai } = yield* client
         const fake = yield* Fake
         fake.reset()
-        fake.script("/v1/responses", {
+        const reply = {
           body: {
             id: "resp_u",
             object: "response",
@@ -250,13 +250,24 @@ describe("stored items", () => {
             }],
             usage: { input_tokens: 5, output_tokens: 1, total_tokens: 6 }
           }
-        })
+        }
+        fake.script("/v1/responses", reply, reply)
         const input = [{ role: "user" as const, content: "hi" }, {
           type: "item_reference" as const,
           id: "msg_upstream_1"
         }]
         yield* Effect.promise(() => openai.responses.create({ model: "gpt-up", input }))
         expect(fake.received.at(-1)!.body.input).toEqual(input)
+
+        // A conversation begun on a translated model and continued on a Responses upstream: the
+        // gateway's ids mean nothing there, so its items go in full.
+        fake.script("/v1/messages", done)
+        const first = yield* Effect.promise(() => openai.responses.create({ model: "claude-up", input: "hi" }))
+        const item = first.output[0]!
+        yield* Effect.promise(() =>
+          openai.responses.create({ model: "gpt-up", input: [{ type: "item_reference", id: item.id as string }] })
+        )
+        expect(fake.received.at(-1)!.body.input).toEqual([item])
       }))
   })
 })
