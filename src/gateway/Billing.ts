@@ -4,16 +4,19 @@
  * the end. A bill never fails and never makes the client wait long: when the log does not confirm it
  * within `billing.commit_wait_ms`, it goes to the spool (durable, landed once the log answers).
  */
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
 import { type Reservation } from "../accounts/Admission.ts"
 import { QuotaExceeded } from "../accounts/errors.ts"
 import type { KeyRecord } from "../accounts/KeyRecord.ts"
 import { costOf, type PriceSheet } from "../accounts/Pricing.ts"
 import type { Usage } from "../canonical/Usage.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
-import { EventLog, LedgerUnavailable } from "../ledger/EventLog.ts"
+import { type Appended, type AppendError, type AppendRequest, EventLog, LedgerUnavailable } from "../ledger/EventLog.ts"
 import { type Endpoint, streamOf } from "../ledger/events.ts"
 import { landOnce } from "../ledger/landOnce.ts"
 import { Spool } from "../ledger/Spool.ts"
@@ -75,6 +78,14 @@ export interface StartRequest {
   readonly inputEstimateTokens: number
 }
 
+/** What refuses a request at its StreamStarted. */
+export type StartRefusal = QuotaExceeded | RateLimitReached | LedgerDown
+
+/** An append that met its own earlier landing (its answer lost): it landed. */
+const isConflict = (exit: Exit.Exit<unknown, AppendError>) =>
+  Exit.isFailure(exit) &&
+  Option.exists(Cause.failureOption(exit.cause), (e) => e._tag === "StreamConflict")
+
 /** An estimate never exceeds what the reservation covered: the bound is what the upstream was held to. */
 const clamped = (usage: Usage, bound: CallBound): Usage => ({
   ...usage,
@@ -129,13 +140,8 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
       }
     }
 
-    /**
-     * Appends StreamStarted with the call's reservation. A conflict means this very append landed in
-     * an earlier attempt whose answer was lost (request ids are unique): it counts as started. When the
-     * outcome is unknown (the log unreachable), the request is refused and a closing Billed that
-     * releases the reservation goes to the spool, where it lands only if the StreamStarted did.
-     */
-    const start = (r: StartRequest): Effect.Effect<Ticket, QuotaExceeded | RateLimitReached | LedgerDown> => {
+    /** A request's ticket and its StreamStarted append. */
+    const starting = (r: StartRequest) => {
       const ticket: Ticket = {
         requestId: r.requestId,
         keyId: r.key.keyId,
@@ -148,7 +154,7 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
         billed: false,
         closed: false
       }
-      return log.append({
+      const request: AppendRequest = {
         streamId: streamOf.request(r.requestId),
         expectedVersion: 0,
         metadata: { request_id: r.requestId },
@@ -168,7 +174,23 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
           prices: r.prices,
           ...(r.rateLimits ? { rate_limits: r.rateLimits } : {})
         }]
-      }).pipe(
+      }
+      return { ticket, request }
+    }
+
+    /**
+     * What StreamStarted's append came to. A conflict means this very append landed in an earlier
+     * attempt whose answer was lost (request ids are unique): it counts as started. When the outcome is
+     * unknown (the log unreachable), the request is refused and a closing Billed that releases the
+     * reservation goes to the spool, where it lands only if the StreamStarted did. Refused, the
+     * reservation is released.
+     */
+    const started = (
+      r: StartRequest,
+      ticket: Ticket,
+      appended: Effect.Effect<Appended, AppendError>
+    ): Effect.Effect<Ticket, StartRefusal> =>
+      appended.pipe(
         traced("tollgate.ledger.append", { "tollgate.events": "StreamStarted" }),
         Effect.as(ticket),
         Effect.catchTags({
@@ -213,6 +235,29 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
         }),
         Effect.onError(() => r.reservation.release)
       )
+
+    /** Appends StreamStarted with the call's reservation, and waits for what it came to. */
+    const start = (r: StartRequest): Effect.Effect<Ticket, StartRefusal> =>
+      Effect.suspend(() => {
+        const { request, ticket } = starting(r)
+        return started(r, ticket, log.append(request))
+      })
+
+    /**
+     * Appends StreamStarted now, for the caller to go on beside it: `committed` waits for what it came
+     * to (as `start` does), and `onRefused` is told at once, from the writer, if it will not land (the
+     * caller stops what it began meanwhile).
+     */
+    const startBeside = (r: StartRequest) => {
+      const { request, ticket } = starting(r)
+      const pending = log.appendPending(request)
+      return {
+        committed: started(r, ticket, pending.result),
+        onRefused: (f: () => void) =>
+          pending.onSettled((exit) => {
+            if (Exit.isFailure(exit) && !isConflict(exit)) f()
+          })
+      }
     }
 
     /** Best effort: records a long stream's progress. A failure is not an error, only a missed checkpoint. */
@@ -325,6 +370,7 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
 
     return {
       start,
+      startBeside,
       checkpoint,
       bill,
       /** Whether the log's last commits went through (false from a commit that failed for want of the database until one succeeds). */

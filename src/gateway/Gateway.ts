@@ -9,7 +9,6 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import type * as FiberId from "effect/FiberId"
-import type { Readable } from "node:stream"
 import { Admission } from "../accounts/Admission.ts"
 import { Catalog } from "../accounts/Catalog.ts"
 import type { QuotaExceeded } from "../accounts/errors.ts"
@@ -30,13 +29,23 @@ import { RequestSupervisor } from "./RequestSupervisor.ts"
 import { type Generation, makeRouter } from "./Routing.ts"
 import type { Started } from "./started.ts"
 import { namesItems, StoredItems } from "./StoredItems.ts"
-import { streamCall } from "./streamCall.ts"
+import { streamCall, type StreamClient } from "./streamCall.ts"
 
 export type { Generation } from "./Routing.ts"
 
 export type { GenerationResult } from "./jsonCall.ts"
 
 export type Refusal = ModelNotFound | BadRequest | QuotaExceeded | RateLimitReached | UpstreamFailure | LedgerDown
+
+/** `effect`, run at its first await; a later await gets the same outcome. */
+const once = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> => {
+  let outcome: Exit.Exit<A, E> | undefined
+  return Effect.suspend(() =>
+    outcome ?? Effect.flatten(Effect.tap(Effect.exit(effect), (exit) => {
+      outcome = exit
+    }))
+  )
+}
 
 /** A fiber's exit, awaited with an observer (`Fiber.await` goes through the fiber's mailbox: more steps). */
 const endOf = <A, E>(fiber: Fiber.RuntimeFiber<A, E>) =>
@@ -47,24 +56,22 @@ const endOf = <A, E>(fiber: Fiber.RuntimeFiber<A, E>) =>
   })
 
 /**
- * The upstream call of a request whose StreamStarted commits beside it (`start`): in a fiber of its
- * own, which a refusal of the append (or a log that does not confirm it) interrupts at once rather than
- * after the upstream's answer, so the client hears of it now and the upstream stops working on a call
- * no one pays for. It is awaited interruptibly: the request interrupted (its client left), the call is
+ * The upstream call of a request whose StreamStarted commits beside it: in a fiber of its own, which a
+ * refusal of the append (or a log that does not confirm it) interrupts at once rather than after the
+ * upstream's answer, so the client hears of it now and the upstream stops working on a call no one
+ * pays for. It is awaited interruptibly: the request interrupted (its client left), the call is
  * interrupted and awaited to its end, so whatever it holds (an upstream's answer) reaches the release.
  */
 const stoppedOnRefusal = <A, E>(
   call: Effect.Effect<A, E>,
-  start: Fiber.RuntimeFiber<unknown, unknown>,
+  onRefused: (f: () => void) => void,
   restore: <B, E2, R>(effect: Effect.Effect<B, E2, R>) => Effect.Effect<B, E2, R>,
   by: FiberId.FiberId
 ): Effect.Effect<A, E> =>
   Effect.zipRight(
     restore(Effect.void), // an interruption already pending stops the call before it starts
     Effect.flatMap(Effect.fork(restore(call)), (child) => {
-      start.addObserver((started) => {
-        if (Exit.isFailure(started)) child.unsafeInterruptAsFork(by)
-      })
+      onRefused(() => child.unsafeInterruptAsFork(by))
       return Effect.flatMap(
         Effect.exit(restore(endOf(child))),
         (waited) => Exit.isSuccess(waited) ? waited.value : Effect.flatten(Fiber.interrupt(child))
@@ -97,10 +104,11 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
     })
 
     /**
-     * Routes the request; then, in the server-owned supervisor and uninterruptibly but for what `body`
-     * restores: admits it and appends StreamStarted; then runs `body`, which bills. Whatever ends the
-     * request (a failure, a defect, an interruption), it is billed once and its reservation released.
-     * `body` runs to the request's end (a stream hands its answer over with `answer` and goes on).
+     * Routes the request; then, uninterruptibly but for what `body` restores: admits it and appends
+     * StreamStarted; then runs `body`, which bills. Whatever ends the request (a failure, a defect, an
+     * interruption), it is billed once and its reservation released. It runs in the request's own fiber,
+     * which the server started in the supervisor (RequestSupervisor.fork), and `body` runs to the
+     * request's end (a stream answers its client when its first event is in hand, and goes on).
      *
      * When the append will not refuse the request unless another process acts meanwhile (the key has
      * room for the call twice over, no rate limit, which is counted in the append, and the log has
@@ -111,83 +119,86 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
      */
     const supervised = <A>(
       g: Generation,
-      body: (s: Started<A>) => Effect.Effect<A, Refusal>
+      body: (s: Started) => Effect.Effect<A, Refusal>
     ): Effect.Effect<A, Refusal> =>
       Effect.flatMap(
         route(g),
         (routed) =>
-          supervisor.run<A, Refusal>((answer) =>
-            Effect.uninterruptibleMask((restore) =>
-              Effect.flatMap(admission.admit(g.key.keyId, worstCase(routed.bound, routed.prices)), (reservation) =>
-                Effect.withFiberRuntime<A, Refusal>((fiber) => {
-                  // Everything below runs uninterruptibly but for what `body` restores, so plain
-                  // recovery stands in for `onError` / `onExit` (which would mask again, a dozen runtime
-                  // steps each, on every request).
-                  // The authoritative quota check and StreamStarted: one span, `tollgate.admission`. A
-                  // defect in making it (the request not yet live) gives the reservation back.
-                  let start: Started<A>["committed"]
-                  try {
-                    const first = routed.candidates[0]!
-                    start = billing.start({
-                      requestId: g.requestId,
-                      key: g.key,
-                      model: g.model,
-                      endpoint: g.endpoint,
-                      stream: g.stream,
-                      provider: first.deployment.providerName,
-                      upstreamModel: first.deployment.upstreamModel,
-                      prices: routed.prices,
-                      reservation,
-                      bound: routed.bound,
-                      rateLimits: routed.rateLimits,
-                      inputEstimateTokens: cheapTokens(textOf(g.body))
-                    }).pipe(traced("tollgate.admission"))
-                  } catch (defect) {
-                    return Effect.zipRight(reservation.release, Effect.die(defect))
+          Effect.uninterruptibleMask((restore) =>
+            Effect.flatMap(admission.admit(g.key.keyId, worstCase(routed.bound, routed.prices)), (reservation) =>
+              Effect.withFiberRuntime<A, Refusal>((fiber) => {
+                // Everything below runs uninterruptibly but for what `body` restores, so plain
+                // recovery stands in for `onError` / `onExit` (which would mask again, a dozen runtime
+                // steps each, on every request).
+                // The authoritative quota check and StreamStarted: one span, `tollgate.admission`. When
+                // only another process could make it refuse, it commits beside the upstream call. A
+                // defect in making it (the request not yet live) gives the reservation back.
+                const beside = reservation.ample && routed.rateLimits === undefined && billing.logAnsweringNow()
+                let start: ReturnType<typeof billing.startBeside>
+                try {
+                  const first = routed.candidates[0]!
+                  const request = {
+                    requestId: g.requestId,
+                    key: g.key,
+                    model: g.model,
+                    endpoint: g.endpoint,
+                    stream: g.stream,
+                    provider: first.deployment.providerName,
+                    upstreamModel: first.deployment.upstreamModel,
+                    prices: routed.prices,
+                    reservation,
+                    bound: routed.bound,
+                    rateLimits: routed.rateLimits,
+                    inputEstimateTokens: cheapTokens(textOf(g.body))
                   }
-                  // From here on the request is live and its work marked on its record until `leave`.
-                  const record = fiber.getFiberRef(currentRecord)
-                  if (record) {
-                    record.working = true
-                  }
-                  supervisor.enterNow(g.requestId)
-                  // The end of the request's work: no longer live, and a client that left before the
-                  // answer gets its access line now, with the bill's figures (RequestLog.ts).
-                  const leave = Effect.suspend(() => {
-                    supervisor.leaveNow(g.requestId)
-                    return record ? requestLog.workDone(record) : Effect.void
-                  })
-                  // However the request ends: billed once (the safety net for a defect), its reservation
-                  // released (the bill does it; on a failure before the bill, this does), no longer live.
-                  const proceed = (
-                    committed: Started<A>["committed"],
-                    upstreamCall: Started<A>["upstreamCall"] = restore
-                  ) =>
-                    Effect.flatMap(
-                      Effect.exit(body({ candidates: routed.candidates, committed, restore, upstreamCall, answer })),
-                      (exit) =>
-                        Effect.flatMap(Effect.exit(committed), (ticket) =>
-                          Effect.zipRight(
-                            Exit.isSuccess(ticket) ? billedAnyway(billing, g, ticket.value, exit) : Effect.void,
-                            Exit.isFailure(exit) ? Effect.zipRight(reservation.release, leave) : leave
-                          )).pipe(Effect.zipRight(exit))
-                    )
-                  if (reservation.ample && routed.rateLimits === undefined && billing.logAnsweringNow()) {
-                    return Effect.flatMap(Effect.fork(start), (f) =>
-                      proceed(Effect.flatten(endOf(f)), (call) =>
-                        stoppedOnRefusal(call, f, restore, fiber.id())))
-                  }
-                  // Refused or unconfirmed before anything goes upstream: billing.start released the
-                  // reservation; the request is no longer live.
-                  return Effect.flatMap(
-                    Effect.exit(start),
-                    (started) =>
-                      Exit.isFailure(started)
-                        ? Effect.zipRight(leave, Effect.failCause(started.cause))
-                        : proceed(started)
+                  start = beside
+                    ? billing.startBeside(request)
+                    : { committed: billing.start(request), onRefused: () => {} }
+                } catch (defect) {
+                  return Effect.zipRight(reservation.release, Effect.die(defect))
+                }
+                const committed = once(traced("tollgate.admission")(start.committed))
+                // From here on the request is live and its work marked on its record until `leave`.
+                const record = fiber.getFiberRef(currentRecord)
+                if (record) {
+                  record.working = true
+                }
+                supervisor.enterNow(g.requestId)
+                // The end of the request's work: no longer live, and a client that left before the
+                // answer gets its access line now, with the bill's figures (RequestLog.ts).
+                const leave = Effect.suspend(() => {
+                  supervisor.leaveNow(g.requestId)
+                  return record ? requestLog.workDone(record) : Effect.void
+                })
+                // However the request ends: billed once (the safety net for a defect), its reservation
+                // released (the bill does it; on a failure before the bill, this does), no longer live.
+                const proceed = (
+                  committed: Started["committed"],
+                  upstreamCall: Started["upstreamCall"] = restore
+                ) =>
+                  Effect.flatMap(
+                    Effect.exit(body({ candidates: routed.candidates, committed, restore, upstreamCall })),
+                    (exit) =>
+                      Effect.flatMap(Effect.exit(committed), (ticket) =>
+                        Effect.zipRight(
+                          Exit.isSuccess(ticket) ? billedAnyway(billing, g, ticket.value, exit) : Effect.void,
+                          Exit.isFailure(exit) ? Effect.zipRight(reservation.release, leave) : leave
+                        )).pipe(Effect.zipRight(exit))
                   )
-                }))
-            )
+                if (beside) {
+                  return proceed(committed, (call) =>
+                    stoppedOnRefusal(call, start.onRefused, restore, fiber.id()))
+                }
+                // Refused or unconfirmed before anything goes upstream: billing.start released the
+                // reservation; the request is no longer live.
+                return Effect.flatMap(
+                  Effect.exit(committed),
+                  (started) =>
+                    Exit.isFailure(started)
+                      ? Effect.zipRight(leave, Effect.failCause(started.cause))
+                      : proceed(started)
+                )
+              }))
           )
       )
 
@@ -208,13 +219,15 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
       Effect.flatMap(withStoredItems(g), (g) => supervised(g, (s) => runJson(g, s)))
 
     /**
-     * A streamed generation: resolves once the first upstream event is in hand (until then failures
-     * are retried, and a final failure is a plain JSON error), with the stream the client receives.
+     * A streamed generation: until the first upstream event is in hand, failures are retried, and a
+     * final failure fails this (a plain JSON error for the client); then `client.open` gives the
+     * stream its client, and this relays and bills it to its end, however it ends.
      */
     const generateStream = (
-      g: Generation & { readonly includeUsage: boolean }
-    ): Effect.Effect<{ readonly stream: Readable; readonly dropped: ReadonlyArray<string> }, Refusal> =>
-      Effect.flatMap(withStoredItems(g), (g) => supervised(g, (s) => runStream(g, s)))
+      g: Generation & { readonly includeUsage: boolean },
+      client: StreamClient
+    ): Effect.Effect<void, Refusal> =>
+      Effect.flatMap(withStoredItems(g), (g) => supervised(g, (s) => runStream(g, s, client)))
 
     return { generate, generateStream } as const
   })

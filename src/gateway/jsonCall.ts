@@ -16,6 +16,7 @@ import type { Upstreams } from "../providers/Upstreams.ts"
 import { usageOfReply } from "../styles/registry.ts"
 import { attempt } from "../styles/shared/Untranslatable.ts"
 import type { Billing } from "./Billing.ts"
+import { loggedDropped } from "./dropped.ts"
 import { cancelledBeforeAnswer, estimateReply } from "./estimates.ts"
 import { type RetryPolicy, withFailover } from "./Failover.ts"
 import { type Generation, upstreamRequestOf } from "./Routing.ts"
@@ -39,7 +40,7 @@ export interface GenerationResult {
   readonly dropped: ReadonlyArray<string>
 }
 
-export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started<never>) =>
+export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started) =>
   Effect.gen(function*() {
     const { billing, metrics, upstreams } = deps
     const call = withFailover(
@@ -75,6 +76,7 @@ export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started<never>) =
       const translated = attempt(() => candidate.path.response(value.body as Json, g.body, g.model, now, g.requestId))
       if (!translated.ok) return yield* untranslatableAnswer(translated.error.message)
       yield* deps.keepItems(g, endpoint, (translated.value as Json).output)
+      yield* loggedDropped(g.requestId, candidate.dropped)
       return { status: value.status, body: translated.value, dropped: candidate.dropped } as GenerationResult
     }
     if (Exit.isInterrupted(exit)) {

@@ -5,7 +5,7 @@ import type { Ticket } from "./Billing.ts"
 import type { LedgerDown, RateLimitReached } from "./errors.ts"
 import type { Candidate } from "./Routing.ts"
 
-export interface Started<A = unknown> {
+export interface Started {
   readonly candidates: ReadonlyArray<Candidate>
   /**
    * The request's StreamStarted: its ticket once the append has landed, or the refusal the append
@@ -19,9 +19,4 @@ export interface Started<A = unknown> {
    * request's StreamStarted is refused (or not confirmed) while it runs.
    */
   readonly upstreamCall: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E>
-  /**
-   * Hands the client its answer while the call goes on in the same fiber (a stream, after its first
-   * chunk): the request's caller resumes with it; the call relays and bills the rest.
-   */
-  readonly answer: (value: A) => Effect.Effect<void>
 }

@@ -11,7 +11,6 @@ import * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
-import type { Readable } from "node:stream"
 import type { SseEvent } from "../canonical/SseEvent.ts"
 import { observeAttempts } from "../observability/attempts.ts"
 import type { Metrics } from "../observability/Metrics.ts"
@@ -20,7 +19,7 @@ import { currentRecord } from "../observability/RequestRecord.ts"
 import { redactorFor } from "../providers/redact.ts"
 import { type UpstreamBody, UpstreamError } from "../providers/Upstream.ts"
 import type { Upstreams } from "../providers/Upstreams.ts"
-import { clientSink } from "../stream/ClientSink.ts"
+import type { ClientSink } from "../stream/ClientSink.ts"
 import { pump, sseTextOf } from "../stream/Pump.ts"
 import { relayFor } from "../stream/Relay.ts"
 import { sseDecoder, sseRead } from "../stream/UpstreamEvents.ts"
@@ -28,6 +27,7 @@ import type { StyleEndpoint } from "../styles/registry.ts"
 import { countTokens, countTokensOf, ESTIMATOR } from "../tokens/count.ts"
 import { textOf } from "../tokens/text.ts"
 import type { Billing } from "./Billing.ts"
+import { loggedDropped } from "./dropped.ts"
 import { cancelledBeforeAnswer, estimateStream } from "./estimates.ts"
 import { Exhausted, type RetryPolicy, withFailover } from "./Failover.ts"
 import { type Candidate, type Generation, upstreamRequestOf } from "./Routing.ts"
@@ -66,10 +66,20 @@ export interface StreamDeps {
   readonly commitWaitMs: number
 }
 
+/** The client of a stream, answered once its first event is in hand. */
+export interface StreamClient {
+  /**
+   * Answers the client (the head of its SSE response, naming the advisory fields the translation
+   * dropped) and gives the sink the stream is relayed into.
+   */
+  readonly open: (dropped: ReadonlyArray<string>) => ClientSink
+}
+
 export const streamCall = (deps: StreamDeps) =>
 (
   g: Generation & { readonly includeUsage: boolean },
-  s: Started<{ readonly stream: Readable; readonly dropped: ReadonlyArray<string> }>
+  s: Started,
+  client: StreamClient
 ) =>
   Effect.gen(function*() {
     const { billing, upstreams } = deps
@@ -181,8 +191,9 @@ export const streamCall = (deps: StreamDeps) =>
       created: Math.floor(began / 1000),
       requestId: g.requestId
     })
-    // A bounded buffer: a slow client slows the upstream reads instead of growing memory.
-    const out = clientSink()
+    // The client is answered now; a slow one slows the upstream reads instead of growing memory.
+    const out = client.open(candidate.dropped)
+    yield* loggedDropped(g.requestId, candidate.dropped)
 
     // Checkpoints: every `checkpointMs` the output so far (counted once, in pieces) goes to the log,
     // off the relay's path, at most one in flight. The pump asks after each read; a stream shorter
@@ -297,9 +308,5 @@ export const streamCall = (deps: StreamDeps) =>
         return record ? deps.requestLog.finish(record) : Effect.void
       }))
     )
-    // The client gets its stream now; this fiber relays and bills the rest.
-    const answer = { stream: out.readable as Readable, dropped: candidate.dropped }
-    yield* s.answer(answer)
     yield* finish
-    return answer
   })

@@ -3,59 +3,29 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import { KeyStore } from "../accounts/KeyStore.ts"
-import { AuthenticationFailed, InvalidRequest } from "../api/errors.ts"
+import { AuthenticationFailed } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
-import {
-  ACCEPTED_ANTHROPIC_VERSIONS,
-  ANTHROPIC_VERSION,
-  CountTokensRequest,
-  MessagesRequest
-} from "../api/schemas/messages.ts"
+import { CountTokensRequest } from "../api/schemas/messages.ts"
 import { CurrentKey } from "../api/security.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { TokenCount } from "../gateway/TokenCount.ts"
 import { bodyLimitsOf, decodeFields, readJsonObject } from "./body.ts"
 import { mapGatewayErrors } from "./gatewayErrors.ts"
-import { makeGenerationHandler, protocolHeadersOf } from "./generation.ts"
+import { anthropicVersionProblem, protocolHeadersOf } from "./lane/fields.ts"
+import { servedByLane } from "./lane/routes.ts"
 import { currentRequestId } from "./RequestId.ts"
 
-/** `/v1/messages` and its kin need `anthropic-version` with a value the gateway speaks. */
+/** `/v1/messages/count_tokens` needs `anthropic-version` as `/v1/messages` does. */
 const checkVersion = (request: HttpServerRequest.HttpServerRequest) => {
-  const version = request.headers["anthropic-version"]
-  if (version === undefined) {
-    return Effect.fail(
-      new InvalidRequest({
-        message: `The anthropic-version header is required; send \`anthropic-version: ${ANTHROPIC_VERSION}\`.`,
-        param: "anthropic-version",
-        code: "missing_version_header"
-      })
-    )
-  }
-  if (!ACCEPTED_ANTHROPIC_VERSIONS.includes(version.trim())) {
-    return Effect.fail(
-      new InvalidRequest({
-        message: `Unsupported anthropic-version "${version}"; this gateway speaks ${ANTHROPIC_VERSION}.`,
-        param: "anthropic-version",
-        code: "invalid_version_header"
-      })
-    )
-  }
-  return Effect.void
+  const problem = anthropicVersionProblem(request.headers)
+  return problem ? Effect.fail(problem) : Effect.void
 }
 
 export const AnthropicHandlers = HttpApiBuilder.group(GatewayApi, "anthropic", (handlers) =>
   Effect.gen(function*() {
-    const generation = yield* makeGenerationHandler
     const keys = yield* KeyStore
     const tokens = yield* TokenCount
     const limits = bodyLimitsOf((yield* GatewayConfig).file.server)
-    const messages = generation("messages", MessagesRequest, (b) => ({
-      model: b.model,
-      stream: b.stream === true,
-      outputCap: b.max_tokens,
-      choices: 1,
-      images: 0
-    }))
     const decodeCount = decodeFields(CountTokensRequest)
 
     const countTokens = (request: HttpServerRequest.HttpServerRequest) =>
@@ -78,6 +48,6 @@ export const AnthropicHandlers = HttpApiBuilder.group(GatewayApi, "anthropic", (
       })
 
     return handlers
-      .handleRaw("createMessage", ({ request }) => Effect.zipRight(checkVersion(request), messages(request)))
+      .handleRaw("createMessage", () => servedByLane)
       .handleRaw("countTokens", ({ request }) => countTokens(request))
   }))

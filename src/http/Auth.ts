@@ -11,7 +11,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import { timingSafeEqual } from "node:crypto"
-import { unusableReason } from "../accounts/KeyRecord.ts"
+import { type KeyRecord, unusableReason } from "../accounts/KeyRecord.ts"
 import { KeyStore } from "../accounts/KeyStore.ts"
 import { API_KEY_PREFIX, VENDOR_TOKEN_PREFIX } from "../accounts/secrets.ts"
 import { Vendors } from "../accounts/Vendors.ts"
@@ -45,46 +45,57 @@ const credentials = (headers: Record<string, string | undefined>) => {
 const twoKeys = (candidates: ReadonlyArray<string>) =>
   candidates.length === 2 && candidates.every((c) => c.startsWith(API_KEY_PREFIX))
 
+/**
+ * The API key a request's headers carry, checked: missing, two of them, a vendor token, unknown,
+ * revoked or expired are each refused with their own code. Notes the key on the request's record.
+ * Shared by the authentication middleware and the generation lane (lane/GenerationLane.ts).
+ */
+export const authenticateApiKey = (
+  keys: KeyStore,
+  headers: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
+): Effect.Effect<KeyRecord, AuthenticationFailed> =>
+  Effect.gen(function*() {
+    const candidates = credentials(headers as Record<string, string | undefined>)
+    if (candidates.length === 0) {
+      return yield* new AuthenticationFailed({
+        message: "Missing API key. Send `Authorization: Bearer <key>` or `x-api-key: <key>`.",
+        code: "missing_api_key"
+      })
+    }
+    if (twoKeys(candidates)) {
+      return yield* new AuthenticationFailed({
+        message: "The request carries two different API keys (Authorization and x-api-key). Send one.",
+        code: "conflicting_api_keys"
+      })
+    }
+    let reason: string | undefined
+    for (const secret of candidates) {
+      if (secret.startsWith(VENDOR_TOKEN_PREFIX)) {
+        reason ??= "A vendor token cannot call the model endpoints; it works only under /api."
+        continue
+      }
+      const key = yield* keys.findBySecret(secret)
+      if (!key) continue
+      yield* note((r) => void (r.keyId = key.keyId))
+      const unusable = unusableReason(key, yield* Clock.currentTimeMillis)
+      if (unusable) {
+        return yield* new AuthenticationFailed({
+          message: unusable,
+          code: key.revokedAt !== null ? "key_revoked" : "key_expired"
+        })
+      }
+      return key
+    }
+    return yield* new AuthenticationFailed({ message: reason ?? "Invalid API key.", code: "invalid_api_key" })
+  })
+
 export const ApiKeyAuthLive = Layer.effect(
   ApiKeyAuth,
-  Effect.gen(function*() {
-    const keys = yield* KeyStore
-    return Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const candidates = credentials(request.headers)
-      if (candidates.length === 0) {
-        return yield* new AuthenticationFailed({
-          message: "Missing API key. Send `Authorization: Bearer <key>` or `x-api-key: <key>`.",
-          code: "missing_api_key"
-        })
-      }
-      if (twoKeys(candidates)) {
-        return yield* new AuthenticationFailed({
-          message: "The request carries two different API keys (Authorization and x-api-key). Send one.",
-          code: "conflicting_api_keys"
-        })
-      }
-      let reason: string | undefined
-      for (const secret of candidates) {
-        if (secret.startsWith(VENDOR_TOKEN_PREFIX)) {
-          reason ??= "A vendor token cannot call the model endpoints; it works only under /api."
-          continue
-        }
-        const key = yield* keys.findBySecret(secret)
-        if (!key) continue
-        yield* note((r) => void (r.keyId = key.keyId))
-        const unusable = unusableReason(key, yield* Clock.currentTimeMillis)
-        if (unusable) {
-          return yield* new AuthenticationFailed({
-            message: unusable,
-            code: key.revokedAt !== null ? "key_revoked" : "key_expired"
-          })
-        }
-        return { keyId: key.keyId }
-      }
-      return yield* new AuthenticationFailed({ message: reason ?? "Invalid API key.", code: "invalid_api_key" })
-    })
-  })
+  Effect.map(KeyStore, (keys) =>
+    Effect.flatMap(
+      HttpServerRequest.HttpServerRequest,
+      (request) => Effect.map(authenticateApiKey(keys, request.headers), (key) => ({ keyId: key.keyId }))
+    ))
 )
 
 /** The scope the matched endpoint declares; an endpoint behind VendorAuth without one is a defect. */

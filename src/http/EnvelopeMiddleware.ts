@@ -23,7 +23,8 @@ import { oneLine } from "../observability/Logging.ts"
 import { RequestLog } from "../observability/RequestLog.ts"
 import { currentRecord, newRecord } from "../observability/RequestRecord.ts"
 import { otlpEndpoint } from "../observability/Tracing.ts"
-import { causeToEnvelope, envelopeResponse } from "./ErrorEnvelope.ts"
+import { bodyUnread } from "./body.ts"
+import { causeToEnvelope, type EnvelopeError, envelopeResponse } from "./ErrorEnvelope.ts"
 import { newRequestId } from "./RequestId.ts"
 
 /** Each path the API declares (`/api/keys/:id` as a pattern of one segment for `:id`) and its methods. */
@@ -50,38 +51,29 @@ const methodsOf = (path: string): ReadonlyArray<string> | undefined => {
 }
 
 /**
- * Whether part of the request's body has not arrived (or not been read): then the connection cannot
- * carry another request. A request without a body (no Content-Length, or 0, and no Transfer-Encoding)
- * has none to read, though Node marks it complete only after its handler has started, which a handler
- * that answers without waiting on anything outruns.
- */
-const bodyUnread = (incoming: IncomingMessage) => {
-  if (incoming.complete) return false
-  const { "content-length": length, "transfer-encoding": encoding } = incoming.headers
-  return encoding !== undefined || (length !== undefined && length !== "0")
-}
-
-/**
  * An HTTP/1.1 request without `Host` (RFC 9112 §3.2: a 400). node:http would answer it with a bare
- * status line; it is let through (`requireHostHeader: false`, Server.ts) to be answered here, in the
- * envelope. HTTP/1.0 needs none (health checkers send none).
+ * status line; it is let through (`requireHostHeader: false`, Server.ts) to be answered here (and by the
+ * generation lane), in the envelope. HTTP/1.0 needs none (health checkers send none).
  */
-const hostless = (request: HttpServerRequest.HttpServerRequest) =>
-  request.headers.host === undefined && NodeHttpServerRequest.toIncomingMessage(request).httpVersion === "1.1"
+export const hostMissing = (incoming: IncomingMessage) =>
+  incoming.headers.host === undefined && incoming.httpVersion === "1.1"
+
+export const HOST_REQUIRED: EnvelopeError = {
+  status: 400,
+  type: "invalid_request_error",
+  code: "malformed_request",
+  message: "An HTTP/1.1 request needs a Host header.",
+  param: null,
+  headers: { connection: "close" }
+}
 
 const hostRequired = (record: { code?: string | undefined }, requestId: string) => {
   record.code = "malformed_request"
-  return envelopeResponse({
-    status: 400,
-    type: "invalid_request_error",
-    code: "malformed_request",
-    message: "An HTTP/1.1 request needs a Host header.",
-    param: null,
-    headers: { connection: "close" }
-  }, requestId)
+  return envelopeResponse(HOST_REQUIRED, requestId)
 }
 
-const pathOf = (url: string) => {
+/** The path of a request's URL, without its query or a trailing slash. */
+export const pathOf = (url: string) => {
   const q = url.indexOf("?")
   const path = q === -1 ? url : url.slice(0, q)
   return path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path
@@ -109,57 +101,61 @@ export const EnvelopeMiddleware = HttpApiBuilder.middleware(
       // about twenty runtime steps each; a set, one).
       yield* FiberRef.set(currentRecord, record)
       yield* FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set<string, unknown>("request_id", requestId))
-      const response = yield* (hostless(request) ? Effect.sync(() => hostRequired(record, requestId)) : app).pipe(
-        Effect.catchAllCause((cause) =>
-          Effect.gen(function*() {
-            const envelope = yield* causeToEnvelope(cause)
-            if (envelope.code !== null) record.code = envelope.code
-            if (envelope.status >= 500) record.error = oneLine(cause)
-            if (envelope.code === "unknown_url") {
-              const path = pathOf(request.url)
-              const allowed = methodsOf(path)
-              if (allowed?.includes(request.method)) {
-                // The path's shape is known and so is the method: the router could not decode the path.
-                record.code = "invalid_url"
+      const response = yield* (hostMissing(NodeHttpServerRequest.toIncomingMessage(request))
+        ? Effect.sync(() => hostRequired(record, requestId))
+        : app).pipe(
+          Effect.catchAllCause((cause) =>
+            Effect.gen(function*() {
+              const envelope = yield* causeToEnvelope(cause)
+              if (envelope.code !== null) {
+                record.code = envelope.code
+              }
+              if (envelope.status >= 500) record.error = oneLine(cause)
+              if (envelope.code === "unknown_url") {
+                const path = pathOf(request.url)
+                const allowed = methodsOf(path)
+                if (allowed?.includes(request.method)) {
+                  // The path's shape is known and so is the method: the router could not decode the path.
+                  record.code = "invalid_url"
+                  return envelopeResponse({
+                    status: 400,
+                    type: "invalid_request_error",
+                    code: "invalid_url",
+                    message: `The path ${path.slice(0, 200)} could not be decoded (its percent-encoding is not UTF-8).`,
+                    param: null
+                  }, requestId)
+                }
+                if (allowed) {
+                  record.code = "method_not_allowed"
+                  return envelopeResponse({
+                    status: 405,
+                    type: "invalid_request_error",
+                    code: "method_not_allowed",
+                    message: `${request.method} is not supported on ${path}; use ${allowed.join(" or ")}.`,
+                    param: null,
+                    headers: { allow: allowed.join(", ") }
+                  }, requestId)
+                }
                 return envelopeResponse({
-                  status: 400,
-                  type: "invalid_request_error",
-                  code: "invalid_url",
-                  message: `The path ${path.slice(0, 200)} could not be decoded (its percent-encoding is not UTF-8).`,
-                  param: null
+                  ...envelope,
+                  message: `Unknown endpoint: ${request.method} ${path}. GET /v1 lists the endpoints.`
                 }, requestId)
               }
-              if (allowed) {
-                record.code = "method_not_allowed"
-                return envelopeResponse({
-                  status: 405,
-                  type: "invalid_request_error",
-                  code: "method_not_allowed",
-                  message: `${request.method} is not supported on ${path}; use ${allowed.join(" or ")}.`,
-                  param: null,
-                  headers: { allow: allowed.join(", ") }
-                }, requestId)
-              }
-              return envelopeResponse({
-                ...envelope,
-                message: `Unknown endpoint: ${request.method} ${path}. GET /v1 lists the endpoints.`
-              }, requestId)
-            }
-            return envelopeResponse(envelope, requestId)
-          })
-        ),
-        // The handler's interruption (the client left) comes out of causeToEnvelope as the error: raised
-        // again as the cause it is. The middleware runs uninterruptibly (only the route's handler is
-        // interruptible), so the handler above sees that cause; only so does `onInterrupt` see it too.
-        Effect.catchAll((cause) => Effect.failCause(cause)),
-        Effect.onInterrupt(() =>
-          Effect.suspend(() => {
-            // The client left. If the request's work is still billing, its end writes the line.
-            record.status = 499
-            return record.working ? Effect.void : requestLog.finish(record)
-          })
+              return envelopeResponse(envelope, requestId)
+            })
+          ),
+          // The handler's interruption (the client left) comes out of causeToEnvelope as the error: raised
+          // again as the cause it is. The middleware runs uninterruptibly (only the route's handler is
+          // interruptible), so the handler above sees that cause; only so does `onInterrupt` see it too.
+          Effect.catchAll((cause) => Effect.failCause(cause)),
+          Effect.onInterrupt(() =>
+            Effect.suspend(() => {
+              // The client left. If the request's work is still billing, its end writes the line.
+              record.status = 499
+              return record.working ? Effect.void : requestLog.finish(record)
+            })
+          )
         )
-      )
       if (!record.deferred) {
         record.status = response.status
         yield* requestLog.finish(record)

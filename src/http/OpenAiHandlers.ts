@@ -4,49 +4,13 @@ import { Catalog, type CatalogModel } from "../accounts/Catalog.ts"
 import { KeyStore } from "../accounts/KeyStore.ts"
 import { AuthenticationFailed, NotFound } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
-import { ChatCompletionRequest } from "../api/schemas/chat.ts"
-import { ImagesRequest } from "../api/schemas/images.ts"
-import { ResponsesRequest } from "../api/schemas/responses.ts"
 import { CurrentKey } from "../api/security.ts"
-import { makeGenerationHandler } from "./generation.ts"
+import { servedByLane } from "./lane/routes.ts"
 
 export const OpenAiHandlers = HttpApiBuilder.group(GatewayApi, "openai", (handlers) =>
   Effect.gen(function*() {
     const catalog = yield* Catalog
     const keys = yield* KeyStore
-    const generation = yield* makeGenerationHandler
-
-    const chat = generation("chat.completions", ChatCompletionRequest, (b) => ({
-      model: b.model,
-      stream: b.stream === true,
-      // Both caps given: the larger bounds the call, whichever the upstream honours.
-      outputCap: b.max_completion_tokens == null && b.max_tokens == null
-        ? undefined
-        : Math.max(b.max_completion_tokens ?? 0, b.max_tokens ?? 0),
-      choices: Math.max(b.n ?? 1, b.best_of ?? 1),
-      images: 0
-    }))
-    const responses = generation("responses", ResponsesRequest, (b) => ({
-      model: b.model,
-      stream: b.stream === true,
-      outputCap: b.max_output_tokens ?? undefined,
-      choices: 1,
-      images: 0
-    }))
-
-    const images = Effect.gen(function*() {
-      const { keyId } = yield* CurrentKey
-      const key = keys.byId(keyId)
-      const fallback = key ? catalog.modelsFor(key).find((m) => m.config.kind === "image")?.id : undefined
-      return generation("images.generations", ImagesRequest, (b) => ({
-        model: b.model ?? fallback ?? "",
-        stream: false,
-        outputCap: undefined,
-        choices: 1,
-        images: b.n ?? 1
-      }))
-    })
-
     const entry = (m: CatalogModel) => ({
       id: m.id,
       object: "model" as const,
@@ -87,7 +51,7 @@ export const OpenAiHandlers = HttpApiBuilder.group(GatewayApi, "openai", (handle
             last_id: data.at(-1)?.id ?? null
           }
         }))
-      .handleRaw("createChatCompletion", ({ request }) => chat(request))
-      .handleRaw("createResponse", ({ request }) => responses(request))
-      .handleRaw("generateImages", ({ request }) => Effect.flatMap(images, (handler) => handler(request)))
+      .handleRaw("createChatCompletion", () => servedByLane)
+      .handleRaw("createResponse", () => servedByLane)
+      .handleRaw("generateImages", () => servedByLane)
   }))

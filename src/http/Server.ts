@@ -2,10 +2,13 @@
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
+import * as HttpServer from "@effect/platform/HttpServer"
+import { ServeError } from "@effect/platform/HttpServerError"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { createServer, type Server } from "node:http"
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
+import type { AddressInfo } from "node:net"
 import type { Socket } from "node:net"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
@@ -13,9 +16,11 @@ import { otlpEndpoint } from "../observability/Tracing.ts"
 import { AnthropicHandlers } from "./AnthropicHandlers.ts"
 import { ApiKeyAuthLive, OperatorAuthLive, VendorAuthLive } from "./Auth.ts"
 import { BodyReaderLive } from "./body.ts"
+import { corsMiddleware } from "./cors.ts"
 import { DiscoveryHandlers } from "./DiscoveryHandlers.ts"
 import { EnvelopeMiddleware } from "./EnvelopeMiddleware.ts"
 import { HealthHandlers } from "./HealthHandlers.ts"
+import { GenerationLane } from "./lane/GenerationLane.ts"
 import { MetricsHandlers } from "./MetricsHandlers.ts"
 import { OpenAiHandlers } from "./OpenAiHandlers.ts"
 import { OperatorHandlers } from "./OperatorHandlers.ts"
@@ -37,23 +42,6 @@ export const ApiLive = HttpApiBuilder.api(GatewayApi).pipe(
   Layer.provide([ApiKeyAuthLive, VendorAuthLive, OperatorAuthLive, BodyReaderLive])
 )
 
-/** Response headers a browser's script may read, when CORS is on. */
-const EXPOSED = ["x-request-id", "request-id", "retry-after", "x-should-retry", "tollgate-dropped-params"]
-
-/**
- * `server.cors_origins`: none (the default), no CORS headers, and a preflight is a 405 like any other
- * OPTIONS; `*`, any origin; or these origins. Browsers then get their preflights answered (204, the
- * headers they ask to send allowed) and may read the answer; keys still travel as headers, never
- * cookies, so no credentials are allowed.
- */
-const corsFor = (origins: ReadonlyArray<string>) =>
-  origins.length === 0 ? Layer.empty : HttpApiBuilder.middlewareCors({
-    ...(origins.includes("*") ? {} : { allowedOrigins: origins }),
-    allowedMethods: ["GET", "HEAD", "POST", "PATCH", "DELETE"],
-    exposedHeaders: EXPOSED,
-    maxAge: 600
-  })
-
 /**
  * The API served by whatever `HttpServer` is provided (a real port, or a test server). Each request
  * gets a server span only when traces are exported (observability/Tracing.ts).
@@ -62,7 +50,7 @@ export const HttpAppLive = Layer.unwrapEffect(
   Effect.map(Effect.all([otlpEndpoint, GatewayConfig]), ([endpoint, config]) =>
     HttpApiBuilder.serve().pipe(
       Layer.provide(EnvelopeMiddleware),
-      Layer.provide(corsFor(config.file.server.cors_origins)),
+      Layer.provide(corsMiddleware(config.file.server.cors_origins)),
       Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
       Layer.provide(ApiLive),
       HttpMiddleware.withTracerDisabledWhen(
@@ -106,29 +94,63 @@ export const createNodeServer = (limits: {
 }
 
 /**
- * node:http on the configured host and port. On shutdown, connections are closed as soon as they fall
- * idle (a stream that was still running when the server stopped accepting keeps its connection to the
- * end, then lets it go instead of holding the process until the keep-alive timeout).
+ * node:http on the configured host and port, as `HttpServer`: each request goes to the generation
+ * lane (lane/GenerationLane.ts) when it is a call of one of the four generation endpoints, and to
+ * HttpApi's handler otherwise. On shutdown, connections are closed as soon as they fall idle (a stream
+ * that was still running when the server stopped accepting keeps its connection to the end, then lets
+ * it go instead of holding the process until the keep-alive timeout).
  */
-export const NodeServerLive = Layer.unwrapEffect(
-  Effect.map(GatewayConfig, (config) => {
-    let server: Server | undefined
-    const listen = NodeHttpServer.layer(() => (server = createNodeServer(config.file.server)), {
-      port: config.port,
-      host: config.host,
-      backlog: config.file.server.listen_backlog
-    })
-    const closeIdleOnShutdown = Layer.scopedDiscard(Effect.addFinalizer(() =>
-      Effect.sync(() => {
-        const s = server
-        if (!s) return
-        const timer = setInterval(() => s.closeIdleConnections(), 200)
-        timer.unref()
-        s.once("close", () => clearInterval(timer))
+export const NodeServerLive = Layer.scoped(
+  HttpServer.HttpServer,
+  Effect.gen(function*() {
+    const config = yield* GatewayConfig
+    const lane = yield* GenerationLane
+    const server = yield* Effect.acquireRelease(
+      Effect.sync(() => createNodeServer(config.file.server)),
+      (s) =>
+        Effect.async<void>((resume) => {
+          if (!s.listening) return resume(Effect.void)
+          const timer = setInterval(() => s.closeIdleConnections(), 200)
+          timer.unref()
+          s.close(() => {
+            clearInterval(timer)
+            resume(Effect.void)
+          })
+        })
+    )
+    yield* Effect.async<void, ServeError>((resume) => {
+      const failed = (cause: unknown) => resume(Effect.fail(new ServeError({ cause })))
+      server.once("error", failed)
+      server.listen({ port: config.port, host: config.host, backlog: config.file.server.listen_backlog }, () => {
+        server.off("error", failed)
+        resume(Effect.void)
       })
-    ))
-    return Layer.provideMerge(closeIdleOnShutdown, listen)
+    })
+    const address = server.address() as AddressInfo
+    return HttpServer.make({
+      address: {
+        _tag: "TcpAddress",
+        hostname: address.address === "::" ? "0.0.0.0" : address.address,
+        port: address.port
+      },
+      serve: (httpApp, middleware) =>
+        Effect.gen(function*() {
+          const handler = yield* (middleware === undefined
+            ? NodeHttpServer.makeHandler(httpApp)
+            : NodeHttpServer.makeHandler(httpApp, middleware))
+          const dispatch = (req: IncomingMessage, res: ServerResponse) => {
+            const endpoint = lane.endpointOf(req)
+            if (endpoint === undefined) handler(req, res)
+            else lane.serve(endpoint, req, res)
+          }
+          yield* Effect.addFinalizer(() => Effect.sync(() => server.off("request", dispatch)))
+          server.on("request", dispatch)
+        })
+    })
   })
-)
+).pipe(Layer.provideMerge(NodeHttpServer.layerContext))
 
-export const HttpLive = HttpAppLive.pipe(Layer.provideMerge(NodeServerLive))
+export const HttpLive = HttpAppLive.pipe(
+  Layer.provideMerge(NodeServerLive),
+  Layer.provide(GenerationLane.Default)
+)

@@ -224,16 +224,29 @@ export const nestedDeeperThan = (text: Buffer, max: number): boolean => {
 
 const utf8 = new TextDecoder("utf-8", { fatal: true })
 
+/** Reads the body of a node:http request as a JSON object, with every refusal above. */
+export const readJsonBody = (incoming: IncomingMessage, limits: BodyLimits): Effect.Effect<JsonBody, ReadError> => {
+  const mediaType = mediaTypeProblem(incoming.headers["content-type"])
+  if (mediaType) return Effect.fail(mediaType)
+  const decoding = decodingOf(incoming.headers["content-encoding"])
+  if (decoding instanceof UnsupportedMediaType) return Effect.fail(decoding)
+  return Effect.flatMap(readRaw(incoming, limits, decoding), (raw) => parseObject(raw, limits.maxJsonDepth))
+}
+
 export const readJsonObject = (request: HttpServerRequest.HttpServerRequest, limits: BodyLimits) =>
-  Effect.gen(function*() {
-    const incoming = NodeHttpServerRequest.toIncomingMessage(request)
-    const mediaType = mediaTypeProblem(incoming.headers["content-type"])
-    if (mediaType) return yield* mediaType
-    const decoding = decodingOf(incoming.headers["content-encoding"])
-    if (decoding instanceof UnsupportedMediaType) return yield* decoding
-    const raw = yield* readRaw(incoming, limits, decoding)
-    return yield* parseObject(raw, limits.maxJsonDepth)
-  })
+  readJsonBody(NodeHttpServerRequest.toIncomingMessage(request), limits)
+
+/**
+ * Whether part of the request's body has not arrived (or not been read): then the connection cannot
+ * carry another request, and an answer says `Connection: close`. A request without a body (no
+ * Content-Length, or 0, and no Transfer-Encoding) has none to read, though Node marks it complete only
+ * after its handler has started, which a handler that answers without waiting on anything outruns.
+ */
+export const bodyUnread = (incoming: IncomingMessage) => {
+  if (incoming.complete) return false
+  const { "content-length": length, "transfer-encoding": encoding } = incoming.headers
+  return encoding !== undefined || (length !== undefined && length !== "0")
+}
 
 const parseObject = (raw: Buffer, maxDepth: number): Effect.Effect<JsonBody, InvalidRequest> => {
   if (raw.length === 0) {

@@ -50,10 +50,19 @@ export interface Appended {
   readonly occurredAt: string
 }
 
+/** An append under way (EventLog.appendPending). */
+export interface PendingAppend {
+  /** Waits for the append's outcome. */
+  readonly result: Effect.Effect<Appended, AppendError>
+  /** Calls `f` with the outcome once it is known (at once if it is). */
+  readonly onSettled: (f: (exit: Exit.Exit<Appended, AppendError>) => void) => void
+}
+
 export type CommittedEvents = ReadonlyArray<{ readonly event: DomainEvent; readonly occurredAt: string }>
 export type CommittedListener = (events: CommittedEvents) => void
 
 const encodeEvent = Schema.encodeSync(DomainEvent)
+
 /** The head version of each stream an "any" append goes to. */
 const decodeHeads = Schema.decodeUnknown(Schema.Array(Schema.Struct({ stream_id: Schema.String, v: Schema.Number })))
 
@@ -327,8 +336,41 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         wakeWriter()
       })
 
+    /**
+     * Appends through the writer now, and hands back its outcome to wait for later (`result`, which
+     * answers at once if it is known) or to be told of as it comes (`onSettled`, from the writer). For
+     * a caller that goes on beside the commit; plain callbacks, no fiber.
+     */
+    const appendPending = (request: AppendRequest): PendingAppend => {
+      let outcome: Exit.Exit<Appended, AppendError> | undefined
+      let waiting: ((exit: Exit.Exit<Appended, AppendError>) => void) | undefined
+      const observers: Array<(exit: Exit.Exit<Appended, AppendError>) => void> = []
+      const done = (exit: Exit.Exit<Appended, AppendError>) => {
+        if (outcome !== undefined) return
+        outcome = exit
+        waiting?.(exit)
+        for (const f of observers) f(exit)
+      }
+      if (closed) done(Exit.fail(closing))
+      else {
+        pending.push({ request, done })
+        wakeWriter()
+      }
+      return {
+        result: Effect.async<Appended, AppendError>((resume) => {
+          if (outcome !== undefined) return resume(outcome)
+          waiting = resume
+        }),
+        onSettled: (f) => {
+          if (outcome !== undefined) f(outcome)
+          else observers.push(f)
+        }
+      }
+    }
+
     return {
       append,
+      appendPending,
       read: readEvents(sql),
       requestSummary: requestSummaryOf(sql),
       replicaId,

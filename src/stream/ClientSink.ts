@@ -1,18 +1,14 @@
 /**
- * The client's end of a stream: what the relay writes here reaches the HTTP response through a Node
- * `Readable` that the server pipes to the socket (`HttpServerResponse.raw`), with backpressure: a write
- * that finds the buffer (64 KiB) full waits until the response has taken it, so a slow client slows the
- * upstream reads instead of growing memory. A plain `Readable` the relay pushes text into (turned into
- * bytes from Node's buffer pool as it is pushed), rather than a `PassThrough` (a stream written into,
- * then read from: twice the work a chunk) or an Effect Queue turned into a Stream (about 200 µs of CPU
- * a response, more than the whole relay of a 20-chunk stream).
+ * The client's end of a stream: the relay writes into the node:http response itself, with its
+ * backpressure (a write that finds the response's buffer full waits until it has drained, so a slow
+ * client slows the upstream reads instead of growing memory). Text is turned into bytes by the
+ * response, from Node's buffer pool. Nothing sits between the relay and the socket: no `Readable` piped
+ * to the response (a second stream's work a chunk), no Effect Queue turned into a Stream (about 200 µs
+ * of CPU a response, more than the whole relay of a 20-chunk stream).
  */
 import * as Effect from "effect/Effect"
-import { Readable } from "node:stream"
 
 export interface ClientSink {
-  /** What the HTTP response sends. */
-  readonly readable: Readable
   /** Writes text or bytes; waits while the buffer is full. Once the client has gone, writes are dropped. */
   readonly write: (chunk: string | Uint8Array) => Effect.Effect<void>
   /** Ends the response. */
@@ -33,19 +29,29 @@ export interface PlainSink {
   readonly whenClosed: (f: () => void) => () => void
 }
 
-export const clientSink = (highWaterMark = 64 * 1024): ClientSink => {
-  // Whoever waits for room: called when the response asks for more, or when it is over.
+/** What of a node:http response (or any writable with its events) the sink uses. */
+export interface Response {
+  readonly destroyed: boolean
+  readonly writableEnded: boolean
+  write(chunk: string | Uint8Array): boolean
+  end(): unknown
+  on(event: "drain" | "close", listener: () => void): unknown
+  once(event: "close", listener: () => void): unknown
+  off(event: "close", listener: () => void): unknown
+}
+
+export const responseSink = (res: Response): ClientSink => {
+  // Whoever waits for room: called when the response has drained, or when it is over.
   let waiting: (() => void) | undefined
-  let ended = false
   const room = () => {
     const f = waiting
     waiting = undefined
     f?.()
   }
-  const stream = new Readable({ highWaterMark, read: room })
-  stream.once("close", room)
-  const closed = () => ended || stream.destroyed
-  const offer = (chunk: string | Uint8Array) => closed() || stream.push(chunk)
+  res.on("drain", room)
+  res.once("close", room)
+  const closed = () => res.destroyed || res.writableEnded
+  const offer = (chunk: string | Uint8Array) => closed() || res.write(chunk)
   const whenDrained = (f: () => void) => {
     waiting = f
     if (closed()) room()
@@ -54,7 +60,6 @@ export const clientSink = (highWaterMark = 64 * 1024): ClientSink => {
     }
   }
   return {
-    readable: stream,
     write: (chunk) =>
       Effect.suspend(() =>
         offer(chunk) ? Effect.void : Effect.async<void>((resume) => {
@@ -63,17 +68,15 @@ export const clientSink = (highWaterMark = 64 * 1024): ClientSink => {
         })
       ),
     end: Effect.sync(() => {
-      if (closed()) return
-      ended = true
-      stream.push(null)
+      if (!closed()) res.end()
     }),
     plain: {
       closed,
       offer,
       whenDrained,
       whenClosed: (f) => {
-        stream.once("close", f)
-        return () => void stream.off("close", f)
+        res.once("close", f)
+        return () => void res.off("close", f)
       }
     }
   }

@@ -1,68 +1,54 @@
 /**
- * The request supervisor's hand-over: the caller resumes with what the work answers while the work
- * goes on in its own fiber; a caller that goes away while it waits interrupts the work; and whatever
- * ends the work, its caller is answered (never left waiting).
+ * The request supervisor: a request's fiber, started from outside any fiber (the server's request
+ * listener), belongs to it: counted in flight until it ends, whatever ends it; and a fiber interrupted
+ * from outside (a client that left) still runs its uninterruptible part (its bill) to the end.
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber } from "effect"
 import { RequestSupervisor } from "../../src/gateway/RequestSupervisor.ts"
 import { makeTestGateway } from "../support/TestGateway.ts"
 
+const settledIn = (supervisor: RequestSupervisor) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 250 && (yield* supervisor.inFlight) > 0; i++) yield* Effect.sleep("20 millis")
+    return yield* supervisor.inFlight
+  })
+
 describe("request supervisor", () => {
   layer(makeTestGateway(), { timeout: 60_000, excludeTestServices: true })((it) => {
-    it.effect("the caller resumes with the answer while the work goes on to its end", () =>
+    it.effect("a request's fiber is in flight until it ends, with its outcome", () =>
       Effect.gen(function*() {
         const supervisor = yield* RequestSupervisor
         const gate = yield* Deferred.make<void>()
-        const ended = yield* Deferred.make<number>()
-        const answer = yield* supervisor.run<number, never>((answer) =>
-          Effect.gen(function*() {
-            yield* answer(1)
-            yield* Deferred.await(gate)
-            yield* Deferred.succeed(ended, 2)
-            return 2
-          })
-        )
-        expect(answer).toBe(1)
-        expect(yield* Deferred.isDone(ended)).toBe(false)
+        const fiber = supervisor.fork(Effect.as(Deferred.await(gate), 2))
+        expect(yield* supervisor.inFlight).toBe(1)
         yield* Deferred.succeed(gate, undefined)
-        expect(yield* Deferred.await(ended)).toBe(2)
+        expect(yield* Fiber.join(fiber)).toBe(2)
+        expect(yield* settledIn(supervisor)).toBe(0)
+        const failed = supervisor.fork(Effect.fail("refused"))
+        expect(yield* Fiber.await(failed)).toStrictEqual(Exit.fail("refused"))
+        expect(yield* settledIn(supervisor)).toBe(0)
       }))
 
-    it.effect("a work that ends without answering answers with its outcome, a failure or an interruption", () =>
+    it.effect("interrupted from outside, a fiber stops where it is interruptible and finishes what is not", () =>
       Effect.gen(function*() {
         const supervisor = yield* RequestSupervisor
-        expect(yield* supervisor.run<number, never>(() => Effect.succeed(3))).toBe(3)
-        const failed = yield* Effect.exit(supervisor.run<number, string>(() => Effect.fail("refused")))
-        expect(failed).toStrictEqual(Exit.fail("refused"))
-        // Interrupted from outside while interruptible (as the supervisor's own shutdown does): the
-        // caller is still answered, not left waiting.
-        const interrupted = yield* Effect.exit(
-          supervisor.run<number, never>(() =>
-            Effect.withFiberRuntime<never>((fiber) => {
-              fiber.unsafeInterruptAsFork(fiber.id())
-              return Effect.never
-            })
+        const waiting = yield* Deferred.make<void>()
+        const billed = yield* Deferred.make<void>()
+        const fiber = supervisor.fork(
+          Effect.uninterruptibleMask((restore) =>
+            restore(Deferred.succeed(waiting, undefined).pipe(Effect.zipRight(Effect.never))).pipe(
+              Effect.exit,
+              Effect.zipRight(Effect.sleep("50 millis")), // the bill, which an interruption does not cut
+              Effect.zipRight(Deferred.succeed(billed, undefined))
+            )
           )
-        ).pipe(Effect.timeout("5 seconds"))
-        expect(Exit.isInterrupted(interrupted)).toBe(true)
-      }))
-
-    it.effect("a caller interrupted while it waits interrupts the work", () =>
-      Effect.gen(function*() {
-        const supervisor = yield* RequestSupervisor
-        const started = yield* Deferred.make<void>()
-        const stopped = yield* Deferred.make<void>()
-        const caller = yield* Effect.fork(supervisor.run<number, never>(() =>
-          Deferred.succeed(started, undefined).pipe(
-            Effect.zipRight(Effect.never),
-            Effect.onInterrupt(() => Deferred.succeed(stopped, undefined))
-          )
-        ))
-        yield* Deferred.await(started)
-        yield* Fiber.interrupt(caller)
-        yield* Deferred.await(stopped).pipe(Effect.timeout("5 seconds"))
-        expect(yield* supervisor.inFlight).toBe(0)
+        )
+        yield* Deferred.await(waiting)
+        fiber.unsafeInterruptAsFork(fiber.id())
+        yield* Deferred.await(billed).pipe(Effect.timeout("5 seconds"))
+        expect(Exit.isInterrupted(yield* Fiber.await(fiber))).toBe(true)
+        expect(yield* settledIn(supervisor)).toBe(0)
       }))
   })
 })
