@@ -19,7 +19,8 @@ import type { LooseJson } from "../canonical/Json.ts"
 import { type Fragment, jsonDocument, script, sql as sqlText } from "../db/SqlScript.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { type AppendError, appendErrorOf, LedgerRejected, LedgerUnavailable } from "./appendErrors.ts"
-import { currentSchemaVersion, DomainEvent, type EventType } from "./events.ts"
+import { encodeEvent } from "./encodeEvent.ts"
+import { currentSchemaVersion, type DomainEvent, type EventType } from "./events.ts"
 import { plan } from "./projections/applySql.ts"
 import type { Delta } from "./projections/Delta.ts"
 import { project } from "./projections/project.ts"
@@ -60,8 +61,6 @@ export interface PendingAppend {
 
 export type CommittedEvents = ReadonlyArray<{ readonly event: DomainEvent; readonly occurredAt: string }>
 export type CommittedListener = (events: CommittedEvents) => void
-
-const encodeEvent = Schema.encodeSync(DomainEvent)
 
 /** The head version of each stream an "any" append goes to. */
 const decodeHeads = Schema.decodeUnknown(Schema.Array(Schema.Struct({ stream_id: Schema.String, v: Schema.Number })))

@@ -12,14 +12,12 @@
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { formatUsd } from "../config/Money.ts"
+import { encodeEvent } from "./encodeEvent.ts"
 import { decodeStoredEvent, EventLog, type EventRow, type StoredEvent } from "./EventLog.ts"
-import { currentSchemaVersion, DomainEvent, type EventType } from "./events.ts"
+import { currentSchemaVersion, type EventType } from "./events.ts"
 import { rebuild } from "./Replay.ts"
-
-const encodeEvent = Schema.encodeSync(DomainEvent)
 
 /** What stands in an export for a credential hash. */
 export const REDACTED_HASH = "redacted"
