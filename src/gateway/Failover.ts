@@ -2,11 +2,12 @@
  * Retries and failover, used only before anything has reached the client: connection failures,
  * timeouts, 408/409/429 and 5xx are retried with exponential backoff and jitter (a Retry-After is
  * honoured, or the next deployment is tried when it asks for longer than `max_delay_ms`); other
- * answers are final. Each deployment gets `attempts_per_deployment` tries, all of them `max_attempts`.
+ * answers are final, and so is a call the gateway stopped (CallStop). Each deployment gets
+ * `attempts_per_deployment` tries, all of them `max_attempts`.
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import type { UpstreamError } from "../providers/Upstream.ts"
+import type { CallStop, UpstreamError } from "../providers/Upstream.ts"
 
 export interface RetryPolicy {
   readonly attempts_per_deployment: number
@@ -16,7 +17,18 @@ export interface RetryPolicy {
 }
 
 export const isRetryable = (e: UpstreamError) =>
-  e.kind !== "status" || e.status === 408 || e.status === 409 || e.status === 429 || (e.status ?? 0) >= 500
+  e.kind === "status"
+    ? e.status === 408 || e.status === 409 || e.status === 429 || (e.status ?? 0) >= 500
+    : e.kind !== "stopped"
+
+/** Waits `ms` on the Clock, or less if `stop` says so first (a retry's wait only: not the common path). */
+const pause = (ms: number, stop: CallStop | undefined) => {
+  const sleep = Effect.sleep(Duration.millis(ms))
+  return stop === undefined ? sleep : Effect.raceFirst(
+    sleep,
+    Effect.async<void>((resume) => stop.onStop(() => resume(Effect.void)))
+  )
+}
 
 export interface Attempted<A, C> {
   readonly value: A
@@ -32,7 +44,8 @@ export class Exhausted<C> {
 export const withFailover = <C, A, R>(
   candidates: ReadonlyArray<C>,
   policy: RetryPolicy,
-  attempt: (candidate: C, n: number) => Effect.Effect<A, UpstreamError, R>
+  attempt: (candidate: C, n: number) => Effect.Effect<A, UpstreamError, R>,
+  stop?: CallStop
 ): Effect.Effect<Attempted<A, C>, Exhausted<C>, R> =>
   Effect.gen(function*() {
     let attempts = 0
@@ -45,7 +58,9 @@ export const withFailover = <C, A, R>(
           if (asked !== undefined && asked > policy.max_delay_ms && i > 0) break // fail over rather than wait
           const backoff = Math.min(policy.max_delay_ms, policy.base_delay_ms * 2 ** Math.max(0, i - 1))
           const wait = i === 0 ? 0 : asked !== undefined ? asked : backoff / 2 + Math.random() * (backoff / 2)
-          if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
+          if (wait > 0) yield* pause(wait, stop)
+          // Stopped from outside: no more attempts (what stopped it is the request's answer).
+          if (stop?.stopped()) return yield* Effect.fail(new Exhausted(last.error, last.candidate, attempts))
         }
         attempts++
         const result = yield* Effect.either(attempt(candidate, attempts))

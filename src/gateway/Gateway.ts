@@ -7,8 +7,6 @@
  */
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Fiber from "effect/Fiber"
-import type * as FiberId from "effect/FiberId"
 import { Admission } from "../accounts/Admission.ts"
 import { Catalog } from "../accounts/Catalog.ts"
 import type { QuotaExceeded } from "../accounts/errors.ts"
@@ -17,6 +15,7 @@ import { Metrics } from "../observability/Metrics.ts"
 import { RequestLog } from "../observability/RequestLog.ts"
 import { currentRecord } from "../observability/RequestRecord.ts"
 import { traced } from "../observability/Tracing.ts"
+import { type CallStop, makeCallStop } from "../providers/Upstream.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
 import { cheapTokens } from "../tokens/count.ts"
 import { textOf } from "../tokens/text.ts"
@@ -46,38 +45,6 @@ const once = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> => {
     }))
   )
 }
-
-/** A fiber's exit, awaited with an observer (`Fiber.await` goes through the fiber's mailbox: more steps). */
-const endOf = <A, E>(fiber: Fiber.RuntimeFiber<A, E>) =>
-  Effect.async<Exit.Exit<A, E>>((resume) => {
-    const ended = (exit: Exit.Exit<A, E>) => resume(Effect.succeed(exit))
-    fiber.addObserver(ended)
-    return Effect.sync(() => fiber.removeObserver(ended))
-  })
-
-/**
- * The upstream call of a request whose StreamStarted commits beside it: in a fiber of its own, which a
- * refusal of the append (or a log that does not confirm it) interrupts at once rather than after the
- * upstream's answer, so the client hears of it now and the upstream stops working on a call no one
- * pays for. It is awaited interruptibly: the request interrupted (its client left), the call is
- * interrupted and awaited to its end, so whatever it holds (an upstream's answer) reaches the release.
- */
-const stoppedOnRefusal = <A, E>(
-  call: Effect.Effect<A, E>,
-  onRefused: (f: () => void) => void,
-  restore: <B, E2, R>(effect: Effect.Effect<B, E2, R>) => Effect.Effect<B, E2, R>,
-  by: FiberId.FiberId
-): Effect.Effect<A, E> =>
-  Effect.zipRight(
-    restore(Effect.void), // an interruption already pending stops the call before it starts
-    Effect.flatMap(Effect.fork(restore(call)), (child) => {
-      onRefused(() => child.unsafeInterruptAsFork(by))
-      return Effect.flatMap(
-        Effect.exit(restore(endOf(child))),
-        (waited) => Exit.isSuccess(waited) ? waited.value : Effect.flatten(Fiber.interrupt(child))
-      )
-    })
-  )
 
 export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
   effect: Effect.gen(function*() {
@@ -133,8 +100,13 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                 // The authoritative quota check and StreamStarted: one span, `tollgate.admission`. When
                 // only another process could make it refuse, it commits beside the upstream call. A
                 // defect in making it (the request not yet live) gives the reservation back.
-                const beside = reservation.ample && routed.rateLimits === undefined && billing.logAnsweringNow()
-                let start: ReturnType<typeof billing.startBeside>
+                // A refusal of an append beside the call stops the upstream call at once (from the
+                // writer's answer, not after the upstream's), so the client hears of it now and the
+                // upstream stops working on a call no one pays for.
+                const stop = reservation.ample && routed.rateLimits === undefined && billing.logAnsweringNow()
+                  ? makeCallStop()
+                  : undefined
+                let appended: Started["committed"]
                 try {
                   const first = routed.candidates[0]!
                   const request = {
@@ -151,13 +123,15 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                     rateLimits: routed.rateLimits,
                     inputEstimateTokens: cheapTokens(textOf(g.body))
                   }
-                  start = beside
-                    ? billing.startBeside(request)
-                    : { committed: billing.start(request), onRefused: () => {} }
+                  if (stop) {
+                    const beside = billing.startBeside(request)
+                    beside.onRefused(stop.stop)
+                    appended = beside.committed
+                  } else appended = billing.start(request)
                 } catch (defect) {
                   return Effect.zipRight(reservation.release, Effect.die(defect))
                 }
-                const committed = once(traced("tollgate.admission")(start.committed))
+                const committed = once(traced("tollgate.admission")(appended))
                 // From here on the request is live and its work marked on its record until `leave`.
                 const record = fiber.getFiberRef(currentRecord)
                 if (record) {
@@ -172,12 +146,9 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                 })
                 // However the request ends: billed once (the safety net for a defect), its reservation
                 // released (the bill does it; on a failure before the bill, this does), no longer live.
-                const proceed = (
-                  committed: Started["committed"],
-                  upstreamCall: Started["upstreamCall"] = restore
-                ) =>
+                const proceed = (committed: Started["committed"], stop?: CallStop) =>
                   Effect.flatMap(
-                    Effect.exit(body({ candidates: routed.candidates, committed, restore, upstreamCall })),
+                    Effect.exit(body({ candidates: routed.candidates, committed, restore, stop })),
                     (exit) =>
                       Effect.flatMap(Effect.exit(committed), (ticket) =>
                         Effect.zipRight(
@@ -185,9 +156,8 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
                           Exit.isFailure(exit) ? Effect.zipRight(reservation.release, leave) : leave
                         )).pipe(Effect.zipRight(exit))
                   )
-                if (beside) {
-                  return proceed(committed, (call) =>
-                    stoppedOnRefusal(call, start.onRefused, restore, fiber.id()))
+                if (stop) {
+                  return proceed(committed, stop)
                 }
                 // Refused or unconfirmed before anything goes upstream: billing.start released the
                 // reservation; the request is no longer live.

@@ -9,7 +9,7 @@ import type { KeyRecord } from "../accounts/KeyRecord.ts"
 import type { PriceSheet } from "../accounts/Pricing.ts"
 import { maxTokensFieldOf } from "../config/ConfigFile.ts"
 import type { Endpoint } from "../ledger/events.ts"
-import type { ProtocolHeaders, UpstreamRequest } from "../providers/Upstream.ts"
+import type { CallStop, ProtocolHeaders, UpstreamRequest } from "../providers/Upstream.ts"
 import { type Route, routeFor } from "../styles/registry.ts"
 import { attempt } from "../styles/shared/Untranslatable.ts"
 import type { RateLimits } from "./Billing.ts"
@@ -47,8 +47,14 @@ export interface Candidate {
   readonly dropped: ReadonlyArray<string>
 }
 
-/** The request to send to a candidate's upstream, answered within `answerWithinMs`. */
-export const upstreamRequestOf = (g: Generation, c: Candidate, answerWithinMs: number): UpstreamRequest => ({
+/** The request to send to a candidate's upstream, answered within `answerWithinMs`, stopped by `stop`. */
+export const upstreamRequestOf = (
+  g: Generation,
+  c: Candidate,
+  answerWithinMs: number,
+  stop: CallStop | undefined
+): UpstreamRequest => ({
+  stop,
   providerName: c.deployment.providerName,
   provider: c.deployment.provider,
   endpoint: c.path.upstreamEndpoint,

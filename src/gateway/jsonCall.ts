@@ -51,11 +51,13 @@ export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started) =>
           g,
           c,
           // A non-streamed answer arrives whole: its first byte is its last.
-          Math.min(c.deployment.provider.timeouts.first_byte_ms, c.deployment.provider.timeouts.total_ms)
-        )))
+          Math.min(c.deployment.provider.timeouts.first_byte_ms, c.deployment.provider.timeouts.total_ms),
+          s.stop
+        ))),
+      s.stop
     )
     // A client that leaves interrupts this fiber: only the upstream call (see Started) stops.
-    const exit = yield* s.upstreamCall(call).pipe(Effect.exit)
+    const exit = yield* s.restore(call).pipe(Effect.exit)
     // Nothing is answered or billed before the request's StreamStarted has landed; a refusal there
     // (its quota taken by another process meanwhile) stops the upstream call (see Started).
     const ticket = yield* s.committed

@@ -1,6 +1,7 @@
 /** What an admitted request's call gets from the lifecycle (Gateway.ts). */
 import type { Effect } from "effect"
 import type { QuotaExceeded } from "../accounts/errors.ts"
+import type { CallStop } from "../providers/Upstream.ts"
 import type { Ticket } from "./Billing.ts"
 import type { LedgerDown, RateLimitReached } from "./errors.ts"
 import type { Candidate } from "./Routing.ts"
@@ -15,8 +16,9 @@ export interface Started {
   readonly committed: Effect.Effect<Ticket, QuotaExceeded | RateLimitReached | LedgerDown>
   readonly restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /**
-   * Runs the upstream call, interruptible as `restore` makes it, and interrupted at once if the
-   * request's StreamStarted is refused (or not confirmed) while it runs.
+   * Stops the upstream call at once if the request's StreamStarted, committing beside it, is refused
+   * (or not confirmed): given to each attempt and to the retries (undefined when the append landed
+   * before the call began).
    */
-  readonly upstreamCall: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E>
+  readonly stop: CallStop | undefined
 }

@@ -126,7 +126,7 @@ export const streamCall = (deps: StreamDeps) =>
         // The body is held as the answer is taken (uninterruptibly), so no interruption can lose it.
         return Effect.uninterruptibleMask((restore) =>
           Effect.flatMap(
-            restore(upstreams.open(upstreamRequestOf(g, c, left()))),
+            restore(upstreams.open(upstreamRequestOf(g, c, left(), s.stop))),
             (body) => {
               held = body
               return restore(firstEvents(body)).pipe(
@@ -139,9 +139,8 @@ export const streamCall = (deps: StreamDeps) =>
       })
 
     const record = yield* FiberRef.get(currentRecord)
-    const exit = yield* s.upstreamCall(withFailover(candidates, deps.policy, observeAttempts(deps.metrics, open))).pipe(
-      Effect.exit
-    )
+    const exit = yield* restore(withFailover(candidates, deps.policy, observeAttempts(deps.metrics, open), s.stop))
+      .pipe(Effect.exit)
     // Nothing reaches the client or the bill before the request's StreamStarted has landed; a refusal
     // there (its quota taken by another process meanwhile) stops the upstream call (see Started) and
     // drops its stream unread.

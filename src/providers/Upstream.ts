@@ -25,6 +25,35 @@ export interface ProtocolHeaders {
   readonly headers: Readonly<Record<string, string>>
 }
 
+/**
+ * What stops an upstream call from outside its fiber: the gateway's, when the request's StreamStarted
+ * is refused while the upstream works on it (gateway/Gateway.ts). A stopped call is aborted (its
+ * connection closed) and not retried.
+ */
+export interface CallStop {
+  readonly stopped: () => boolean
+  /** Calls `f` once when the call is stopped (at once if it is). */
+  readonly onStop: (f: () => void) => void
+}
+
+/** A CallStop and the way to stop: plain callbacks, no fiber. */
+export const makeCallStop = (): CallStop & { readonly stop: () => void } => {
+  let stopped = false
+  const waiting: Array<() => void> = []
+  return {
+    stopped: () => stopped,
+    onStop: (f) => {
+      if (stopped) f()
+      else waiting.push(f)
+    },
+    stop: () => {
+      if (stopped) return
+      stopped = true
+      for (const f of waiting.splice(0)) f()
+    }
+  }
+}
+
 export interface UpstreamRequest {
   readonly providerName: string
   readonly provider: ProviderConfig
@@ -40,6 +69,8 @@ export interface UpstreamRequest {
    * one timer (cheaper than racing the call against a sleeping fiber).
    */
   readonly answerWithinMs?: number
+  /** Stops the call from outside (its stream's body too, once open). */
+  readonly stop?: CallStop | undefined
 }
 
 export interface UpstreamReply {
@@ -48,7 +79,8 @@ export interface UpstreamReply {
 }
 
 export class UpstreamError extends Data.TaggedError("UpstreamError")<{
-  readonly kind: "status" | "timeout" | "connection" | "protocol"
+  /** `stopped`: the gateway stopped the call (CallStop); never retried, never the client's answer. */
+  readonly kind: "status" | "timeout" | "connection" | "protocol" | "stopped"
   readonly message: string
   /** The upstream's HTTP status, for `status` errors. */
   readonly status?: number

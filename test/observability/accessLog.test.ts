@@ -195,11 +195,12 @@ describe("access log and traces of tollgate serve", () => {
       // Spans: the server span of the call, with its admission, upstream attempt and ledger appends as children.
       const traceId = okLine.trace_id as string
       const ofTrace = () => collector.spans.filter((s) => s.traceId === traceId)
+      // Spans are exported in batches as they end: the server span ends last, with the request.
       await waitFor("the spans of the call", () => {
         const names = ofTrace().map((s) => s.name)
         return ["tollgate.admission", "tollgate.upstream.attempt", "tollgate.ledger.append"].every((n) =>
             names.includes(n)
-          )
+          ) && names.some((n) => n.startsWith("http.server POST"))
           ? true
           : undefined
       })

@@ -346,6 +346,12 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
       Effect.async<A, UpstreamError>((resume) => {
         const controller = new CallAbort()
         let timedOut = false
+        let stopped = false
+        // A stop aborts the request, and an open stream's body with it.
+        request.stop?.onStop(() => {
+          stopped = true
+          controller.abort()
+        })
         const timer = request.answerWithinMs === undefined ? undefined : setTimeout(() => {
           timedOut = true
           controller.abort()
@@ -356,7 +362,9 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
         }
         Promise.resolve().then(() => post(request, controller, accept)).then(answered).then(settle, (e) =>
           settle(Effect.fail(
-            timedOut
+            stopped
+              ? new UpstreamError({ kind: "stopped", message: `The call to ${request.providerName} was stopped.` })
+              : timedOut
               ? new UpstreamError({ kind: "timeout", message: timeoutMessage })
               : connectionError(request.providerName, e)
           )))
