@@ -6,7 +6,8 @@
  * account for), on PGlite (in memory) and, when DATABASE_URL or
  * TEST_DATABASE_URL is set, on Postgres (a fresh database, dropped afterwards); WRITER_BACKENDS=postgres
  * (or pglite) measures one only. Prints events/s and
- * how many appends each transaction carried; then checks replay still verifies.
+ * how many appends each transaction carried and the CPU this process used per request; then checks
+ * replay still verifies.
  */
 import { NodeContext } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
@@ -107,11 +108,13 @@ const run = (label: string) =>
     })
     const txWarm = yield* sql<{ n: string }>`SELECT count(DISTINCT transaction_id)::text AS n FROM event_log`
     const t0 = performance.now()
+    const cpu0 = process.cpuUsage()
     yield* Effect.forEach(Array.from({ length: REQUESTS }, (_, i) => i), one, {
       concurrency: CONCURRENCY,
       discard: true
     })
     const seconds = (performance.now() - t0) / 1000
+    const cpu = process.cpuUsage(cpu0)
     const txAfter = yield* sql<{ n: string }>`SELECT count(DISTINCT transaction_id)::text AS n FROM event_log`
     const transactions = Number(txAfter[0]!.n) - Number(txWarm[0]!.n)
     const events = REQUESTS * 3
@@ -123,6 +126,8 @@ const run = (label: string) =>
       seconds: Number(seconds.toFixed(2)),
       events_per_second: Math.round(events / seconds),
       appends_per_transaction: Number(((REQUESTS * 2) / transactions).toFixed(1)),
+      // This process's CPU (the appenders and the writer; a PGlite's thread too) per request's three events.
+      cpu_us_per_request: Math.round((cpu.user + cpu.system) / REQUESTS),
       replay_verifies: report.ok
     }
   }).pipe(Effect.orDie)

@@ -29,39 +29,42 @@ export class Admission extends Effect.Service<Admission>()("Accounts/Admission",
   // cache is the one the layer build shares (layers are memoised by reference), not one of its own.
   effect: Effect.map(KeyStore, (keys) => {
     const reserved = new Map<string, bigint>()
+    /** Holds `worstCase` of the key's quota for a request, or says why it cannot: no effect. */
+    const admitNow = (keyId: string, worstCase: bigint): Reservation | QuotaExceeded => {
+      const key = keys.byId(keyId)
+      // Requests reach admission with a key the cache gave them, and the cache never drops a key.
+      if (key === undefined) throw new Error(`The key cache has no key ${keyId}.`)
+      const left = key.quotaNanos - key.usedNanos - (reserved.get(keyId) ?? 0n)
+      if (left <= 0n || worstCase > left) {
+        return new QuotaExceeded({
+          retryable: worstCase <= key.quotaNanos - key.usedNanos,
+          message: left <= 0n
+            ? `This key's quota is used up (quota $${formatUsd(key.quotaNanos)}).`
+            : `This request could cost up to $${formatUsd(worstCase)}, more than the $${
+              formatUsd(left)
+            } left on this key; lower max_tokens or top up the key.`
+        })
+      }
+      reserved.set(keyId, (reserved.get(keyId) ?? 0n) + worstCase)
+      let released = false
+      return {
+        amount: worstCase,
+        ample: left >= 2n * worstCase,
+        release: Effect.sync(() => {
+          if (released) return
+          released = true
+          const now = (reserved.get(keyId) ?? 0n) - worstCase
+          if (now <= 0n) reserved.delete(keyId)
+          else reserved.set(keyId, now)
+        })
+      }
+    }
     const admit = (keyId: string, worstCase: bigint): Effect.Effect<Reservation, QuotaExceeded> =>
       Effect.suspend(() => {
-        const key = keys.byId(keyId)
-        // Requests reach admission with a key the cache gave them, and the cache never drops a key.
-        if (key === undefined) return Effect.dieMessage(`The key cache has no key ${keyId}.`)
-        const left = key.quotaNanos - key.usedNanos - (reserved.get(keyId) ?? 0n)
-        if (left <= 0n || worstCase > left) {
-          return Effect.fail(
-            new QuotaExceeded({
-              retryable: worstCase <= key.quotaNanos - key.usedNanos,
-              message: left <= 0n
-                ? `This key's quota is used up (quota $${formatUsd(key.quotaNanos)}).`
-                : `This request could cost up to $${formatUsd(worstCase)}, more than the $${
-                  formatUsd(left)
-                } left on this key; lower max_tokens or top up the key.`
-            })
-          )
-        }
-        reserved.set(keyId, (reserved.get(keyId) ?? 0n) + worstCase)
-        let released = false
-        return Effect.succeed({
-          amount: worstCase,
-          ample: left >= 2n * worstCase,
-          release: Effect.sync(() => {
-            if (released) return
-            released = true
-            const now = (reserved.get(keyId) ?? 0n) - worstCase
-            if (now <= 0n) reserved.delete(keyId)
-            else reserved.set(keyId, now)
-          })
-        })
+        const admitted = admitNow(keyId, worstCase)
+        return admitted instanceof QuotaExceeded ? Effect.fail(admitted) : Effect.succeed(admitted)
       })
-    return { admit } as const
+    return { admit, admitNow } as const
   }),
   dependencies: [KeyStore.Default]
 }) {}

@@ -254,6 +254,8 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
 
     return {
       findBySecret,
+      /** The cached key for a clear secret: the answer `findBySecret` gives without an effect, when it has it. */
+      cachedBySecret: (secret: string) => byHash.get(hashSecret(secret)),
       /** The key's current record (a later change replaces it in the cache, never alters it). */
       byId: (keyId: string) => byId.get(keyId),
       /** Applies what other processes changed since the last catch-up. */

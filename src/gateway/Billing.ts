@@ -6,8 +6,10 @@
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as FiberRef from "effect/FiberRef"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import { type Reservation } from "../accounts/Admission.ts"
@@ -20,7 +22,7 @@ import { type Appended, type AppendError, type AppendRequest, EventLog, LedgerUn
 import { type Endpoint, streamOf } from "../ledger/events.ts"
 import { landOnce } from "../ledger/landOnce.ts"
 import { Spool } from "../ledger/Spool.ts"
-import { note } from "../observability/RequestRecord.ts"
+import { currentRecord } from "../observability/RequestRecord.ts"
 import { traced } from "../observability/Tracing.ts"
 import type { UpstreamEndpoint } from "../providers/Upstream.ts"
 import type { CallBound } from "./Bound.ts"
@@ -301,71 +303,90 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
      * UsageReported + Billed, once; never fails; releases the in-process reservation. Waits for the log
      * at most `within` (`billing.commit_wait_ms` unless said), then keeps the bill in the spool.
      */
+    /**
+     * When the bill's append did not land at once: the head had moved (a checkpoint landed unconfirmed,
+     * or an earlier attempt of this very append did), so the stream is closed where it is, within what
+     * is left of the wait; or the log did not confirm it in time, and the bill goes to the spool.
+     */
+    const billLate = (
+      t: Ticket,
+      entry: ReturnType<typeof closingOf>["entry"],
+      e: AppendError,
+      wait: number,
+      started: number
+    ) =>
+      Effect.gen(function*() {
+        const left = wait - ((yield* Clock.currentTimeMillis) - started)
+        const landing = e._tag === "StreamConflict" && left > 0
+          ? yield* Effect.either(
+            landOnce(log, entry, { confirmWithinMs: left }).pipe(
+              Effect.timeoutFail({
+                duration: left,
+                onTimeout: () =>
+                  new LedgerUnavailable({ message: `the event log did not confirm the bill within ${wait} ms` })
+              })
+            )
+          )
+          : undefined
+        if (landing?._tag === "Right") {
+          const l = landing.right
+          if (l._tag === "already-billed" && l.billed.outcome === "reconciled") {
+            yield* Effect.logWarning(
+              `${t.requestId}: not billed: another process reconciled it first (${l.billed.basis ?? ""})`
+            )
+          } else if (l._tag === "not-started") {
+            yield* Effect.logError(`${t.requestId}: not billed: its StreamStarted is not in the log`)
+          }
+        } else {
+          const reason = landing?._tag === "Left" ? landing.left.message : e.message
+          const durable = yield* spool.put({ ...entry, kind: "bill" })
+          yield* Effect.logWarning(
+            durable
+              ? `${t.requestId}: billing kept in the spool until the event log answers (${reason})`
+              : `${t.requestId}: billing kept in memory only (its spool file could not be written) until the ` +
+                `event log answers (${reason})`
+          )
+        }
+      })
+
+    /**
+     * UsageReported + Billed, once; never fails; releases the in-process reservation. Waits for the log
+     * at most `within` (`billing.commit_wait_ms` unless said), then keeps the bill in the spool. It runs
+     * inside the request's uninterruptible region (Gateway.ts), whose end also releases the reservation
+     * if this ends by a defect (a release is done once).
+     */
     const bill = (t: Ticket, settled: Settled, within: number = commitWait): Effect.Effect<void> =>
-      Effect.suspend(() => {
+      Effect.withFiberRuntime((fiber) => {
         if (t.billed) return Effect.void
         t.billed = true
-        return Effect.gen(function*() {
-          const started = yield* Clock.currentTimeMillis
-          const { cost, entry, usage } = closingOf(t, settled, new Date(started).toISOString())
-          yield* note((r) => {
-            r.inputTokens = usage.input_tokens
-            r.outputTokens = usage.output_tokens
-            r.costNanos = cost.total_nanos
-          })
-          const wait = Math.max(1, within)
-          const appended = yield* Effect.either(
-            log.append({ ...entry, expectedVersion: t.version }, { confirmWithinMs: wait })
-          ).pipe(
-            traced("tollgate.ledger.append", { "tollgate.events": "UsageReported, Billed" })
-          )
-          if (appended._tag === "Left") {
-            const e = appended.left
-            // The head moved (a checkpoint landed unconfirmed, or an earlier attempt of this very append
-            // did): close the stream where it is, within what is left of the wait.
-            const left = wait - ((yield* Clock.currentTimeMillis) - started)
-            const landing = e._tag === "StreamConflict" && left > 0
-              ? yield* Effect.either(
-                landOnce(log, entry, { confirmWithinMs: left }).pipe(
-                  Effect.timeoutFail({
-                    duration: left,
-                    onTimeout: () =>
-                      new LedgerUnavailable({ message: `the event log did not confirm the bill within ${wait} ms` })
-                  })
-                )
-              )
-              : undefined
-            if (landing?._tag === "Right") {
-              const l = landing.right
-              if (l._tag === "already-billed" && l.billed.outcome === "reconciled") {
-                yield* Effect.logWarning(
-                  `${t.requestId}: not billed: another process reconciled it first (${l.billed.basis ?? ""})`
-                )
-              } else if (l._tag === "not-started") {
-                yield* Effect.logError(`${t.requestId}: not billed: its StreamStarted is not in the log`)
-              }
-            } else {
-              const reason = landing?._tag === "Left" ? landing.left.message : e.message
-              const durable = yield* spool.put({ ...entry, kind: "bill" })
-              yield* Effect.logWarning(
-                durable
-                  ? `${t.requestId}: billing kept in the spool until the event log answers (${reason})`
-                  : `${t.requestId}: billing kept in memory only (its spool file could not be written) until the ` +
-                    `event log answers (${reason})`
-              )
-            }
-          }
-          yield* Effect.whenLogLevel(
-            Effect.suspend(() =>
-              Effect.logDebug(
-                `${t.requestId} ${t.model} key=${t.keyId} ${settled.outcome} in=${settled.usage.input_tokens} ` +
-                  `out=${settled.usage.output_tokens} images=${settled.usage.images} cost=${cost.total_nanos}n` +
-                  (settled.estimate ? ` (estimated: ${settled.estimate.basis})` : "")
-              )
+        const started = Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis()
+        const { cost, entry, usage } = closingOf(t, settled, new Date(started).toISOString())
+        const record = fiber.getFiberRef(currentRecord)
+        if (record) {
+          record.inputTokens = usage.input_tokens
+          record.outputTokens = usage.output_tokens
+          record.costNanos = cost.total_nanos
+        }
+        const wait = Math.max(1, within)
+        const logged = fiber.getFiberRef(FiberRef.currentMinimumLogLevel).ordinal > LogLevel.Debug.ordinal
+          ? t.reservation.release
+          : Effect.zipRight(
+            Effect.logDebug(
+              `${t.requestId} ${t.model} key=${t.keyId} ${settled.outcome} in=${settled.usage.input_tokens} ` +
+                `out=${settled.usage.output_tokens} images=${settled.usage.images} cost=${cost.total_nanos}n` +
+                (settled.estimate ? ` (estimated: ${settled.estimate.basis})` : "")
             ),
-            LogLevel.Debug
+            t.reservation.release
           )
-        }).pipe(Effect.ensuring(t.reservation.release))
+        return Effect.matchEffect(
+          log.append({ ...entry, expectedVersion: t.version }, { confirmWithinMs: wait }).pipe(
+            traced("tollgate.ledger.append", { "tollgate.events": "UsageReported, Billed" })
+          ),
+          {
+            onSuccess: () => logged,
+            onFailure: (e) => Effect.zipRight(billLate(t, entry, e, wait, started), logged)
+          }
+        )
       })
 
     return {

@@ -41,18 +41,46 @@ export class Exhausted<C> {
   constructor(readonly last: UpstreamError, readonly candidate: C, readonly attempts: number) {}
 }
 
+/**
+ * The first attempt is made without the loop's machinery (most calls need only it); the loop takes
+ * over from its failure.
+ */
 export const withFailover = <C, A, R>(
   candidates: ReadonlyArray<C>,
   policy: RetryPolicy,
   attempt: (candidate: C, n: number) => Effect.Effect<A, UpstreamError, R>,
   stop?: CallStop
+): Effect.Effect<Attempted<A, C>, Exhausted<C>, R> => {
+  const first = candidates[0]
+  if (first === undefined || policy.attempts_per_deployment < 1 || policy.max_attempts < 1) {
+    return retried(candidates, policy, attempt, stop, undefined)
+  }
+  return Effect.matchEffect(attempt(first, 1), {
+    onSuccess: (value) => Effect.succeed({ value, candidate: first, attempts: 1 }),
+    onFailure: (error) =>
+      isRetryable(error)
+        ? Effect.zipRight(
+          Effect.logDebug(`upstream attempt 1 failed: ${error.message}`),
+          retried(candidates, policy, attempt, stop, { error, candidate: first })
+        )
+        : Effect.fail(new Exhausted(error, first, 1))
+  })
+}
+
+/** The attempts after the first (`failed`), or all of them when there was none. */
+const retried = <C, A, R>(
+  candidates: ReadonlyArray<C>,
+  policy: RetryPolicy,
+  attempt: (candidate: C, n: number) => Effect.Effect<A, UpstreamError, R>,
+  stop: CallStop | undefined,
+  failed: { error: UpstreamError; candidate: C } | undefined
 ): Effect.Effect<Attempted<A, C>, Exhausted<C>, R> =>
   Effect.gen(function*() {
-    let attempts = 0
-    let last: { error: UpstreamError; candidate: C } | undefined
+    let attempts = failed ? 1 : 0
+    let last = failed
     for (let c = 0; c < candidates.length; c++) {
       const candidate = candidates[c]!
-      for (let i = 0; i < policy.attempts_per_deployment && attempts < policy.max_attempts; i++) {
+      for (let i = c === 0 ? attempts : 0; i < policy.attempts_per_deployment && attempts < policy.max_attempts; i++) {
         if (last) {
           const asked = last.error.retryAfterMs
           if (asked !== undefined && asked > policy.max_delay_ms && i > 0) break // fail over rather than wait

@@ -6,10 +6,11 @@
  * The request runs in the server-owned supervisor; its billing steps are uninterruptible.
  */
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import { Admission } from "../accounts/Admission.ts"
 import { Catalog } from "../accounts/Catalog.ts"
-import type { QuotaExceeded } from "../accounts/errors.ts"
+import { QuotaExceeded } from "../accounts/errors.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { RequestLog } from "../observability/RequestLog.ts"
@@ -88,88 +89,85 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
       g: Generation,
       body: (s: Started) => Effect.Effect<A, Refusal>
     ): Effect.Effect<A, Refusal> =>
-      Effect.flatMap(
-        route(g),
-        (routed) =>
-          Effect.uninterruptibleMask((restore) =>
-            Effect.flatMap(admission.admit(g.key.keyId, worstCase(routed.bound, routed.prices)), (reservation) =>
-              Effect.withFiberRuntime<A, Refusal>((fiber) => {
-                // Everything below runs uninterruptibly but for what `body` restores, so plain
-                // recovery stands in for `onError` / `onExit` (which would mask again, a dozen runtime
-                // steps each, on every request).
-                // The authoritative quota check and StreamStarted: one span, `tollgate.admission`. When
-                // only another process could make it refuse, it commits beside the upstream call. A
-                // defect in making it (the request not yet live) gives the reservation back.
-                // A refusal of an append beside the call stops the upstream call at once (from the
-                // writer's answer, not after the upstream's), so the client hears of it now and the
-                // upstream stops working on a call no one pays for.
-                const stop = reservation.ample && routed.rateLimits === undefined && billing.logAnsweringNow()
-                  ? makeCallStop()
-                  : undefined
-                let appended: Started["committed"]
-                try {
-                  const first = routed.candidates[0]!
-                  const request = {
-                    requestId: g.requestId,
-                    key: g.key,
-                    model: g.model,
-                    endpoint: g.endpoint,
-                    stream: g.stream,
-                    provider: first.deployment.providerName,
-                    upstreamModel: first.deployment.upstreamModel,
-                    prices: routed.prices,
-                    reservation,
-                    bound: routed.bound,
-                    rateLimits: routed.rateLimits,
-                    inputEstimateTokens: cheapTokens(textOf(g.body))
-                  }
-                  if (stop) {
-                    const beside = billing.startBeside(request)
-                    beside.onRefused(stop.stop)
-                    appended = beside.committed
-                  } else appended = billing.start(request)
-                } catch (defect) {
-                  return Effect.zipRight(reservation.release, Effect.die(defect))
-                }
-                const committed = once(traced("tollgate.admission")(appended))
-                // From here on the request is live and its work marked on its record until `leave`.
-                const record = fiber.getFiberRef(currentRecord)
-                if (record) {
-                  record.working = true
-                }
-                supervisor.enterNow(g.requestId)
-                // The end of the request's work: no longer live, and a client that left before the
-                // answer gets its access line now, with the bill's figures (RequestLog.ts).
-                const leave = Effect.suspend(() => {
-                  supervisor.leaveNow(g.requestId)
-                  return record ? requestLog.workDone(record) : Effect.void
-                })
-                // However the request ends: billed once (the safety net for a defect), its reservation
-                // released (the bill does it; on a failure before the bill, this does), no longer live.
-                const proceed = (committed: Started["committed"], stop?: CallStop) =>
-                  Effect.flatMap(
-                    Effect.exit(body({ candidates: routed.candidates, committed, restore, stop })),
-                    (exit) =>
-                      Effect.flatMap(Effect.exit(committed), (ticket) =>
-                        Effect.zipRight(
-                          Exit.isSuccess(ticket) ? billedAnyway(billing, g, ticket.value, exit) : Effect.void,
-                          Exit.isFailure(exit) ? Effect.zipRight(reservation.release, leave) : leave
-                        )).pipe(Effect.zipRight(exit))
-                  )
-                if (stop) {
-                  return proceed(committed, stop)
-                }
-                // Refused or unconfirmed before anything goes upstream: billing.start released the
-                // reservation; the request is no longer live.
-                return Effect.flatMap(
-                  Effect.exit(committed),
-                  (started) =>
-                    Exit.isFailure(started)
-                      ? Effect.zipRight(leave, Effect.failCause(started.cause))
-                      : proceed(started)
-                )
-              }))
+      Effect.uninterruptibleMask((restore) =>
+        Effect.withFiberRuntime<A, Refusal>((fiber) => {
+          // Everything below runs uninterruptibly but for what `body` restores, so plain recovery
+          // stands in for `onError` / `onExit` (which would mask again, a dozen runtime steps each, on
+          // every request); what needs no effect (routing, the in-process admission) is made in place.
+          const routed = route(g)
+          if (Either.isLeft(routed)) return Effect.fail(routed.left)
+          const { bound, candidates, prices, rateLimits } = routed.right
+          const reservation = admission.admitNow(g.key.keyId, worstCase(bound, prices))
+          if (reservation instanceof QuotaExceeded) return Effect.fail(reservation)
+          // A refusal of an append beside the call stops the upstream call at once (from the
+          // writer's answer, not after the upstream's), so the client hears of it now and the
+          // upstream stops working on a call no one pays for.
+          const stop = reservation.ample && rateLimits === undefined && billing.logAnsweringNow()
+            ? makeCallStop()
+            : undefined
+          let appended: Started["committed"]
+          try {
+            const first = candidates[0]!
+            const request = {
+              requestId: g.requestId,
+              key: g.key,
+              model: g.model,
+              endpoint: g.endpoint,
+              stream: g.stream,
+              provider: first.deployment.providerName,
+              upstreamModel: first.deployment.upstreamModel,
+              prices,
+              reservation,
+              bound,
+              rateLimits,
+              inputEstimateTokens: cheapTokens(textOf(g.body))
+            }
+            if (stop) {
+              const beside = billing.startBeside(request)
+              beside.onRefused(stop.stop)
+              appended = beside.committed
+            } else appended = billing.start(request)
+          } catch (defect) {
+            return Effect.zipRight(reservation.release, Effect.die(defect))
+          }
+          const committed = once(traced("tollgate.admission")(appended))
+          // From here on the request is live and its work marked on its record until `leave`.
+          const record = fiber.getFiberRef(currentRecord)
+          if (record) {
+            record.working = true
+          }
+          supervisor.enterNow(g.requestId)
+          // The end of the request's work: no longer live, and a client that left before the
+          // answer gets its access line now, with the bill's figures (RequestLog.ts).
+          const leave = Effect.suspend(() => {
+            supervisor.leaveNow(g.requestId)
+            return record ? requestLog.workDone(record) : Effect.void
+          })
+          // However the request ends: billed once (the safety net for a defect), its reservation
+          // released (the bill does it; on a failure before the bill, this does), no longer live.
+          const proceed = (committed: Started["committed"], stop?: CallStop) =>
+            Effect.flatMap(
+              Effect.exit(body({ candidates, committed, restore, stop })),
+              (exit) =>
+                Effect.flatMap(Effect.exit(committed), (ticket) =>
+                  Effect.zipRight(
+                    Exit.isSuccess(ticket) ? billedAnyway(billing, g, ticket.value, exit) : Effect.void,
+                    Exit.isFailure(exit) ? Effect.zipRight(reservation.release, leave) : leave
+                  )).pipe(Effect.zipRight(exit))
+            )
+          if (stop) {
+            return proceed(committed, stop)
+          }
+          // Refused or unconfirmed before anything goes upstream: billing.start released the
+          // reservation; the request is no longer live.
+          return Effect.flatMap(
+            Effect.exit(committed),
+            (started) =>
+              Exit.isFailure(started)
+                ? Effect.zipRight(leave, Effect.failCause(started.cause))
+                : proceed(started)
           )
+        })
       )
 
     /**
@@ -177,8 +175,9 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
      * their size) before it is routed, whatever its upstream: the ids are the gateway's, known to no
      * upstream. A database that cannot say refuses it as the log would.
      */
+    const namesNoItems = (g: Generation) => g.endpoint !== "responses" || !namesItems(g.body)
     const withStoredItems = <G extends Generation>(g: G): Effect.Effect<G, Refusal> =>
-      g.endpoint !== "responses" || !namesItems(g.body)
+      namesNoItems(g)
         ? Effect.succeed(g)
         : Effect.map(
           items.resolve(g.key.keyId, g.body, g.bodyBytes),
@@ -186,7 +185,9 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
         )
 
     const generate = (g: Generation): Effect.Effect<GenerationResult, Refusal> =>
-      Effect.flatMap(withStoredItems(g), (g) => supervised(g, (s) => runJson(g, s)))
+      namesNoItems(g)
+        ? supervised(g, (s) => runJson(g, s))
+        : Effect.flatMap(withStoredItems(g), (g) => supervised(g, (s) => runJson(g, s)))
 
     /**
      * A streamed generation: until the first upstream event is in hand, failures are retried, and a
@@ -197,7 +198,9 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
       g: Generation & { readonly includeUsage: boolean },
       client: StreamClient
     ): Effect.Effect<void, Refusal> =>
-      Effect.flatMap(withStoredItems(g), (g) => supervised(g, (s) => runStream(g, s, client)))
+      namesNoItems(g)
+        ? supervised(g, (s) => runStream(g, s, client))
+        : Effect.flatMap(withStoredItems(g), (g) => supervised(g, (s) => runStream(g, s, client)))
 
     return { generate, generateStream } as const
   })

@@ -3,7 +3,7 @@
  * the body in its upstream's style (an output cap added where the client set none), the prices the
  * key pays, the call's bound and the key's rate limits.
  */
-import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import type { CatalogModel, CatalogService, ResolvedDeployment } from "../accounts/Catalog.ts"
 import type { KeyRecord } from "../accounts/KeyRecord.ts"
 import type { PriceSheet } from "../accounts/Pricing.ts"
@@ -85,12 +85,12 @@ export const makeRouter = (catalog: CatalogService) => {
     }
   }
 
-  return (g: Generation): Effect.Effect<Routed, ModelNotFound | BadRequest> => {
+  return (g: Generation): Either.Either<Routed, ModelNotFound | BadRequest> => {
     const model = catalog.find(g.key, g.model)
-    if (!model) return Effect.fail(new ModelNotFound({ model: g.model }))
+    if (!model) return Either.left(new ModelNotFound({ model: g.model }))
     const wantsImage = g.endpoint === "images.generations"
     if (wantsImage !== (model.config.kind === "image")) {
-      return Effect.fail(
+      return Either.left(
         new BadRequest({
           param: "model",
           code: "model_not_supported",
@@ -102,7 +102,7 @@ export const makeRouter = (catalog: CatalogService) => {
     }
     if (g.endpoint === "responses" && g.body.background === true) {
       // Its answer (and its usage) arrives after this call ends, where the gateway cannot bill it.
-      return Effect.fail(
+      return Either.left(
         new BadRequest({
           param: "background",
           code: "unsupported_parameter",
@@ -140,7 +140,7 @@ export const makeRouter = (catalog: CatalogService) => {
         candidates.push({ deployment, path, upstreamBody, dropped: translated.value.dropped })
       } else if (i === 0) {
         // The primary deployment decides what the request may contain; a fallback that cannot take it is skipped.
-        return Effect.fail(
+        return Either.left(
           translated && !translated.ok
             ? new BadRequest({
               param: translated.error.param,
@@ -157,7 +157,7 @@ export const makeRouter = (catalog: CatalogService) => {
     }
     const bounded = boundOf(g, model.config, unsized)
     if ("unbounded" in bounded) {
-      return Effect.fail(
+      return Either.left(
         new BadRequest({
           param: bounded.unbounded,
           code: "input_not_bounded",
@@ -168,7 +168,7 @@ export const makeRouter = (catalog: CatalogService) => {
         })
       )
     }
-    return Effect.succeed({
+    return Either.right({
       model,
       candidates,
       prices: catalog.pricesFor(g.key.serverOption, g.model),

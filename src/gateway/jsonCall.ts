@@ -4,7 +4,6 @@
  * call; the call is billed all the same.
  */
 import * as Cause from "effect/Cause"
-import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
@@ -12,14 +11,16 @@ import { zeroUsage } from "../accounts/Pricing.ts"
 import type { Json } from "../canonical/Json.ts"
 import { observeAttempts } from "../observability/attempts.ts"
 import type { Metrics } from "../observability/Metrics.ts"
+import type { UpstreamReply } from "../providers/Upstream.ts"
 import type { Upstreams } from "../providers/Upstreams.ts"
 import { usageOfReply } from "../styles/registry.ts"
 import { attempt } from "../styles/shared/Untranslatable.ts"
 import type { Billing } from "./Billing.ts"
 import { loggedDropped } from "./dropped.ts"
+import type { UpstreamFailure } from "./errors.ts"
 import { cancelledBeforeAnswer, estimateReply } from "./estimates.ts"
 import { type RetryPolicy, withFailover } from "./Failover.ts"
-import { type Generation, upstreamRequestOf } from "./Routing.ts"
+import { type Candidate, type Generation, upstreamRequestOf } from "./Routing.ts"
 import type { Started } from "./started.ts"
 import type { StoredItems } from "./StoredItems.ts"
 import { notAnObject, toFailure, untranslatableAnswer } from "./upstreamFailure.ts"
@@ -67,19 +68,10 @@ export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started) =>
       const endpoint = candidate.path.upstreamEndpoint
       ticket.answered = { endpoint, body: value.body }
       const usage = usageOfReply(endpoint, value.body)
-      yield* billing.bill(
-        ticket,
-        usage ? { usage, outcome: "completed" } : yield* estimateReply(g.key.keyId, g.body, endpoint, value.body)
-      )
-      if (value.body === null || typeof value.body !== "object" || Array.isArray(value.body)) {
-        return yield* notAnObject(candidate.deployment.providerName)
-      }
-      const now = yield* Clock.currentTimeMillis
-      const translated = attempt(() => candidate.path.response(value.body as Json, g.body, g.model, now, g.requestId))
-      if (!translated.ok) return yield* untranslatableAnswer(translated.error.message)
-      yield* deps.keepItems(g, endpoint, (translated.value as Json).output)
-      yield* loggedDropped(g.requestId, candidate.dropped)
-      return { status: value.status, body: translated.value, dropped: candidate.dropped } as GenerationResult
+      yield* usage
+        ? billing.bill(ticket, { usage, outcome: "completed" })
+        : Effect.flatMap(estimateReply(g.key.keyId, g.body, endpoint, value.body), (e) => billing.bill(ticket, e))
+      return yield* answerOf(g, candidate, value, deps.keepItems)
     }
     if (Exit.isInterrupted(exit)) {
       // The client left while the upstream worked: bill the prompt it read, from an estimate.
@@ -95,4 +87,27 @@ export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started) =>
       return yield* toFailure(failure.value.last)
     }
     return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
+  })
+
+/** The upstream's answer in the client's style (its items kept when it is a translated Response). */
+const answerOf = (
+  g: Generation,
+  candidate: Candidate,
+  value: UpstreamReply,
+  keepItems: StoredItems["keep"]
+): Effect.Effect<GenerationResult, UpstreamFailure> =>
+  Effect.clockWith((clock) => {
+    if (value.body === null || typeof value.body !== "object" || Array.isArray(value.body)) {
+      return notAnObject(candidate.deployment.providerName)
+    }
+    const translated = attempt(() =>
+      candidate.path.response(value.body as Json, g.body, g.model, clock.unsafeCurrentTimeMillis(), g.requestId)
+    )
+    if (!translated.ok) return untranslatableAnswer(translated.error.message)
+    const result: GenerationResult = { status: value.status, body: translated.value, dropped: candidate.dropped }
+    const kept = keepItems(g, candidate.path.upstreamEndpoint, (translated.value as Json).output)
+    const logged = loggedDropped(g.requestId, candidate.dropped)
+    return kept === Effect.void && logged === Effect.void
+      ? Effect.succeed(result)
+      : Effect.as(Effect.zipRight(kept, logged), result)
   })

@@ -324,12 +324,15 @@ export const BodyReaderLive = Layer.effect(
 
 const MAX_MESSAGE = 500
 
-/** Decodes the fields the gateway needs; the first problem is reported with its path as `param`. */
-export const decodeFields = <A, I>(schema: Schema.Schema<A, I>) => {
+/**
+ * Decodes the fields the gateway needs, as a value: the decoded fields, or the first problem as an
+ * InvalidRequest with its path as `param`. No effect: the generation lane calls it on every request.
+ */
+export const fieldsDecoder = <A, I>(schema: Schema.Schema<A, I>) => {
   const decode = Schema.decodeUnknownEither(schema)
-  return (json: unknown): Effect.Effect<A, InvalidRequest> => {
+  return (json: unknown): Either.Either<A, InvalidRequest> => {
     const result = decode(json)
-    if (Either.isRight(result)) return Effect.succeed(result.right)
+    if (Either.isRight(result)) return Either.right(result.right)
     const issue = ParseResult.ArrayFormatter.formatErrorSync(result.left)[0]
     const param = issue && issue.path.length > 0 ? issue.path.map(String).join(".") : undefined
     const message = issue?.message === "is missing"
@@ -337,6 +340,12 @@ export const decodeFields = <A, I>(schema: Schema.Schema<A, I>) => {
       : `\`${param ?? "body"}\`: ${issue?.message}`
     // The schema's message quotes the value it got, which may be as large as the body.
     const short = message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE)}…` : message
-    return Effect.fail(new InvalidRequest({ message: short, ...(param ? { param } : {}) }))
+    return Either.left(new InvalidRequest({ message: short, ...(param ? { param } : {}) }))
   }
+}
+
+/** Decodes the fields the gateway needs; the first problem is reported with its path as `param`. */
+export const decodeFields = <A, I>(schema: Schema.Schema<A, I>) => {
+  const decode = fieldsDecoder(schema)
+  return (json: unknown): Effect.Effect<A, InvalidRequest> => decode(json)
 }

@@ -76,5 +76,19 @@ export const toApiError = (e: GatewayRefusal) => {
   }
 }
 
+const GATEWAY_REFUSALS = new Set<string>([
+  "BadRequest",
+  "TooLarge",
+  "ModelNotFound",
+  "QuotaExceeded",
+  "RateLimitReached",
+  "UpstreamFailure",
+  "LedgerDown"
+])
+
+/** An error that may be the gateway's refusal, as the API's error (the API's own errors pass as they are). */
+export const asApiError = <E extends { readonly _tag: string }>(e: E | GatewayRefusal) =>
+  GATEWAY_REFUSALS.has(e._tag) ? toApiError(e as GatewayRefusal) : e as E
+
 export const mapGatewayErrors = <A, R>(effect: Effect.Effect<A, GatewayRefusal, R>) =>
   Effect.mapError(effect, toApiError)

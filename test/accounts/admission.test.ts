@@ -36,6 +36,7 @@ const admissionOver = (key: KeyRecord) =>
     KeyStore,
     KeyStore.make({
       findBySecret: () => Effect.succeed(undefined),
+      cachedBySecret: () => undefined,
       byId: (keyId) => (keyId === key.keyId ? key : undefined),
       catchUp: Effect.void,
       size: () => 1,

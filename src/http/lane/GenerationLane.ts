@@ -16,8 +16,11 @@ import * as Headers from "@effect/platform/Headers"
 import * as HttpTraceContext from "@effect/platform/HttpTraceContext"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
 import * as FiberRef from "effect/FiberRef"
+import * as FiberRefs from "effect/FiberRefs"
 import * as HashMap from "effect/HashMap"
 import * as Option from "effect/Option"
 import type { IncomingMessage, ServerResponse } from "node:http"
@@ -37,7 +40,7 @@ import { bodyLimitsOf, readJsonBody } from "../body.ts"
 import { corsHeadersOf } from "../cors.ts"
 import { HOST_REQUIRED, hostMissing, pathOf } from "../EnvelopeMiddleware.ts"
 import { causeToEnvelope } from "../ErrorEnvelope.ts"
-import { mapGatewayErrors } from "../gatewayErrors.ts"
+import { asApiError, type GatewayRefusal } from "../gatewayErrors.ts"
 import { newRequestId } from "../RequestId.ts"
 import { anthropicVersionProblem, DROPPED_PARAMS_HEADER, protocolHeadersOf, readFields } from "./fields.ts"
 import { answerHeaders, type HeaderMap, writeEnvelope, writeJson, writeSseHead } from "./respond.ts"
@@ -60,7 +63,14 @@ export class GenerationLane extends Effect.Service<GenerationLane>()("Http/Gener
     const corsOf = corsHeadersOf(config.file.server.cors_origins)
     const supervisor = yield* RequestSupervisor
 
-    /** What the request asks, taken to the gateway and answered (the answer written to `res`). */
+    // Whether spans are recorded (a collector is configured): read once, as HttpApi's tracer reads it.
+    const tracing = yield* FiberRef.get(FiberRef.currentTracerEnabled)
+
+    /**
+     * What the request asks, taken to the gateway and answered (the answer written to `res`). The
+     * checks that need no effect are made in place, between the effects that need one (the key cache's
+     * miss, the body's arrival, the gateway): each effect is a step of the runtime on every request.
+     */
     const call = (
       endpoint: Endpoint,
       req: IncomingMessage,
@@ -68,64 +78,75 @@ export class GenerationLane extends Effect.Service<GenerationLane>()("Http/Gener
       record: RequestRecord,
       headers: () => HeaderMap,
       answer: () => void
-    ): Effect.Effect<void, ApiError> =>
-      Effect.gen(function*() {
-        const key = yield* authenticateApiKey(keys, req.headers)
-        if (endpoint === "messages") {
-          const problem = anthropicVersionProblem(req.headers)
-          if (problem) return yield* problem
-        }
-        const body = yield* readJsonBody(req, limits)
-        const fields = yield* readFields[endpoint](
-          body.json,
-          () => catalog.modelsFor(key).find((m) => m.config.kind === "image")?.id ?? ""
-        )
-        record.model = fields.model
-        record.stream = fields.stream
-        if (fields.model === "") {
-          return yield* new InvalidRequest({
-            message: "`model` is required: this key has no default model for this endpoint.",
-            param: "model"
+    ): Effect.Effect<void, ApiError | GatewayRefusal> =>
+      Effect.flatMap(
+        authenticateApiKey(keys, req.headers, (key) => void (record.keyId = key.keyId)),
+        (key): Effect.Effect<void, ApiError | GatewayRefusal> => {
+          if (endpoint === "messages") {
+            const problem = anthropicVersionProblem(req.headers)
+            if (problem) return Effect.fail(problem)
+          }
+          return Effect.flatMap(readJsonBody(req, limits), (body): Effect.Effect<void, ApiError | GatewayRefusal> => {
+            const read = readFields[endpoint](
+              body.json,
+              () => catalog.modelsFor(key).find((m) => m.config.kind === "image")?.id ?? ""
+            )
+            if (Either.isLeft(read)) return Effect.fail(read.left)
+            const fields = read.right
+            record.model = fields.model
+            record.stream = fields.stream
+            if (fields.model === "") {
+              return Effect.fail(
+                new InvalidRequest({
+                  message: "`model` is required: this key has no default model for this endpoint.",
+                  param: "model"
+                })
+              )
+            }
+            if (fields.stream && endpoint === "images.generations") {
+              return Effect.fail(
+                new InvalidRequest({ message: "Image generation cannot be streamed.", param: "stream" })
+              )
+            }
+            const protocolHeaders = protocolHeadersOf(endpoint, req.headers)
+            if (Either.isLeft(protocolHeaders)) return Effect.fail(protocolHeaders.left)
+            const generation = {
+              requestId: record.requestId,
+              endpoint,
+              key,
+              model: fields.model,
+              body: body.json,
+              bodyBytes: body.bytes,
+              outputCap: fields.outputCap,
+              choices: fields.choices,
+              images: fields.images,
+              stream: fields.stream,
+              protocolHeaders: protocolHeaders.right
+            }
+            if (fields.stream) {
+              const options = body.json.stream_options as { include_usage?: unknown } | null | undefined
+              return gateway.generateStream(
+                { ...generation, includeUsage: options?.include_usage === true },
+                {
+                  open: (dropped) => {
+                    answer()
+                    writeSseHead(res, { ...headers(), ...droppedHeader(dropped) })
+                    return responseSink(res)
+                  }
+                }
+              )
+            }
+            return Effect.map(gateway.generate(generation), (result) => {
+              record.status = result.status
+              writeJson(res, result.status, result.body, { ...headers(), ...droppedHeader(result.dropped) })
+            })
           })
         }
-        if (fields.stream && endpoint === "images.generations") {
-          return yield* new InvalidRequest({ message: "Image generation cannot be streamed.", param: "stream" })
-        }
-        const generation = {
-          requestId: record.requestId,
-          endpoint,
-          key,
-          model: fields.model,
-          body: body.json,
-          bodyBytes: body.bytes,
-          outputCap: fields.outputCap,
-          choices: fields.choices,
-          images: fields.images,
-          stream: fields.stream,
-          protocolHeaders: yield* protocolHeadersOf(endpoint, req.headers)
-        }
-        if (fields.stream) {
-          const options = body.json.stream_options as { include_usage?: unknown } | null | undefined
-          return yield* mapGatewayErrors(gateway.generateStream(
-            { ...generation, includeUsage: options?.include_usage === true },
-            {
-              open: (dropped) => {
-                answer()
-                writeSseHead(res, { ...headers(), ...droppedHeader(dropped) })
-                return responseSink(res)
-              }
-            }
-          ))
-        }
-        const result = yield* mapGatewayErrors(gateway.generate(generation))
-        record.status = result.status
-        writeJson(res, result.status, result.body, { ...headers(), ...droppedHeader(result.dropped) })
-      })
+      )
 
     /** The server span of the request, when spans are exported (as HttpApi's tracer middleware opens it). */
     const withServerSpan = (req: IncomingMessage, record: RequestRecord) => <A, E>(effect: Effect.Effect<A, E>) =>
       Effect.withFiberRuntime<A, E>((fiber) => {
-        if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return effect
         const redacted = Headers.redact(
           Headers.fromInput(req.headers as Record<string, string>),
           fiber.getFiberRef(Headers.currentRedactedNames)
@@ -165,13 +186,7 @@ export class GenerationLane extends Effect.Service<GenerationLane>()("Http/Gener
       // Whether the client has its answer (a stream's head): from then on the stream sees the client
       // leave (and bills it as cancelled), and a failure is the stream's last event, not an envelope.
       let answered = false
-      // The client left before its answer: its line waits for the bill if the gateway still works on it.
-      const leftEarly = Effect.suspend(() => {
-        if (answered) return Effect.void
-        record.status = 499
-        return record.working ? Effect.void : requestLog.finish(record)
-      })
-      const failed = (cause: Cause.Cause<ApiError>) => {
+      const failed = (cause: Cause.Cause<ApiError | GatewayRefusal>) => {
         if (answered) {
           // The stream has ended (its line written); a defect after its answer is only the log's to tell.
           if (!res.writableEnded) res.destroy()
@@ -179,33 +194,45 @@ export class GenerationLane extends Effect.Service<GenerationLane>()("Http/Gener
             ? Effect.void
             : Effect.logError("a request failed after its answer", cause)
         }
-        return Effect.matchEffect(causeToEnvelope(cause), {
-          onFailure: () => leftEarly, // interrupted: the client left
-          onSuccess: (envelope) => {
-            if (envelope.code !== null) record.code = envelope.code
-            if (envelope.status >= 500) record.error = oneLine(cause)
-            record.status = envelope.status
-            writeEnvelope(res, envelope, requestId, headers())
-            return requestLog.finish(record)
-          }
+        return Effect.flatMap(causeToEnvelope(Cause.map(cause, asApiError)), (envelope) => {
+          if (envelope.code !== null) record.code = envelope.code
+          if (envelope.status >= 500) record.error = oneLine(cause)
+          record.status = envelope.status
+          writeEnvelope(res, envelope, requestId, headers())
+          return requestLog.finish(record)
         })
       }
-      // Set, not scoped: the fiber is the request's own and ends with it.
-      const program = FiberRef.set(currentRecord, record).pipe(
-        Effect.zipRight(
-          FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set<string, unknown>("request_id", requestId))
-        ),
-        Effect.zipRight(call(endpoint, req, res, record, headers, () => void (answered = true))),
-        Effect.matchCauseEffect({
-          onSuccess: () => record.deferred ? Effect.void : requestLog.finish(record),
-          onFailure: failed
-        }),
-        Effect.onInterrupt(() => leftEarly),
-        withServerSpan(req, record)
-      )
-      const fiber = supervisor.fork(program)
+      const handled = Effect.matchCauseEffect(call(endpoint, req, res, record, headers, () => void (answered = true)), {
+        onSuccess: () => record.deferred ? Effect.void : requestLog.finish(record),
+        onFailure: failed
+      })
+      // The record and the request id travel in the fiber's own FiberRefs from its start (no step).
+      const fiber = supervisor.fork(tracing ? withServerSpan(req, record)(handled) : handled, {
+        updateRefs: (refs, id) =>
+          FiberRefs.updateManyAs(refs, {
+            forkAs: id,
+            entries: [
+              [currentRecord, [[id, record]]],
+              [
+                FiberRef.currentLogAnnotations,
+                [[
+                  id,
+                  HashMap.set(FiberRefs.getOrDefault(refs, FiberRef.currentLogAnnotations), "request_id", requestId)
+                ]]
+              ]
+            ]
+          })
+      })
+      // A client that leaves before its answer interrupts the request (the gateway still bills what it
+      // started); its line, a 499, is written once the fiber has ended, with the bill's figures.
       res.once("close", () => {
         if (!answered && !res.writableEnded) fiber.unsafeInterruptAsFork(clientLeft)
+      })
+      fiber.addObserver((exit) => {
+        if (Exit.isInterrupted(exit) && !answered && !record.finished) {
+          record.status = 499
+          supervisor.fork(requestLog.finish(record))
+        }
       })
     }
 

@@ -4,7 +4,7 @@
  * call; the `anthropic-version` of the messages endpoints; the protocol headers that travel upstream.
  */
 import type { Schema } from "effect"
-import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import { InvalidRequest } from "../../api/errors.ts"
 import { ChatCompletionRequest } from "../../api/schemas/chat.ts"
 import { ImagesRequest } from "../../api/schemas/images.ts"
@@ -13,7 +13,7 @@ import { ResponsesRequest } from "../../api/schemas/responses.ts"
 import type { Endpoint } from "../../ledger/events.ts"
 import { betaNames } from "../../providers/protocolHeaders.ts"
 import type { ProtocolHeaders } from "../../providers/Upstream.ts"
-import { decodeFields } from "../body.ts"
+import { fieldsDecoder } from "../body.ts"
 
 /** The header that lists the client's advisory fields a translation dropped. */
 export const DROPPED_PARAMS_HEADER = "tollgate-dropped-params"
@@ -37,9 +37,9 @@ const one = (headers: Headers, name: string): string | undefined => {
 }
 
 const reader = <A, I>(schema: Schema.Schema<A, I>, fieldsOf: (a: A, defaultModel: () => string) => Fields) => {
-  const decode = decodeFields(schema)
-  return (json: unknown, defaultModel: () => string): Effect.Effect<Fields, InvalidRequest> =>
-    Effect.map(decode(json), (a) => fieldsOf(a, defaultModel))
+  const decode = fieldsDecoder(schema)
+  return (json: unknown, defaultModel: () => string): Either.Either<Fields, InvalidRequest> =>
+    Either.map(decode(json), (a) => fieldsOf(a, defaultModel))
 }
 
 /**
@@ -48,7 +48,7 @@ const reader = <A, I>(schema: Schema.Schema<A, I>, fieldsOf: (a: A, defaultModel
  */
 export const readFields: Record<
   Endpoint,
-  (json: unknown, defaultModel: () => string) => Effect.Effect<Fields, InvalidRequest>
+  (json: unknown, defaultModel: () => string) => Either.Either<Fields, InvalidRequest>
 > = {
   "chat.completions": reader(ChatCompletionRequest, (b) => ({
     model: b.model,
@@ -112,7 +112,7 @@ export const anthropicVersionProblem = (headers: Headers): InvalidRequest | unde
 export const protocolHeadersOf = (
   endpoint: Endpoint,
   headers: Headers
-): Effect.Effect<ProtocolHeaders | undefined, InvalidRequest> => {
+): Either.Either<ProtocolHeaders | undefined, InvalidRequest> => {
   const picked: Record<string, string> = {}
   const list = (name: string) => {
     const v = one(headers, name)
@@ -129,13 +129,13 @@ export const protocolHeadersOf = (
     return undefined
   }
   const problem = endpoint === "messages" ? list("anthropic-beta") : list("openai-beta")
-  if (problem) return Effect.fail(problem)
+  if (problem) return Either.left(problem)
   if (endpoint === "messages") {
     const version = one(headers, "anthropic-version")?.trim()
     if (version && version !== ANTHROPIC_VERSION && ACCEPTED_ANTHROPIC_VERSIONS.includes(version)) {
       picked["anthropic-version"] = version
     }
   }
-  if (Object.keys(picked).length === 0) return Effect.succeed(undefined)
-  return Effect.succeed({ style: endpoint === "messages" ? "anthropic" : "openai", headers: picked })
+  if (Object.keys(picked).length === 0) return Either.right(undefined)
+  return Either.right({ style: endpoint === "messages" ? "anthropic" : "openai", headers: picked })
 }

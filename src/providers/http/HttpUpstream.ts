@@ -360,7 +360,15 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
           if (timer) clearTimeout(timer)
           resume(effect)
         }
-        Promise.resolve().then(() => post(request, controller, accept)).then(answered).then(settle, (e) =>
+        // Sent now, in this turn: not after whatever else the turn has queued (the event writer's
+        // script for this very request's StreamStarted, say), which would delay the upstream's answer.
+        let sent: Promise<Dispatcher.ResponseData>
+        try {
+          sent = post(request, controller, accept)
+        } catch (e) {
+          sent = Promise.reject(e)
+        }
+        sent.then(answered).then(settle, (e) =>
           settle(Effect.fail(
             stopped
               ? new UpstreamError({ kind: "stopped", message: `The call to ${request.providerName} was stopped.` })
