@@ -5,10 +5,10 @@
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import type { SseEvent } from "../canonical/SseEvent.ts"
@@ -84,7 +84,10 @@ export const streamCall = (deps: StreamDeps) =>
   Effect.gen(function*() {
     const { billing, upstreams } = deps
     const { candidates, restore } = s
-    const clock = yield* Effect.clock
+    // What the request's fiber holds, read once: its clock, its record and (for checkpoints) itself.
+    const fiber = yield* Effect.withFiberRuntime<Fiber.RuntimeFiber<unknown, unknown>>((fiber) => Effect.succeed(fiber))
+    const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+    const record = fiber.getFiberRef(currentRecord)
     const began = clock.unsafeCurrentTimeMillis()
 
     // The body of the upstream's answer, from the moment an attempt has it: whatever ends the call
@@ -138,7 +141,6 @@ export const streamCall = (deps: StreamDeps) =>
         )
       })
 
-    const record = yield* FiberRef.get(currentRecord)
     const exit = yield* restore(withFailover(candidates, deps.policy, observeAttempts(deps.metrics, open), s.stop))
       .pipe(Effect.exit)
     // Nothing reaches the client or the bill before the request's StreamStarted has landed; a refusal
@@ -192,7 +194,7 @@ export const streamCall = (deps: StreamDeps) =>
     })
     // The client is answered now; a slow one slows the upstream reads instead of growing memory.
     const out = client.open(candidate.dropped)
-    yield* loggedDropped(g.requestId, candidate.dropped)
+    if (candidate.dropped.length > 0) yield* loggedDropped(g.requestId, candidate.dropped)
 
     // Checkpoints: every `checkpointMs` the output so far (counted once, in pieces) goes to the log,
     // off the relay's path, at most one in flight. The pump asks after each read; a stream shorter
@@ -221,11 +223,21 @@ export const streamCall = (deps: StreamDeps) =>
         estimator: ESTIMATOR
       })
     })
-    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    let runFork: ((effect: Effect.Effect<void>) => Fiber.RuntimeFiber<void>) | undefined
     /** Off the relay's path, one at a time (a piece of work that ended within the fork is not in flight). */
     const inBackground = (work: Effect.Effect<void>) => {
-      const fiber = runFork(work.pipe(Effect.ensuring(Effect.sync(() => (inFlight = undefined))), Effect.interruptible))
-      if (fiber.unsafePoll() === null) inFlight = fiber
+      // In a fiber of its own, with the request's context and FiberRefs as they are now.
+      runFork ??= Runtime.runFork(
+        Runtime.make({
+          context: fiber.currentContext,
+          runtimeFlags: Runtime.defaultRuntimeFlags,
+          fiberRefs: fiber.getFiberRefs()
+        })
+      )
+      const forked = runFork(
+        work.pipe(Effect.ensuring(Effect.sync(() => (inFlight = undefined))), Effect.interruptible)
+      )
+      if (forked.unsafePoll() === null) inFlight = forked
     }
     const maybeCheckpoint = () => {
       // After the read that brought the terminal event comes the bill (once the client has taken the
@@ -278,9 +290,12 @@ export const streamCall = (deps: StreamDeps) =>
       if (record && outcome === "cancelled") record.code = "client_closed"
       // A translated Responses answer's items are kept before the stream ends (its last events may be
       // with the client already; StoredItems).
-      if (outcome === "completed") yield* deps.keepItems(g, candidate.path.upstreamEndpoint, relay.output())
+      if (outcome === "completed") {
+        const kept = deps.keepItems(g, candidate.path.upstreamEndpoint, relay.output())
+        if (kept !== Effect.void) yield* kept
+      }
       // A checkpoint in flight gets part of the bill's wait; then it is stopped (its append may still land).
-      const waitStarted = yield* Clock.currentTimeMillis
+      const waitStarted = clock.unsafeCurrentTimeMillis()
       const pending = inFlight
       if (pending && !(yield* endsWithin(pending, deps.commitWaitMs / 2))) yield* Fiber.interrupt(pending)
       const reported = relay.usage()
@@ -296,7 +311,7 @@ export const streamCall = (deps: StreamDeps) =>
           uncountedText: taken + relay.takeText(),
           outcome
         }),
-        deps.commitWaitMs - ((yield* Clock.currentTimeMillis) - waitStarted)
+        deps.commitWaitMs - (clock.unsafeCurrentTimeMillis() - waitStarted)
       )
       // The stream ends once it is billed (or, if the log is slow, kept in the spool), so /v1/usage
       // shows a call as soon as its answer is complete.
