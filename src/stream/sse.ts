@@ -12,7 +12,8 @@ export interface ParserState {
 
 export const initialParser: ParserState = { buffer: "" }
 
-const parseBlock = (block: string): SseEvent | undefined => {
+/** A block read line by line: every field, comments, `\r` endings, multi-line data. */
+export const parseLines = (block: string): SseEvent | undefined => {
   let event: string | undefined
   const data: Array<string> = []
   for (const raw of block.split("\n")) {
@@ -26,6 +27,28 @@ const parseBlock = (block: string): SseEvent | undefined => {
     else if (field === "data") data.push(value)
   }
   return data.length === 0 && event === undefined ? undefined : { event, data: data.join("\n") }
+}
+
+const CR = 13
+
+/**
+ * One block (the text between blank lines) as an event. The forms upstreams send on every chunk, one
+ * `data: ` line, or an `event: ` line and one `data: ` line, are cut out in place; anything else is read
+ * line by line (`parseLines`, which gives the same event for those forms).
+ */
+export const parseBlock = (block: string): SseEvent | undefined => {
+  if (block.charCodeAt(block.length - 1) !== CR) {
+    const nl = block.indexOf("\n")
+    if (nl === -1) {
+      if (block.startsWith("data: ")) return { event: undefined, data: block.slice(6) }
+    } else if (
+      block.startsWith("event: ") && block.charCodeAt(nl - 1) !== CR && block.startsWith("data: ", nl + 1) &&
+      block.indexOf("\n", nl + 1) === -1
+    ) {
+      return { event: block.slice(7, nl), data: block.slice(nl + 7) }
+    }
+  }
+  return parseLines(block)
 }
 
 /** Feeds a chunk of text; returns the new state and the complete events it finished. */

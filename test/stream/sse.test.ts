@@ -1,0 +1,42 @@
+/**
+ * The SSE parser's shortcut for the forms upstreams send on every chunk (one `data: ` line, or an
+ * `event: ` line and one `data: ` line) gives the event reading the block line by line gives, for any
+ * block: other fields, comments, `\r` endings, missing spaces, several data lines.
+ */
+import { FastCheck as fc } from "effect"
+import { describe, expect, it } from "vitest"
+import { feed, initialParser, parseBlock, parseLines } from "../../src/stream/sse.ts"
+
+const value = fc.string({ unit: fc.constantFrom("a", " ", ":", "{", "\"", "é", "\r"), maxLength: 6 })
+const line = fc.oneof(
+  fc.tuple(fc.constantFrom("data", "event", "id", "retry", ""), fc.constantFrom(": ", ":", ":  ", ""), value)
+    .map(([field, sep, v]) => field + sep + v),
+  value.map((v) => `:${v}`)
+)
+const block = fc.array(line, { minLength: 1, maxLength: 4 }).map((lines) => lines.join("\n"))
+
+describe("SSE blocks", () => {
+  it("the shortcut reads a block as reading it line by line does", () => {
+    fc.assert(
+      fc.property(block, (b) => {
+        expect(parseBlock(b)).toEqual(parseLines(b))
+      }),
+      { numRuns: 5000 }
+    )
+    for (const b of ["data: {\"a\":1}", "event: message_start\ndata: {}", "event: x\ndata: a\ndata: b", "data:x"]) {
+      expect(parseBlock(b)).toEqual(parseLines(b))
+    }
+  })
+
+  it("events split anywhere come out whole", () => {
+    const text = "event: a\ndata: 1\n\ndata: 2\r\n\r\n: ping\n\ndata: 3\n\n"
+    for (let cut = 0; cut <= text.length; cut++) {
+      const [state, first] = feed(initialParser, text.slice(0, cut))
+      const [, rest] = feed(state, text.slice(cut))
+      expect([...first, ...rest]).toEqual([{ event: "a", data: "1" }, { event: undefined, data: "2" }, {
+        event: undefined,
+        data: "3"
+      }])
+    }
+  })
+})
