@@ -92,13 +92,17 @@ describe.skipIf(backend() !== "postgres")("the reconciler forgets processes long
         // This process judges others only once connected a whole timeout.
         const heartbeat = yield* Heartbeat
         while ((yield* heartbeat.connectedFor) < timeoutMs) yield* Effect.sleep("100 millis")
-        yield* sql`INSERT INTO replicas (replica, last_seen) VALUES
-          ('long-gone', now() - interval '1 hour'),
-          ('gone-with-work', now() - interval '1 hour'),
-          ('just-silent', now() - interval '5 seconds')`
-        // An open request the reconciler cannot bill (no StreamStarted in the log): it stays open.
-        yield* sql`INSERT INTO open_requests (request_id, key_id, model, replica, started_at)
-          VALUES ('req_stuck', ${key.keyId}, 'mock-gpt', 'gone-with-work', now() - interval '1 hour')`
+        // One transaction: the reconciler running on its own schedule must never see the silent process
+        // without its open request (it would rightly forget it).
+        yield* sql.withTransaction(Effect.gen(function*() {
+          yield* sql`INSERT INTO replicas (replica, last_seen) VALUES
+            ('long-gone', now() - interval '1 hour'),
+            ('gone-with-work', now() - interval '1 hour'),
+            ('just-silent', now() - interval '5 seconds')`
+          // An open request the reconciler cannot bill (no StreamStarted in the log): it stays open.
+          yield* sql`INSERT INTO open_requests (request_id, key_id, model, replica, started_at)
+            VALUES ('req_stuck', ${key.keyId}, 'mock-gpt', 'gone-with-work', now() - interval '1 hour')`
+        }))
         yield* (yield* Reconciler).reconcile
         const left = yield* sql<{ replica: string }>`SELECT replica FROM replicas ORDER BY replica`
         const names = left.map((r) => r.replica)
