@@ -319,7 +319,9 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
         const left = wait - ((yield* Clock.currentTimeMillis) - started)
         const landing = e._tag === "StreamConflict" && left > 0
           ? yield* Effect.either(
-            landOnce(log, entry, { confirmWithinMs: left }).pipe(
+            // Interruptible, so that the bound holds in the request's uninterruptible region (an append
+            // that lands after it is found by the spool's landOnce, billed already).
+            Effect.interruptible(landOnce(log, entry, { confirmWithinMs: left })).pipe(
               Effect.timeoutFail({
                 duration: left,
                 onTimeout: () =>

@@ -150,9 +150,17 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
               Effect.exit(body({ candidates, committed, restore, stop })),
               (exit) =>
                 Effect.flatMap(Effect.exit(committed), (ticket) =>
-                  Effect.zipRight(
-                    Exit.isSuccess(ticket) ? billedAnyway(billing, g, ticket.value, exit) : Effect.void,
-                    Exit.isFailure(exit) ? Effect.zipRight(reservation.release, leave) : leave
+                  Effect.flatMap(
+                    Effect.exit(Exit.isSuccess(ticket) ? billedAnyway(billing, g, ticket.value, exit) : Effect.void),
+                    // A defect of the safety net itself still releases the reservation and leaves (the
+                    // reconciler bills the request once this process no longer serves it).
+                    (net) =>
+                      Exit.isSuccess(net)
+                        ? Exit.isSuccess(exit) ? leave : Effect.zipRight(reservation.release, leave)
+                        : Effect.zipRight(
+                          Effect.logError(`${g.requestId}: its bill failed; the reconciler will bill it`, net.cause),
+                          Effect.zipRight(reservation.release, leave)
+                        )
                   )).pipe(Effect.zipRight(exit))
             )
           if (stop) {

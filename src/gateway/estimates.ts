@@ -32,16 +32,23 @@ export const estimateReply = (
     }
   })
 
-/** The client left before the upstream answered: the prompt was read, nothing was received. */
-export const cancelledBeforeAnswer = (keyId: string, request: unknown): Effect.Effect<Settled> =>
-  Effect.map(countTokensOf(keyId, textOf(request)), (input) => ({
-    usage: { ...zeroUsage, input_tokens: input },
-    outcome: "cancelled",
-    estimate: {
-      basis: "the client left before the upstream answered: input counted over the request's text, no output received",
-      estimator: ESTIMATOR
-    }
-  }))
+/**
+ * The client left before the upstream answered: the prompt was read, nothing was received. If it left
+ * before any attempt was sent (while the request's StreamStarted committed), nothing went upstream and
+ * nothing is billed.
+ */
+export const cancelledBeforeAnswer = (keyId: string, request: unknown, sent: boolean): Effect.Effect<Settled> =>
+  !sent ?
+    Effect.succeed({ usage: zeroUsage, outcome: "cancelled" }) :
+    Effect.map(countTokensOf(keyId, textOf(request)), (input) => ({
+      usage: { ...zeroUsage, input_tokens: input },
+      outcome: "cancelled",
+      estimate: {
+        basis:
+          "the client left before the upstream answered: input counted over the request's text, no output received",
+        estimator: ESTIMATOR
+      }
+    }))
 
 /**
  * A stream that ended without the upstream's final usage (cut, failed, or the upstream never sent it):

@@ -44,17 +44,21 @@ export interface GenerationResult {
 export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started) =>
   Effect.gen(function*() {
     const { billing, metrics, upstreams } = deps
+    let sent = false // whether an attempt went upstream
     const call = withFailover(
       s.candidates,
       deps.policy,
       observeAttempts(metrics, (c) =>
-        upstreams.send(upstreamRequestOf(
-          g,
-          c,
-          // A non-streamed answer arrives whole: its first byte is its last.
-          Math.min(c.deployment.provider.timeouts.first_byte_ms, c.deployment.provider.timeouts.total_ms),
-          s.stop
-        ))),
+        Effect.suspend(() => {
+          sent = true
+          return upstreams.send(upstreamRequestOf(
+            g,
+            c,
+            // A non-streamed answer arrives whole: its first byte is its last.
+            Math.min(c.deployment.provider.timeouts.first_byte_ms, c.deployment.provider.timeouts.total_ms),
+            s.stop
+          ))
+        })),
       s.stop
     )
     // A client that leaves interrupts this fiber: only the upstream call (see Started) stops.
@@ -75,7 +79,7 @@ export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started) =>
     }
     if (Exit.isInterrupted(exit)) {
       // The client left while the upstream worked: bill the prompt it read, from an estimate.
-      yield* billing.bill(ticket, yield* cancelledBeforeAnswer(g.key.keyId, g.body))
+      yield* billing.bill(ticket, yield* cancelledBeforeAnswer(g.key.keyId, g.body, sent))
       return yield* Effect.interrupt
     }
     yield* billing.bill(ticket, { usage: zeroUsage, outcome: "failed" })

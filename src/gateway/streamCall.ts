@@ -99,8 +99,10 @@ export const streamCall = (deps: StreamDeps) =>
     }
     // Its first event must come within `first_byte_ms` of the attempt's start: the upstream's answer
     // and each read until then get what is left of that time (timers, not a fiber racing the attempt).
+    let sent = false // whether an attempt went upstream
     const open = (c: Candidate) =>
       Effect.suspend(() => {
+        sent = true
         // Kept on the timers' own clock (monotonic), which is what waits for it.
         const deadline = performance.now() + c.deployment.provider.timeouts.first_byte_ms
         const left = () => deadline - performance.now()
@@ -156,7 +158,7 @@ export const streamCall = (deps: StreamDeps) =>
     if (Exit.isFailure(exit)) {
       letGo() // an attempt that had its answer when the call was interrupted
       if (Exit.isInterrupted(exit)) {
-        yield* billing.bill(ticket, yield* cancelledBeforeAnswer(g.key.keyId, g.body))
+        yield* billing.bill(ticket, yield* cancelledBeforeAnswer(g.key.keyId, g.body, sent))
         return yield* Effect.interrupt
       }
       yield* billing.bill(ticket, {
@@ -276,10 +278,13 @@ export const streamCall = (deps: StreamDeps) =>
         // The upstream's own words, without the gateway's credentials and host (providers/redact.ts).
         const message = redactorFor(candidate.deployment.provider)(e.message)
         const event = relay.errorEvent({ requestId: g.requestId, type: upstreamType ?? "api_error", code, message })
-        yield* out.write(sseTextOf([event])).pipe(
+        // A client that stopped reading does not hold up the bill: after a second it is cut off (the
+        // write is interruptible, or the timeout would wait for it in this uninterruptible region).
+        const written = yield* Effect.interruptible(out.write(sseTextOf([event]))).pipe(
           Effect.timeout("1 second"),
-          Effect.ignore
+          Effect.option
         )
+        if (Option.isNone(written)) yield* out.abandon
         if (record) record.code = code
       }
       const outcome = ended?._tag === "Completed"

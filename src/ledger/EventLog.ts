@@ -71,6 +71,19 @@ interface Job {
   readonly done: (exit: Exit.Exit<Appended, AppendError>) => void
 }
 
+/**
+ * Answers an append from the writer's batch; what its waiters and observers throw is handed back
+ * (for the log), never thrown into the writer, which would stop it.
+ */
+const answer = (job: Job, exit: Exit.Exit<Appended, AppendError>): unknown => {
+  try {
+    job.done(exit)
+    return undefined
+  } catch (e) {
+    return e ?? new Error("an append's observer threw nothing")
+  }
+}
+
 /** An event as `insertEvents` writes it: one object of the batch's JSON document per row. */
 interface EventRow {
   readonly id: string
@@ -114,7 +127,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
         closed = true
-        for (const job of pending.splice(0)) job.done(Exit.fail(closing))
+        for (const job of pending.splice(0)) answer(job, Exit.fail(closing))
       })
     )
     const listeners = new Set<CommittedListener>()
@@ -196,7 +209,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         return { appended, committed }
       })
 
-    /** Answers a committed batch's appends, then tells the listeners; a listener that throws stops nothing. */
+    /** Answers a committed batch's appends, then tells the listeners; one that throws stops nothing. */
     const settle = (
       jobs: ReadonlyArray<Job>,
       result: { readonly appended: ReadonlyArray<Appended>; readonly committed: CommittedEvents }
@@ -204,8 +217,11 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       Effect.suspend(() => {
         const wasDown = unavailableSince
         unavailableSince = undefined
-        jobs.forEach((job, i) => job.done(Exit.succeed(result.appended[i]!)))
         const failed: Array<unknown> = []
+        jobs.forEach((job, i) => {
+          const thrown = answer(job, Exit.succeed(result.appended[i]!)) // an append's observer
+          if (thrown !== undefined) failed.push(thrown)
+        })
         if (result.committed.length > 0) {
           for (const l of listeners) {
             try {
@@ -223,7 +239,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
             ))
         return failed.length === 0
           ? back
-          : Effect.zipRight(back, Effect.logError("an event log listener failed", ...failed))
+          : Effect.zipRight(back, Effect.logError("an event log listener or an append's observer failed", ...failed))
       })
 
     // Only a failed script leads to the retry: once a batch has committed, it is settled, never written again.
@@ -244,13 +260,16 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
               return Effect.suspend(() => {
                 const down = error._tag === "LedgerUnavailable" && unavailableSince === undefined
                 if (error._tag === "LedgerUnavailable") unavailableSince ??= now
-                job.done(Exit.fail(error))
-                return down
+                const thrown = answer(job, Exit.fail(error))
+                const outage = down
                   ? Effect.logError(
                     `event log: commits fail for want of the database (${error.message}); calls are refused ` +
                       `with 503 ledger_unavailable and bills kept in the spool until it answers`
                   )
                   : Effect.void
+                return thrown === undefined
+                  ? outage
+                  : Effect.zipRight(outage, Effect.logError("an append's observer failed", thrown))
               })
             }
           })

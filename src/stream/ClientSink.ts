@@ -13,6 +13,8 @@ export interface ClientSink {
   readonly write: (chunk: string | Uint8Array) => Effect.Effect<void>
   /** Ends the response. */
   readonly end: Effect.Effect<void>
+  /** Closes the connection without ending the response: for a client that stopped reading. */
+  readonly abandon: Effect.Effect<void>
   /** The same, as plain calls for the relay's loop (Pump.ts). */
   readonly plain: PlainSink
 }
@@ -35,6 +37,7 @@ export interface Response {
   readonly writableEnded: boolean
   write(chunk: string | Uint8Array): boolean
   end(): unknown
+  destroy(): unknown
   on(event: "drain" | "close", listener: () => void): unknown
   once(event: "close", listener: () => void): unknown
   off(event: "close", listener: () => void): unknown
@@ -70,6 +73,7 @@ export const responseSink = (res: Response): ClientSink => {
     end: Effect.sync(() => {
       if (!closed()) res.end()
     }),
+    abandon: Effect.sync(() => void res.destroy()),
     plain: {
       closed,
       offer,
