@@ -317,10 +317,11 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
     ) =>
       Effect.gen(function*() {
         const left = wait - ((yield* Clock.currentTimeMillis) - started)
+        // Interruptible, so that the bound holds in the request's uninterruptible region; an append that
+        // lands after it (or after the server, stopping, interrupted it) is found billed by the spool's
+        // landOnce.
         const landing = e._tag === "StreamConflict" && left > 0
-          ? yield* Effect.either(
-            // Interruptible, so that the bound holds in the request's uninterruptible region (an append
-            // that lands after it is found by the spool's landOnce, billed already).
+          ? yield* Effect.exit(
             Effect.interruptible(landOnce(log, entry, { confirmWithinMs: left })).pipe(
               Effect.timeoutFail({
                 duration: left,
@@ -330,8 +331,8 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
             )
           )
           : undefined
-        if (landing?._tag === "Right") {
-          const l = landing.right
+        if (landing !== undefined && Exit.isSuccess(landing)) {
+          const l = landing.value
           if (l._tag === "already-billed" && l.billed.outcome === "reconciled") {
             yield* Effect.logWarning(
               `${t.requestId}: not billed: another process reconciled it first (${l.billed.basis ?? ""})`
@@ -340,7 +341,12 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
             yield* Effect.logError(`${t.requestId}: not billed: its StreamStarted is not in the log`)
           }
         } else {
-          const reason = landing?._tag === "Left" ? landing.left.message : e.message
+          const failure = landing === undefined ? Option.none() : Cause.failureOption(landing.cause)
+          const reason = Option.isSome(failure)
+            ? failure.value.message
+            : landing !== undefined && Cause.isInterruptedOnly(landing.cause)
+            ? "the server is stopping"
+            : e.message
           const durable = yield* spool.put({ ...entry, kind: "bill" })
           yield* Effect.logWarning(
             durable

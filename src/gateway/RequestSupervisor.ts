@@ -3,7 +3,8 @@
  * client disconnects before its answer, the request's fiber is interrupted, and goes on long enough to
  * stop its upstream call and bill. On shutdown the supervisor waits (bounded by
  * `server.shutdown_grace_ms`) for in-flight requests to finish and bill, then interrupts the rest,
- * whose billing steps are uninterruptible.
+ * whose billing steps are uninterruptible: the server does this as soon as it stops accepting, so a
+ * long stream does not hold the process past the grace.
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -25,10 +26,14 @@ export class RequestSupervisor extends Effect.Service<RequestSupervisor>()("Gate
       FiberSet.size(fibers),
       (n) =>
         n === 0 ? Effect.void : Effect.logInfo(`waiting for ${n} in-flight request(s) to finish and bill`).pipe(
-          Effect.zipRight(FiberSet.awaitEmpty(fibers).pipe(Effect.timeout(grace), Effect.ignore))
+          // Interruptible, or the timeout would wait for it (this runs as a finalizer, uninterruptibly).
+          Effect.zipRight(Effect.interruptible(FiberSet.awaitEmpty(fibers)).pipe(Effect.timeout(grace), Effect.ignore))
         )
     )
-    yield* Effect.addFinalizer(() => drain)
+    // The requests still running after the grace are interrupted: each stops its upstream call, ends
+    // its answer (a stream with an error event, a call not yet answered with a 503) and bills.
+    const shutdown = Effect.zipRight(drain, FiberSet.clear(fibers))
+    yield* Effect.addFinalizer(() => shutdown)
 
     /**
      * Starts a request's fiber in the supervisor (from outside any fiber: the server's request
@@ -47,6 +52,11 @@ export class RequestSupervisor extends Effect.Service<RequestSupervisor>()("Gate
     return {
       fork,
       inFlight: FiberSet.size(fibers),
+      /**
+       * Waits (at most `server.shutdown_grace_ms`) for the requests in flight to finish and bill, then
+       * interrupts the rest and waits for them to bill. The server runs it once it stops accepting.
+       */
+      shutdown,
       /** The request is live (from before its StreamStarted until it is billed); a plain call. */
       enterNow: (requestId: string) => void live.add(requestId),
       /** The request is no longer live; a plain call. */

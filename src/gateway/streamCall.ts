@@ -279,20 +279,29 @@ export const streamCall = (deps: StreamDeps) =>
         const message = redactorFor(candidate.deployment.provider)(e.message)
         const event = relay.errorEvent({ requestId: g.requestId, type: upstreamType ?? "api_error", code, message })
         // A client that stopped reading does not hold up the bill: after a second it is cut off (the
-        // write is interruptible, or the timeout would wait for it in this uninterruptible region).
-        const written = yield* Effect.interruptible(out.write(sseTextOf([event]))).pipe(
-          Effect.timeout("1 second"),
-          Effect.option
+        // write is interruptible, or the timeout would wait for it in this uninterruptible region; the
+        // server stopping meanwhile cuts it too, and the bill goes on).
+        const written = yield* Effect.exit(
+          Effect.interruptible(out.write(sseTextOf([event]))).pipe(Effect.timeout("1 second"))
         )
-        if (Option.isNone(written)) yield* out.abandon
+        if (Exit.isFailure(written)) yield* out.abandon
         if (record) record.code = code
+      } else if (Exit.isInterrupted(result) && !out.plain.closed()) {
+        // Interrupted with its client still there: the server is stopping (past its grace). The stream
+        // ends with an error event (written as it can be, not waited for) and is billed as cancelled.
+        out.plain.offer(sseTextOf([relay.errorEvent({
+          requestId: g.requestId,
+          type: "overloaded_error",
+          code: "server_stopping",
+          message: "The gateway is stopping and ended this stream; what was relayed is billed."
+        })]))
       }
       const outcome = ended?._tag === "Completed"
         ? "completed" as const
         : ended?._tag === "Failed" || Exit.isFailure(result) && !Exit.isInterrupted(result)
         ? "failed" as const
         : "cancelled" as const
-      if (record && outcome === "cancelled") record.code = "client_closed"
+      if (record && outcome === "cancelled") record.code = out.plain.closed() ? "client_closed" : "server_stopping"
       // A translated Responses answer's items are kept before the stream ends (its last events may be
       // with the client already; StoredItems).
       if (outcome === "completed") {

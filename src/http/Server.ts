@@ -12,6 +12,7 @@ import type { AddressInfo } from "node:net"
 import type { Socket } from "node:net"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { RequestSupervisor } from "../gateway/RequestSupervisor.ts"
 import { otlpEndpoint } from "../observability/Tracing.ts"
 import { AnthropicHandlers } from "./AnthropicHandlers.ts"
 import { ApiKeyAuthLive, OperatorAuthLive, VendorAuthLive } from "./Auth.ts"
@@ -93,29 +94,46 @@ export const createNodeServer = (limits: {
   return server
 }
 
+/** How long the connections get to close once the requests have ended, before they are cut. */
+const CLOSE_AFTER_REQUESTS_MS = 2_000
+
 /**
  * node:http on the configured host and port, as `HttpServer`: each request goes to the generation
  * lane (lane/GenerationLane.ts) when it is a call of one of the four generation endpoints, and to
- * HttpApi's handler otherwise. On shutdown, connections are closed as soon as they fall idle (a stream
- * that was still running when the server stopped accepting keeps its connection to the end, then lets
- * it go instead of holding the process until the keep-alive timeout).
+ * HttpApi's handler otherwise. On shutdown, connections are closed as soon as they fall idle; the
+ * requests in flight get `server.shutdown_grace_ms` to finish, then are ended and billed
+ * (RequestSupervisor.shutdown), and any connection still open a moment later is cut.
  */
+
 export const NodeServerLive = Layer.scoped(
   HttpServer.HttpServer,
   Effect.gen(function*() {
     const config = yield* GatewayConfig
     const lane = yield* GenerationLane
+    const supervisor = yield* RequestSupervisor
     const server = yield* Effect.acquireRelease(
       Effect.sync(() => createNodeServer(config.file.server)),
       (s) =>
-        Effect.async<void>((resume) => {
-          if (!s.listening) return resume(Effect.void)
+        Effect.suspend(() => {
+          if (!s.listening) return Effect.void
+          // New connections are refused at once; open ones close as they fall idle.
           const timer = setInterval(() => s.closeIdleConnections(), 200)
           timer.unref()
-          s.close(() => {
-            clearInterval(timer)
-            resume(Effect.void)
+          const closed = Effect.async<void>((resume) => {
+            s.close(() => {
+              clearInterval(timer)
+              resume(Effect.void)
+            })
           })
+          // The requests in flight get the grace, then are ended (and billed); what is still open
+          // after that (a client that does not read its answer's end) is cut.
+          return supervisor.shutdown.pipe(
+            Effect.zipRight(closed.pipe(Effect.timeout(CLOSE_AFTER_REQUESTS_MS), Effect.ignore)),
+            Effect.ensuring(Effect.sync(() => {
+              clearInterval(timer)
+              s.closeAllConnections()
+            }))
+          )
         })
     )
     yield* Effect.async<void, ServeError>((resume) => {

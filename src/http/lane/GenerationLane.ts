@@ -39,7 +39,7 @@ import { authenticateApiKey } from "../Auth.ts"
 import { bodyLimitsOf, readJsonBody } from "../body.ts"
 import { corsHeadersOf } from "../cors.ts"
 import { HOST_REQUIRED, hostMissing, pathOf } from "../EnvelopeMiddleware.ts"
-import { causeToEnvelope } from "../ErrorEnvelope.ts"
+import { causeToEnvelope, type EnvelopeError } from "../ErrorEnvelope.ts"
 import { asApiError, type GatewayRefusal } from "../gatewayErrors.ts"
 import { newRequestId } from "../RequestId.ts"
 import { anthropicVersionProblem, DROPPED_PARAMS_HEADER, protocolHeadersOf, readFields } from "./fields.ts"
@@ -48,6 +48,16 @@ import { laneEndpointOf } from "./routes.ts"
 
 /** The fiber id a client's departure interrupts a request with. */
 const clientLeft = FiberId.make(-499, 0)
+
+/** A call not answered yet when the server, stopping, ended it after its grace (it is billed as cancelled). */
+const SERVER_STOPPING: EnvelopeError = {
+  status: 503,
+  type: "overloaded_error",
+  code: "server_stopping",
+  message: "The gateway is stopping and ended this call before its answer; retry it.",
+  param: null,
+  headers: { connection: "close", "retry-after": "1" }
+}
 
 const droppedHeader = (dropped: ReadonlyArray<string>): HeaderMap =>
   dropped.length === 0 ? {} : { [DROPPED_PARAMS_HEADER]: dropped.join(", ") }
@@ -225,12 +235,20 @@ export class GenerationLane extends Effect.Service<GenerationLane>()("Http/Gener
       })
       // A client that leaves before its answer interrupts the request (the gateway still bills what it
       // started); its line, a 499, is written once the fiber has ended, with the bill's figures.
+      let left = false
       res.once("close", () => {
+        left = true
         if (!answered && !res.writableEnded) fiber.unsafeInterruptAsFork(clientLeft)
       })
       fiber.addObserver((exit) => {
         if (Exit.isInterrupted(exit) && !answered && !record.finished) {
-          record.status = 499
+          if (left) record.status = 499
+          else {
+            // Interrupted with its client still there: the server is stopping (past its grace).
+            record.status = SERVER_STOPPING.status
+            record.code = SERVER_STOPPING.code!
+            writeEnvelope(res, SERVER_STOPPING, requestId, headers())
+          }
           supervisor.fork(requestLog.finish(record))
         }
       })

@@ -1,0 +1,123 @@
+/**
+ * Stopping: a gateway sent SIGTERM lets its calls in flight finish for `server.shutdown_grace_ms`,
+ * then ends the rest and bills them: a stream gets an error event (`server_stopping`), a call not
+ * answered yet a 503 in the envelope, each is billed once as cancelled, and the process exits
+ * long before its upstream would have finished.
+ */
+import { Effect, Exit, Scope } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import OpenAI from "openai"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { FakeUpstream, type FakeUpstream as Fake } from "../support/FakeUpstream.ts"
+import {
+  exitWithin,
+  freePort,
+  migratedDataDir,
+  start,
+  tempDir,
+  tollgateJson,
+  waitForHttp
+} from "../support/Processes.ts"
+import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
+
+const T = 120_000
+
+describe("a gateway stopped with calls in flight", () => {
+  const scope = Effect.runSync(Scope.make())
+  let fake: Fake
+  let env: Record<string, string>
+
+  beforeAll(async () => {
+    fake = await Effect.runPromise(Scope.extend(FakeUpstream, scope))
+    const dir = tempDir("shutdown")
+    const config = path.join(dir, "tollgate.yaml")
+    fs.writeFileSync(
+      config,
+      [
+        "server:",
+        "  shutdown_grace_ms: 1000",
+        "providers:",
+        "  up:",
+        "    style: openai",
+        `    base_url: ${fake.url}/v1`,
+        "    timeouts: { first_byte_ms: 120000, idle_ms: 120000, total_ms: 120000 }",
+        "models:",
+        "  slow:",
+        "    deployments: [{ provider: up }]",
+        "    pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" }",
+        "server_options:",
+        "  default: { models: [slow] }"
+      ].join("\n")
+    )
+    env = { TOLLGATE_CONFIG: config }
+    if (backend() === "postgres") {
+      env.DATABASE_URL = await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope))
+    } else {
+      env.TOLLGATE_DATA_DIR = migratedDataDir("shutdown")
+    }
+  }, T)
+
+  afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)), T)
+
+  it("ends them after the grace: an error event, a 503, each billed once as cancelled", async () => {
+    // A stream of a minute, and a non-streamed answer that would take a minute.
+    const words = Array.from({ length: 600 }, (_, i) => ({
+      data: {
+        id: "c",
+        object: "chat.completion.chunk",
+        created: 1,
+        model: "up",
+        choices: [{ index: 0, delta: { content: `w${i} ` }, finish_reason: null }]
+      }
+    }))
+    fake.script("/v1/chat/completions", { events: words, eventDelayMs: 100 }, { delayMs: 60_000, body: {} })
+
+    const port = await freePort()
+    const p = start(["serve"], { ...env, TOLLGATE_PORT: String(port) })
+    const base = `http://127.0.0.1:${port}`
+    await waitForHttp(base, p)
+    const key = await tollgateJson(["keys", "create", "--quota-usd", "10"], env)
+    const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: key.key, maxRetries: 0 })
+
+    const stream = await client.chat.completions.create({
+      model: "slow",
+      stream: true,
+      messages: [{ role: "user", content: "a long story" }]
+    })
+    const iterator = stream[Symbol.asyncIterator]()
+    await iterator.next() // the stream is under way
+    const answer = client.chat.completions.create({ model: "slow", messages: [{ role: "user", content: "slowly" }] })
+      .then(() => undefined, (e: unknown) => e)
+    while (fake.received.length < 2) await new Promise((r) => setTimeout(r, 20)) // both are upstream
+
+    process.kill(p.pid, "SIGTERM")
+    let relayed = ""
+    const streamEnd = await (async () => {
+      try {
+        for (let r = await iterator.next(); !r.done; r = await iterator.next()) {
+          relayed += r.value.choices[0]?.delta?.content ?? ""
+        }
+        return undefined
+      } catch (e) {
+        return e
+      }
+    })()
+    expect(streamEnd).toBeInstanceOf(OpenAI.APIError)
+    expect((streamEnd as InstanceType<typeof OpenAI.APIError>).code).toBe("server_stopping")
+    expect(relayed.length).toBeGreaterThan(0)
+    const refused = await answer
+    expect(refused).toBeInstanceOf(OpenAI.APIError)
+    expect((refused as InstanceType<typeof OpenAI.APIError>).status).toBe(503)
+    expect((refused as InstanceType<typeof OpenAI.APIError>).code).toBe("server_stopping")
+    // Well before the upstream's minute.
+    expect((await exitWithin(p, 30_000))?.code).toBe(0)
+
+    const events = (await tollgateJson(["events", "--limit", "1000"], env)).events
+    const billed = events.filter((e: any) => e.event_type === "Billed")
+    expect(billed).toHaveLength(2)
+    expect(billed.map((e: any) => e.data.outcome)).toEqual(["cancelled", "cancelled"])
+    const report = await tollgateJson(["replay", "--verify"], env)
+    expect(report.ok).toBe(true)
+  }, T)
+})
