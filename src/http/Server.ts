@@ -157,6 +157,9 @@ export const NodeServerLive = Layer.scoped(
             ? NodeHttpServer.makeHandler(httpApp)
             : NodeHttpServer.makeHandler(httpApp, middleware))
           const dispatch = (req: IncomingMessage, res: ServerResponse) => {
+            // A protocol upgrade is not offered (h2c, websocket): the request is served as HTTP/1.1, and its
+            // connection closed after the answer, since node:http drops whatever the client sent after it.
+            if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false
             const endpoint = lane.endpointOf(req)
             if (endpoint === undefined) handler(req, res)
             else lane.serve(endpoint, req, res)

@@ -20,12 +20,15 @@ const post = (url: string, secret: string, body: string) =>
     }).then(async (r) => ({ status: r.status, headers: r.headers, body: (await r.json()) as any }))
   )
 
-/** One raw HTTP/1.1 request on its own connection; the whole answer as text. */
-const raw = (base: string, request: string) =>
+/**
+ * One raw HTTP/1.1 request on its own connection; the whole answer as text, once the server has closed
+ * the connection. `keepOpen`: the client does not end its side first.
+ */
+const raw = (base: string, request: string, keepOpen = false) =>
   Effect.promise(() =>
     new Promise<string>((resolve, reject) => {
       const { hostname, port } = new URL(base)
-      const socket = net.connect(Number(port), hostname, () => socket.end(request))
+      const socket = net.connect(Number(port), hostname, () => keepOpen ? socket.write(request) : socket.end(request))
       let text = ""
       socket.setEncoding("utf8").on("data", (d) => (text += d)).on("end", () => resolve(text)).on("error", reject)
     })
@@ -85,6 +88,24 @@ describe("the generation lane", () => {
         expect(answer).toMatch(/\r\nconnection: close\r\n/i)
         expect(answer).toContain(`"code":"malformed_request"`)
         expect(answer).toMatch(/\r\nx-request-id: req_/)
+      }))
+
+    it.effect("a request asking for a protocol upgrade is served as HTTP/1.1, and its connection closed after it", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        // A request sent after it in the same write is dropped by node:http: the connection must not
+        // stay open waiting for it.
+        const answer = yield* raw(
+          base,
+          `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${secret}\r\n` +
+            `connection: Upgrade\r\nupgrade: h2c\r\ncontent-type: application/json\r\n` +
+            `content-length: ${chatBody.length}\r\n\r\n${chatBody}GET /v1 HTTP/1.1\r\nhost: x\r\n\r\n`,
+          true
+        )
+        expect(answer).toMatch(/^HTTP\/1\.1 200 /)
+        expect(answer).toMatch(/\r\nconnection: close\r\n/i)
+        expect(answer).toContain(`"chat.completion"`)
       }))
 
     it.effect("a refusal before the body is read closes the connection (the rest of the body is never read)", () =>
