@@ -8,12 +8,12 @@ import { BaseSequencer, type TestSpecification } from "vitest/node"
 // server, once more on it (each test file gets its own fresh database there).
 //
 // The `postgres` project runs only the files that reach a database: those whose source names one of
-// `databasePatterns` (the test database or gateway, a Postgres cluster of its own, the database or
-// application layers of src/, or the backend switch itself). The others (translation, streams, config,
+// `databasePatterns` (the test database, gateway or processes' environment, a Postgres cluster of its
+// own, the database or application layers of src/, or the backend switch itself). The others (translation, streams, config,
 // pure units) run the same code on either backend, so once, in `pglite`, is enough. A new file that
 // touches the database by another route must name it here.
 const databasePatterns =
-  /support\/(TestDatabase|TestGateway|PostgresCluster)\.ts|src\/main\.ts|src\/db\/Database\.ts|TOLLGATE_TEST_DB|TEST_DATABASE_URL/
+  /support\/(TestDatabase|TestGateway|PostgresCluster|ProcessGateway)\.ts|src\/main\.ts|src\/db\/Database\.ts|TOLLGATE_TEST_DB|TEST_DATABASE_URL/
 
 const testFiles = (dir: string): Array<string> =>
   fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {

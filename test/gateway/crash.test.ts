@@ -5,20 +5,10 @@
  * (outcome `reconciled`, with its basis), and replay verifies.
  */
 import { Effect, Exit, Scope } from "effect"
-import * as fs from "node:fs"
-import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FakeUpstream, type FakeUpstream as Fake } from "../support/FakeUpstream.ts"
-import {
-  freePort,
-  migratedDataDir,
-  type Proc,
-  start,
-  tempDir,
-  tollgateJson,
-  waitForHttp
-} from "../support/Processes.ts"
-import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
+import { freePort, type Proc, start, tollgateJson, waitForHttp } from "../support/Processes.ts"
+import { processGatewayEnv } from "../support/ProcessGateway.ts"
 
 const T = 120_000
 
@@ -29,31 +19,20 @@ describe("a gateway killed with streams in flight", () => {
 
   beforeAll(async () => {
     fake = await Effect.runPromise(Scope.extend(FakeUpstream, scope))
-    const dir = tempDir("crash")
-    const config = path.join(dir, "tollgate.yaml")
-    fs.writeFileSync(
-      config,
-      [
-        "server:",
-        "  replica_timeout_ms: 1500",
-        "providers:",
-        "  up:",
-        "    style: openai",
-        `    base_url: ${fake.url}/v1`,
-        "models:",
-        "  slow:",
-        "    deployments: [{ provider: up }]",
-        "    pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" }",
-        "server_options:",
-        "  default: { models: [slow] }"
-      ].join("\n")
-    )
-    env = { TOLLGATE_CONFIG: config }
-    if (backend() === "postgres") {
-      env.DATABASE_URL = await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope))
-    } else {
-      env.TOLLGATE_DATA_DIR = migratedDataDir("crash")
-    }
+    env = await processGatewayEnv("crash", [
+      "server:",
+      "  replica_timeout_ms: 1500",
+      "providers:",
+      "  up:",
+      "    style: openai",
+      `    base_url: ${fake.url}/v1`,
+      "models:",
+      "  slow:",
+      "    deployments: [{ provider: up }]",
+      "    pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" }",
+      "server_options:",
+      "  default: { models: [slow] }"
+    ], scope)
   }, T)
 
   afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)), T)

@@ -5,21 +5,11 @@
  * long before its upstream would have finished.
  */
 import { Effect, Exit, Scope } from "effect"
-import * as fs from "node:fs"
-import * as path from "node:path"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FakeUpstream, type FakeUpstream as Fake } from "../support/FakeUpstream.ts"
-import {
-  exitWithin,
-  freePort,
-  migratedDataDir,
-  start,
-  tempDir,
-  tollgateJson,
-  waitForHttp
-} from "../support/Processes.ts"
-import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
+import { exitWithin, freePort, start, tollgateJson, waitForHttp } from "../support/Processes.ts"
+import { processGatewayEnv } from "../support/ProcessGateway.ts"
 
 const T = 120_000
 
@@ -30,32 +20,21 @@ describe("a gateway stopped with calls in flight", () => {
 
   beforeAll(async () => {
     fake = await Effect.runPromise(Scope.extend(FakeUpstream, scope))
-    const dir = tempDir("shutdown")
-    const config = path.join(dir, "tollgate.yaml")
-    fs.writeFileSync(
-      config,
-      [
-        "server:",
-        "  shutdown_grace_ms: 1000",
-        "providers:",
-        "  up:",
-        "    style: openai",
-        `    base_url: ${fake.url}/v1`,
-        "    timeouts: { first_byte_ms: 120000, idle_ms: 120000, total_ms: 120000 }",
-        "models:",
-        "  slow:",
-        "    deployments: [{ provider: up }]",
-        "    pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" }",
-        "server_options:",
-        "  default: { models: [slow] }"
-      ].join("\n")
-    )
-    env = { TOLLGATE_CONFIG: config }
-    if (backend() === "postgres") {
-      env.DATABASE_URL = await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope))
-    } else {
-      env.TOLLGATE_DATA_DIR = migratedDataDir("shutdown")
-    }
+    env = await processGatewayEnv("shutdown", [
+      "server:",
+      "  shutdown_grace_ms: 1000",
+      "providers:",
+      "  up:",
+      "    style: openai",
+      `    base_url: ${fake.url}/v1`,
+      "    timeouts: { first_byte_ms: 120000, idle_ms: 120000, total_ms: 120000 }",
+      "models:",
+      "  slow:",
+      "    deployments: [{ provider: up }]",
+      "    pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" }",
+      "server_options:",
+      "  default: { models: [slow] }"
+    ], scope)
   }, T)
 
   afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)), T)
