@@ -59,12 +59,7 @@ export class Admission extends Effect.Service<Admission>()("Accounts/Admission",
         })
       }
     }
-    const admit = (keyId: string, worstCase: bigint): Effect.Effect<Reservation, QuotaExceeded> =>
-      Effect.suspend(() => {
-        const admitted = admitNow(keyId, worstCase)
-        return admitted instanceof QuotaExceeded ? Effect.fail(admitted) : Effect.succeed(admitted)
-      })
-    return { admit, admitNow } as const
+    return { admitNow } as const
   }),
   dependencies: [KeyStore.Default]
 }) {}

@@ -300,10 +300,6 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
       })
 
     /**
-     * UsageReported + Billed, once; never fails; releases the in-process reservation. Waits for the log
-     * at most `within` (`billing.commit_wait_ms` unless said), then keeps the bill in the spool.
-     */
-    /**
      * When the bill's append did not land at once: the head had moved (a checkpoint landed unconfirmed,
      * or an earlier attempt of this very append did), so the stream is closed where it is, within what
      * is left of the wait; or the log did not confirm it in time, and the bill goes to the spool.

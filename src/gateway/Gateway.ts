@@ -183,19 +183,19 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
      * their size) before it is routed, whatever its upstream: the ids are the gateway's, known to no
      * upstream. A database that cannot say refuses it as the log would.
      */
-    const namesNoItems = (g: Generation) => g.endpoint !== "responses" || !namesItems(g.body)
-    const withStoredItems = <G extends Generation>(g: G): Effect.Effect<G, Refusal> =>
-      namesNoItems(g)
-        ? Effect.succeed(g)
-        : Effect.map(
+    const withStoredItems = <G extends Generation, A>(
+      g: G,
+      run: (g: G) => Effect.Effect<A, Refusal>
+    ): Effect.Effect<A, Refusal> =>
+      g.endpoint !== "responses" || !namesItems(g.body)
+        ? run(g) // most requests: no step added
+        : Effect.flatMap(
           items.resolve(g.key.keyId, g.body, g.bodyBytes),
-          ({ addedBytes, body }) => ({ ...g, body, bodyBytes: g.bodyBytes + addedBytes })
+          ({ addedBytes, body }) => run({ ...g, body, bodyBytes: g.bodyBytes + addedBytes })
         )
 
     const generate = (g: Generation): Effect.Effect<GenerationResult, Refusal> =>
-      namesNoItems(g)
-        ? supervised(g, (s) => runJson(g, s))
-        : Effect.flatMap(withStoredItems(g), (g) => supervised(g, (s) => runJson(g, s)))
+      withStoredItems(g, (g) => supervised(g, (s) => runJson(g, s)))
 
     /**
      * A streamed generation: until the first upstream event is in hand, failures are retried, and a
@@ -205,10 +205,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
     const generateStream = (
       g: Generation & { readonly includeUsage: boolean },
       client: StreamClient
-    ): Effect.Effect<void, Refusal> =>
-      namesNoItems(g)
-        ? supervised(g, (s) => runStream(g, s, client))
-        : Effect.flatMap(withStoredItems(g), (g) => supervised(g, (s) => runStream(g, s, client)))
+    ): Effect.Effect<void, Refusal> => withStoredItems(g, (g) => supervised(g, (s) => runStream(g, s, client)))
 
     return { generate, generateStream } as const
   })

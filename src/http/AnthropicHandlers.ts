@@ -9,7 +9,7 @@ import { CountTokensRequest } from "../api/schemas/messages.ts"
 import { CurrentKey } from "../api/security.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { TokenCount } from "../gateway/TokenCount.ts"
-import { bodyLimitsOf, decodeFields, readJsonObject } from "./body.ts"
+import { bodyLimitsOf, fieldsDecoder, readJsonObject } from "./body.ts"
 import { mapGatewayErrors } from "./gatewayErrors.ts"
 import { anthropicVersionProblem, protocolHeadersOf } from "./lane/fields.ts"
 import { servedByLane } from "./lane/routes.ts"
@@ -26,7 +26,7 @@ export const AnthropicHandlers = HttpApiBuilder.group(GatewayApi, "anthropic", (
     const keys = yield* KeyStore
     const tokens = yield* TokenCount
     const limits = bodyLimitsOf((yield* GatewayConfig).file.server)
-    const decodeCount = decodeFields(CountTokensRequest)
+    const decodeCount = fieldsDecoder(CountTokensRequest)
 
     const countTokens = (request: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function*() {

@@ -343,9 +343,3 @@ export const fieldsDecoder = <A, I>(schema: Schema.Schema<A, I>) => {
     return Either.left(new InvalidRequest({ message: short, ...(param ? { param } : {}) }))
   }
 }
-
-/** Decodes the fields the gateway needs; the first problem is reported with its path as `param`. */
-export const decodeFields = <A, I>(schema: Schema.Schema<A, I>) => {
-  const decode = fieldsDecoder(schema)
-  return (json: unknown): Effect.Effect<A, InvalidRequest> => decode(json)
-}

@@ -76,19 +76,20 @@ export const toApiError = (e: GatewayRefusal) => {
   }
 }
 
-const GATEWAY_REFUSALS = new Set<string>([
-  "BadRequest",
-  "TooLarge",
-  "ModelNotFound",
-  "QuotaExceeded",
-  "RateLimitReached",
-  "UpstreamFailure",
-  "LedgerDown"
-])
+/** The refusals' tags: the compiler holds this to `GatewayRefusal`, one entry for each. */
+const GATEWAY_REFUSALS: Record<GatewayRefusal["_tag"], true> = {
+  BadRequest: true,
+  TooLarge: true,
+  ModelNotFound: true,
+  QuotaExceeded: true,
+  RateLimitReached: true,
+  UpstreamFailure: true,
+  LedgerDown: true
+}
 
 /** An error that may be the gateway's refusal, as the API's error (the API's own errors pass as they are). */
 export const asApiError = <E extends { readonly _tag: string }>(e: E | GatewayRefusal) =>
-  GATEWAY_REFUSALS.has(e._tag) ? toApiError(e as GatewayRefusal) : e as E
+  Object.hasOwn(GATEWAY_REFUSALS, e._tag) ? toApiError(e as GatewayRefusal) : e as E
 
 export const mapGatewayErrors = <A, R>(effect: Effect.Effect<A, GatewayRefusal, R>) =>
   Effect.mapError(effect, toApiError)

@@ -9,6 +9,7 @@ import { Effect, Layer } from "effect"
 import { Admission } from "../../src/accounts/Admission.ts"
 import type { KeyRecord } from "../../src/accounts/KeyRecord.ts"
 import { KeyStore } from "../../src/accounts/KeyStore.ts"
+import { admitting } from "../support/admitting.ts"
 
 const usd = (dollars: number) => BigInt(Math.round(dollars * 1e6)) * 1_000n // nanos, from whole micro-dollars
 
@@ -48,24 +49,24 @@ describe("Admission", () => {
   it.effect("holds each admitted worst case until released; refuses what the rest cannot cover", () =>
     Effect.gen(function*() {
       const admission = yield* Admission
-      const first = yield* admission.admit(ID, usd(0.6))
+      const first = yield* admitting(admission, ID, usd(0.6))
       // 0.40 left: a worst case of 0.50 is refused, one of 0.40 fits exactly.
-      const refused = yield* Effect.flip(admission.admit(ID, usd(0.5)))
+      const refused = yield* Effect.flip(admitting(admission, ID, usd(0.5)))
       expect(refused._tag).toBe("QuotaExceeded")
       expect(refused.message).toContain("more than the $0.4 left")
-      const second = yield* admission.admit(ID, usd(0.4))
-      expect((yield* Effect.flip(admission.admit(ID, 1n))).message).toContain("used up")
+      const second = yield* admitting(admission, ID, usd(0.4))
+      expect((yield* Effect.flip(admitting(admission, ID, 1n))).message).toContain("used up")
       yield* first.release
       yield* first.release // a second release gives nothing back twice
-      expect((yield* admission.admit(ID, usd(0.6))).amount).toBe(usd(0.6))
-      expect((yield* Effect.flip(admission.admit(ID, 1n)))._tag).toBe("QuotaExceeded")
+      expect((yield* admitting(admission, ID, usd(0.6))).amount).toBe(usd(0.6))
+      expect((yield* Effect.flip(admitting(admission, ID, 1n)))._tag).toBe("QuotaExceeded")
       yield* second.release
     }).pipe(Effect.provide(admissionOver(keyWith(1)))))
 
   it.effect("counts what the key has spent; a key spent to its quota is refused even a free call", () =>
     Effect.gen(function*() {
       const admit = (key: KeyRecord, worstCase: bigint) =>
-        Effect.flatMap(Admission, (a) => a.admit(ID, worstCase)).pipe(Effect.provide(admissionOver(key)))
+        Effect.flatMap(Admission, (a) => admitting(a, ID, worstCase)).pipe(Effect.provide(admissionOver(key)))
       expect((yield* Effect.flip(admit(keyWith(1, 1), 0n))).message).toContain("used up")
       expect((yield* admit(keyWith(1, 0.25), usd(0.75))).amount).toBe(usd(0.75))
       expect((yield* Effect.flip(admit(keyWith(1, 0.25), usd(0.75) + 1n)))._tag).toBe("QuotaExceeded")
@@ -74,9 +75,9 @@ describe("Admission", () => {
   it.effect("each layer build has reservations of its own", () =>
     Effect.gen(function*() {
       const admission = admissionOver(keyWith(1))
-      yield* Effect.flatMap(Admission, (a) => a.admit(ID, usd(1))).pipe(Effect.provide(admission))
+      yield* Effect.flatMap(Admission, (a) => admitting(a, ID, usd(1))).pipe(Effect.provide(admission))
       // A fresh build does not see the first one's hold.
-      const again = yield* Effect.flatMap(Admission, (a) => a.admit(ID, usd(1))).pipe(Effect.provide(admission))
+      const again = yield* Effect.flatMap(Admission, (a) => admitting(a, ID, usd(1))).pipe(Effect.provide(admission))
       expect(again.amount).toBe(usd(1))
     }))
 })

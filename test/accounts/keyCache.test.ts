@@ -16,6 +16,7 @@ import { GatewayConfig } from "../../src/config/GatewayConfig.ts"
 import { EventLog } from "../../src/ledger/EventLog.ts"
 import { type DomainEvent, streamOf } from "../../src/ledger/events.ts"
 import { AccountsLive } from "../../src/main.ts"
+import { admitting } from "../support/admitting.ts"
 import { logSettled } from "../support/settled.ts"
 import { TestDatabase } from "../support/TestDatabase.ts"
 
@@ -109,21 +110,21 @@ describe("the key cache", () => {
         // Spent elsewhere after the record was read: $0.25 is left, though the record says $1.
         yield* bill(keyId, "req_cache_2", usd(0.75))
         expect(held.quotaNanos - held.usedNanos).toBe(usd(1))
-        const refused = yield* Effect.flip(admission.admit(keyId, usd(0.5)))
+        const refused = yield* Effect.flip(admitting(admission, keyId, usd(0.5)))
         expect(refused._tag).toBe("QuotaExceeded")
         expect(refused.message).toContain("more than the $0.25 left")
-        const fits = yield* admission.admit(keyId, usd(0.25))
+        const fits = yield* admitting(admission, keyId, usd(0.25))
         yield* fits.release
 
         // A top-up committed meanwhile counts likewise.
         yield* keys.grant(keyId, usd(1), "test").pipe(Effect.orDie)
-        const after = yield* admission.admit(keyId, usd(1.25))
+        const after = yield* admitting(admission, keyId, usd(1.25))
         expect(after.amount).toBe(usd(1.25))
         yield* after.release
 
         // Revocation is checked at authentication: a request already past it is admitted as before.
         yield* keys.revoke(keyId, "test").pipe(Effect.orDie)
-        expect((yield* admission.admit(keyId, usd(0.5))).amount).toBe(usd(0.5))
+        expect((yield* admitting(admission, keyId, usd(0.5))).amount).toBe(usd(0.5))
       }))
 
     it.effect("a catch-up that reads a key's row older than the cache does not undo what the cache has", () =>
@@ -178,7 +179,7 @@ describe("the key cache", () => {
           })
         }`
         expect((yield* store.findBySecret(secret))?.keyId).toBe("key_cache_shared")
-        expect((yield* admission.admit("key_cache_shared", usd(1))).amount).toBe(usd(1))
+        expect((yield* admitting(admission, "key_cache_shared", usd(1))).amount).toBe(usd(1))
       }))
   })
 })

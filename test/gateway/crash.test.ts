@@ -8,7 +8,7 @@ import { Effect, Exit, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FakeUpstream, type FakeUpstream as Fake } from "../support/FakeUpstream.ts"
 import { freePort, type Proc, start, tollgateJson, waitForHttp } from "../support/Processes.ts"
-import { processGatewayEnv } from "../support/ProcessGateway.ts"
+import { oneModelConfig, processGatewayEnv } from "../support/ProcessGateway.ts"
 
 const T = 120_000
 
@@ -19,20 +19,7 @@ describe("a gateway killed with streams in flight", () => {
 
   beforeAll(async () => {
     fake = await Effect.runPromise(Scope.extend(FakeUpstream, scope))
-    env = await processGatewayEnv("crash", [
-      "server:",
-      "  replica_timeout_ms: 1500",
-      "providers:",
-      "  up:",
-      "    style: openai",
-      `    base_url: ${fake.url}/v1`,
-      "models:",
-      "  slow:",
-      "    deployments: [{ provider: up }]",
-      "    pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" }",
-      "server_options:",
-      "  default: { models: [slow] }"
-    ], scope)
+    env = await processGatewayEnv("crash", oneModelConfig(fake.url, { server: ["  replica_timeout_ms: 1500"] }), scope)
   }, T)
 
   afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)), T)

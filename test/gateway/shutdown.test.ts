@@ -9,7 +9,7 @@ import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FakeUpstream, type FakeUpstream as Fake } from "../support/FakeUpstream.ts"
 import { exitWithin, freePort, start, tollgateJson, waitForHttp } from "../support/Processes.ts"
-import { processGatewayEnv } from "../support/ProcessGateway.ts"
+import { oneModelConfig, processGatewayEnv } from "../support/ProcessGateway.ts"
 
 const T = 120_000
 
@@ -20,21 +20,14 @@ describe("a gateway stopped with calls in flight", () => {
 
   beforeAll(async () => {
     fake = await Effect.runPromise(Scope.extend(FakeUpstream, scope))
-    env = await processGatewayEnv("shutdown", [
-      "server:",
-      "  shutdown_grace_ms: 1000",
-      "providers:",
-      "  up:",
-      "    style: openai",
-      `    base_url: ${fake.url}/v1`,
-      "    timeouts: { first_byte_ms: 120000, idle_ms: 120000, total_ms: 120000 }",
-      "models:",
-      "  slow:",
-      "    deployments: [{ provider: up }]",
-      "    pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" }",
-      "server_options:",
-      "  default: { models: [slow] }"
-    ], scope)
+    env = await processGatewayEnv(
+      "shutdown",
+      oneModelConfig(fake.url, {
+        server: ["  shutdown_grace_ms: 1000"],
+        provider: ["    timeouts: { first_byte_ms: 120000, idle_ms: 120000, total_ms: 120000 }"]
+      }),
+      scope
+    )
   }, T)
 
   afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)), T)

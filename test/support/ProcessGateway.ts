@@ -20,3 +20,25 @@ export const processGatewayEnv = async (
     ? { TOLLGATE_CONFIG: config, DATABASE_URL: await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope)) }
     : { TOLLGATE_CONFIG: config, TOLLGATE_DATA_DIR: migratedDataDir(label) }
 }
+
+/**
+ * The configuration of one model, `slow`, on an OpenAI-style upstream at `upstreamUrl` (a fake the
+ * test scripts), with the `server:` settings and provider lines given (each an indented YAML line).
+ */
+export const oneModelConfig = (
+  upstreamUrl: string,
+  more: { readonly server?: ReadonlyArray<string>; readonly provider?: ReadonlyArray<string> } = {}
+): ReadonlyArray<string> => [
+  ...(more.server ? ["server:", ...more.server] : []),
+  "providers:",
+  "  up:",
+  "    style: openai",
+  `    base_url: ${upstreamUrl}/v1`,
+  ...(more.provider ?? []),
+  "models:",
+  "  slow:",
+  "    deployments: [{ provider: up }]",
+  "    pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" }",
+  "server_options:",
+  "  default: { models: [slow] }"
+]
