@@ -5,11 +5,12 @@
 # the counters to a copy of the command's bundle). C clients (200) stream answers of 20 chunks
 # 250 ms apart for D seconds (10), after a warm-up. CPU time swings by 15-30% between runs of the same
 # code here; these counts by a few percent. STEPS_LOAD=chat counts non-streamed chat calls instead, at
-# C connections (50) back to back. Loopback only; everything it starts it stops, by PID.
+# C connections (50) back to back. MOCK_CHUNKS and MOCK_DELAY_MS (20, 250) give streams of other lengths and
+# paces. Loopback only; everything it starts it stops, by PID.
 NAME=steps
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 LOAD=${STEPS_LOAD:-paced}
-if [[ "$LOAD" == chat ]]; then C=${C:-50}; MODE=(--no-stream); WHAT="chat calls"; else C=${C:-200}; MODE=(); WHAT="paced streams"; export MOCK_DELAY_MS=250; fi
+if [[ "$LOAD" == chat ]]; then C=${C:-50}; MODE=(--no-stream); WHAT="chat calls"; else C=${C:-200}; MODE=(); WHAT="paced streams"; export MOCK_DELAY_MS=${MOCK_DELAY_MS:-250}; fi
 D=${D:-10}
 mkdir -p "$ROOT/bench/results"
 HEAP="$ROOT/bench/results/steps-$LOAD-$(date +%Y%m%d-%H%M%S).heapprofile"
