@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { formatUsd } from "../config/Money.ts"
 import { BigIntText } from "../db/columns.ts"
+import { isCalendarDay } from "./bounds.ts"
 import type { KeyRecord } from "./KeyRecord.ts"
 
 export interface Counters {
@@ -85,18 +86,11 @@ const render = (a: Acc): Counters => ({
   estimated_cost_usd: formatUsd(a.estimated_cost_nanos)
 })
 
-/** A real calendar day written YYYY-MM-DD (Date.parse alone would roll 2024-02-30 over to March). */
-export const isDay = (s: string) => {
-  if (!/^\d{4}-\d{2}-\d{2}$/.test(s)) return false
-  const t = Date.parse(s + "T00:00:00Z")
-  return !Number.isNaN(t) && new Date(t).toISOString().slice(0, 10) === s
-}
-
 /** What is wrong with a report's window of days (both ends inclusive, UTC), if anything. */
 export const windowProblem = (window: { readonly from?: string | undefined; readonly to?: string | undefined }) => {
   for (const param of ["from", "to"] as const) {
     const v = window[param]
-    if (v !== undefined && !isDay(v)) return { param, message: `\`${param}\` must be a day, YYYY-MM-DD (UTC).` }
+    if (v !== undefined && !isCalendarDay(v)) return { param, message: `\`${param}\` must be a day, YYYY-MM-DD (UTC).` }
   }
   if (window.from && window.to && window.from > window.to) {
     return { param: "from" as const, message: "`from` is after `to`." }

@@ -100,9 +100,19 @@ export const totalProblem = (param: string, current: bigint, added: bigint, what
 
 const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?)?$/i
 
-/** An ISO-8601 date or date-time with a four-digit year, up to the end of year 9999; its instant. */
+/**
+ * A real calendar day written YYYY-MM-DD, from the year 1 (`Date.parse` alone would roll 2030-02-30 over
+ * to March, and takes a year 0000 that Postgres has no room for).
+ */
+export const isCalendarDay = (s: string) => {
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(s) || s.startsWith("0000")) return false
+  const t = Date.parse(s + "T00:00:00Z")
+  return !Number.isNaN(t) && new Date(t).toISOString().slice(0, 10) === s
+}
+
+/** An ISO-8601 date or date-time with a four-digit year, from the year 1 to the end of year 9999; its instant. */
 export const parseInstant = (param: string, value: string): number | InvalidInput => {
-  const at = ISO_INSTANT.test(value) ? Date.parse(value) : Number.NaN
+  const at = ISO_INSTANT.test(value) && isCalendarDay(value.slice(0, 10)) ? Date.parse(value) : Number.NaN
   if (Number.isNaN(at)) {
     return refuse(param, `\`${param}\` must be an ISO-8601 date-time, e.g. "2030-01-31T00:00:00Z".`)
   }

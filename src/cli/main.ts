@@ -18,7 +18,7 @@ import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as fs from "node:fs"
-import { isDay } from "../accounts/UsageReport.ts"
+import { isCalendarDay } from "../accounts/bounds.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { databaseName } from "../db/describe.ts"
 import { usageFromLines } from "../ledger/Export.ts"
@@ -79,7 +79,9 @@ const usage = Command.make("usage", {
 
 const day = (flag: string, v: string | undefined, end: boolean) => {
   if (v === undefined) return Effect.succeed(undefined)
-  if (!isDay(v)) return Effect.fail(new OperationFailed({ message: `${flag}: "${v}" is not a day (YYYY-MM-DD)` }))
+  if (!isCalendarDay(v)) {
+    return Effect.fail(new OperationFailed({ message: `${flag}: "${v}" is not a day (YYYY-MM-DD)` }))
+  }
   const t = Date.parse(v + "T00:00:00Z") + (end ? 86_400_000 : 0)
   return Effect.succeed(new Date(t).toISOString())
 }

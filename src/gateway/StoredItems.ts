@@ -6,8 +6,8 @@
  * those travel to it untouched.
  *
  * Items are kept unless the request said `store: false`, for `server.stored_items_days` (0: none), in
- * the `stored_items` table: not the event log, since no figure depends on them. Only the key that
- * made an item can name it.
+ * the `stored_items` table (as JSON text): not the event log, since no figure depends on them. Only
+ * the key that made an item can name it.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
@@ -64,10 +64,11 @@ export class StoredItems extends Effect.Service<StoredItems>()("Gateway/StoredIt
       const rows = new Map<string, unknown>()
       for (const item of output) if (isObject(item) && typeof item.id === "string") rows.set(item.id, item)
       if (rows.size === 0) return Effect.void
-      const doc = JSON.stringify([...rows].map(([item_id, item]) => ({ item_id, item })))
+      // Each item as its JSON text, which writes U+0000 and lone surrogates as escapes (jsonb refuses them).
+      const doc = JSON.stringify([...rows].map(([item_id, item]) => ({ item_id, item: JSON.stringify(item) })))
       return sql`
         INSERT INTO stored_items (key_id, item_id, item)
-        SELECT ${keyId}, r.item_id, r.item FROM jsonb_to_recordset(${doc}::jsonb) AS r(item_id text, item jsonb)
+        SELECT ${keyId}, r.item_id, r.item FROM jsonb_to_recordset(${doc}::jsonb) AS r(item_id text, item text)
         ON CONFLICT (key_id, item_id) DO NOTHING`.pipe(
         // Interruptible, so the timeout holds inside a request's uninterruptible region.
         Effect.interruptible,
@@ -114,7 +115,7 @@ export class StoredItems extends Effect.Service<StoredItems>()("Gateway/StoredIt
         if (days === 0) return { body, addedBytes: 0 }
         const ids = [...new Set(references.map((r) => r.id))]
         const rows = yield* sql<{ item_id: string; item: string }>`
-          SELECT item_id, item::text AS item FROM stored_items
+          SELECT item_id, item FROM stored_items
            WHERE key_id = ${keyId} AND item_id IN ${sql.in(ids)}
              AND stored_at > now() - make_interval(days => ${days})`.pipe(
           Effect.timeoutFail({

@@ -901,15 +901,19 @@ describe("error envelope over HTTP (default config)", () => {
         expect((ok.json as { window: unknown }).window).toEqual({ from: "2024-02-29", to: "2024-03-01" })
       }))
 
-    it.effect("GET /v1/usage refuses a well-formed day that is not in the calendar (2024-02-30) with 400, not 503", () =>
+    it.effect("GET /v1/usage refuses a well-formed day that is not in the calendar (2024-02-30, 0000-01-01) with 400, not 5xx", () =>
       Effect.gen(function*() {
         const base = yield* baseUrl
         const { secret } = yield* issueKey()
         for (
-          const [query, param] of [["?from=2024-02-30", "from"], ["?to=2023-02-29", "to"], [
-            "?to=2024-04-31",
-            "to"
-          ]] as const
+          const [query, param] of [
+            ["?from=2024-02-30", "from"],
+            ["?to=2023-02-29", "to"],
+            ["?to=2024-04-31", "to"],
+            // A four-digit year Postgres has no room for: a 400, not the database's error as a 500.
+            ["?from=0000-01-01", "from"],
+            ["?to=0000-12-31", "to"]
+          ] as const
         ) {
           const reply = yield* send(base, "GET", `/v1/usage${query}`, { headers: bearer(secret) })
           expectEnvelope(reply, { status: 400, code: null, param, message: new RegExp(param) }, query)

@@ -143,6 +143,26 @@ describe("stored items", () => {
         }
       }))
 
+    it.effect("an item whose text holds U+0000 or a lone surrogate is kept and named as it was", () =>
+      Effect.gen(function*() {
+        const { openai } = yield* client
+        const fake = yield* Fake
+        fake.reset()
+        const odd = "nul:\u0000 lone:\ud800 pair:\ud83d\ude00"
+        const answer = textThenCall("msg_odd")
+        fake.script(
+          "/v1/messages",
+          { body: { ...answer, content: [{ type: "text", text: odd }, answer.content[1]] } },
+          done
+        )
+        const first = yield* Effect.promise(() =>
+          openai.responses.create({ model: "claude-up", input: "weather in Paris?", tools })
+        )
+        const second = yield* Effect.promise(() => openai.responses.create(secondTurn(first.output)))
+        expect(second.output_text).toBe("Sunny.")
+        expect(fake.received.at(-1)!.body.messages[1].content[0]).toEqual({ type: "text", text: odd })
+      }))
+
     it.effect("only the key that made an item can name it; store: false keeps none; an item past its days is gone", () =>
       Effect.gen(function*() {
         const { key, openai } = yield* client

@@ -98,6 +98,14 @@ describe("vendor area", () => {
         expect(expiring.body.expires_at).toBe(later)
         const past = yield* call("PATCH", `/api/keys/${customer.id}`, { expires_at: "2001-01-01T00:00:00Z" })
         expect(past.body.error.param).toBe("expires_at")
+        // A day not in the calendar is refused, not rolled over to the next month.
+        for (const expires_at of ["2030-02-30", "2030-04-31T12:00:00Z"]) {
+          const created = yield* call("POST", "/api/keys", { quota_usd: "0.01", expires_at })
+          expect(created.status, expires_at).toBe(400)
+          expect(created.body.error.param).toBe("expires_at")
+          const changed = yield* call("PATCH", `/api/keys/${customer.id}`, { expires_at })
+          expect(changed.status, expires_at).toBe(400)
+        }
 
         const usage = yield* call("GET", "/api/usage")
         expect(usage.status).toBe(200)
@@ -105,6 +113,7 @@ describe("vendor area", () => {
         expect(usage.body.totals.requests).toBe(1)
         expect(usage.body.by_key).toEqual([expect.objectContaining({ key_id: customer.id, requests: 1 })])
         expect((yield* call("GET", "/api/usage?from=2024-02-30")).status).toBe(400)
+        expect((yield* call("GET", "/api/usage?to=0000-01-01")).status).toBe(400)
         const reversed = yield* call("GET", "/api/usage?from=2026-02-01&to=2026-01-01")
         expect(reversed.status).toBe(400)
         expect(reversed.body.error.param).toBe("from")
