@@ -11,7 +11,13 @@ import type { Usage } from "./Usage.ts"
 export type FinishReason = "stop" | "length" | "tool_use" | "content_filter" | "stop_sequence"
 
 export type Op =
-  | { readonly _tag: "Start"; readonly id: string; readonly inputTokens?: number }
+  | {
+    readonly _tag: "Start"
+    readonly id: string
+    /** Input tokens the upstream announced at the start (cached ones included), and of them the cached. */
+    readonly inputTokens?: number
+    readonly cachedInputTokens?: number
+  }
   | { readonly _tag: "Text"; readonly text: string }
   | { readonly _tag: "Thinking"; readonly text: string }
   | { readonly _tag: "ThinkingEnd"; readonly sealed?: string }

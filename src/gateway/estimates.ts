@@ -59,6 +59,8 @@ export const estimateStream = (o: {
   readonly request: unknown
   readonly reported: Usage | undefined
   readonly announcedInput: number | undefined
+  /** Of the announced input, the cached tokens (billed at the cached price), if announced. */
+  readonly announcedCached?: number | undefined
   /** Input tokens a checkpoint counted over the request's text, if one did. */
   readonly countedInput: number | undefined
   /** Output tokens already counted (at checkpoints), and the output text relayed since. */
@@ -76,8 +78,12 @@ export const estimateStream = (o: {
     const why = o.outcome === "completed"
       ? "the stream ended without the upstream's usage"
       : `the stream ended early (${o.outcome})`
+    // Input as announced keeps its cached part (a prompt cache's reads cost a tenth of other input).
+    const cached = o.reported === undefined && o.announcedInput !== undefined
+      ? { cached_input_tokens: Math.min(o.announcedCached ?? 0, input) }
+      : {}
     return {
-      usage: { ...zeroUsage, ...o.reported, input_tokens: input, output_tokens: output },
+      usage: { ...zeroUsage, ...cached, ...o.reported, input_tokens: input, output_tokens: output },
       outcome: o.outcome,
       estimate: { basis: `${why}: ${inputBasis}, output counted over the text relayed`, estimator: ESTIMATOR }
     }

@@ -320,6 +320,7 @@ export const streamCall = (deps: StreamDeps) =>
           request: g.body,
           reported,
           announcedInput: relay.inputTokens(),
+          announcedCached: relay.cachedInputTokens(),
           countedInput,
           countedOutput,
           uncountedText: taken + relay.takeText(),

@@ -25,6 +25,8 @@ export interface Relay {
   readonly usage: () => Usage | undefined
   /** Input tokens the upstream announced at the start (messages style), if any. */
   readonly inputTokens: () => number | undefined
+  /** Of those, the cached ones (read from the upstream's prompt cache), if it announced them. */
+  readonly cachedInputTokens: () => number | undefined
   /**
    * The output text (text, tool names and arguments) relayed since the last call, for counting its
    * tokens when the upstream does not: kept only until taken.
@@ -113,6 +115,7 @@ class Observer {
   text = ""
   reported: Usage | undefined
   announcedInput: number | undefined
+  announcedCached: number | undefined
   done = false
   see(ops: ReadonlyArray<Op>) {
     for (const op of ops) {
@@ -121,7 +124,10 @@ class Observer {
       else if (op._tag === "Thinking") this.text += op.text
       else if (op._tag === "ToolStart") this.text += ` ${op.name} `
       else if (op._tag === "Usage") this.reported = op.usage
-      else if (op._tag === "Start" && op.inputTokens !== undefined) this.announcedInput = op.inputTokens
+      else if (op._tag === "Start" && op.inputTokens !== undefined) {
+        this.announcedInput = op.inputTokens
+        this.announcedCached = op.cachedInputTokens
+      }
     }
   }
 }
@@ -142,6 +148,7 @@ export const relayFor = (o: Options): Relay => {
     finished: () => seen.done,
     usage: () => seen.reported,
     inputTokens: () => seen.announcedInput,
+    cachedInputTokens: () => seen.announcedCached,
     takeText: () => {
       const text = seen.text
       seen.text = ""

@@ -309,6 +309,65 @@ describe("missing usage is estimated and marked", () => {
           expect(body).toContain("message_stop")
           expectEstimated(yield* lastBilled)
         }))
+
+      it.effect("messages, streamed, failing after its start: input as announced, with its cached part", () =>
+        Effect.gen(function*() {
+          const { base, secret } = yield* clients
+          ;(yield* Fake).script("/v1/messages", {
+            events: [
+              {
+                event: "message_start",
+                data: {
+                  type: "message_start",
+                  message: {
+                    id: "msg",
+                    type: "message",
+                    role: "assistant",
+                    model: "claude",
+                    content: [],
+                    stop_reason: null,
+                    usage: {
+                      input_tokens: 10,
+                      cache_read_input_tokens: 40,
+                      cache_creation_input_tokens: 2,
+                      output_tokens: 1
+                    }
+                  }
+                }
+              },
+              {
+                event: "content_block_start",
+                data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }
+              },
+              ...words.map((w) => ({
+                event: "content_block_delta",
+                data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: w } }
+              })),
+              {
+                event: "error",
+                data: { type: "error", error: { type: "overloaded_error", message: "Overloaded mid-stream" } }
+              }
+            ]
+          })
+          const res = yield* Effect.promise(() =>
+            fetch(`${base}/v1/messages`, {
+              method: "POST",
+              headers: { "x-api-key": secret, "anthropic-version": "2023-06-01", "content-type": "application/json" },
+              body: JSON.stringify({
+                model: "claude",
+                max_tokens: 200,
+                stream: true,
+                messages: [{ role: "user", content: PROMPT }]
+              })
+            })
+          )
+          lastRequestId = res.headers.get("x-request-id") ?? ""
+          expect(yield* Effect.promise(() => res.text())).toContain("overloaded_error")
+          const billed = yield* lastBilled
+          expectEstimated(billed)
+          expect(billed.outcome).toBe("failed")
+          expect(billed.usage).toMatchObject({ input_tokens: 52, cached_input_tokens: 40 })
+        }))
     }
   )
 })

@@ -35,7 +35,9 @@ export const messagesDecoder = (): StreamDecoder => {
           return [{
             _tag: "Start",
             id: String(e.message?.id ?? ""),
-            ...(announced ? { inputTokens: announced.input_tokens } : {})
+            ...(announced
+              ? { inputTokens: announced.input_tokens, cachedInputTokens: announced.cached_input_tokens }
+              : {})
           }]
         }
         case "content_block_start": {
