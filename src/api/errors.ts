@@ -67,7 +67,14 @@ export class RateLimited extends Schema.TaggedError<RateLimited>()(
 
 export class UpstreamFailed extends Schema.TaggedError<UpstreamFailed>()(
   "UpstreamFailed",
-  { ...fields, status: Schema.Int, type: Schema.String, retryAfterSeconds: Schema.optional(Schema.Number) },
+  {
+    ...fields,
+    status: Schema.Int,
+    type: Schema.String,
+    retryAfterSeconds: Schema.optional(Schema.Number),
+    /** false: a retry cannot succeed (`x-should-retry: false`). */
+    shouldRetry: Schema.optional(Schema.Boolean)
+  },
   HttpApiSchema.annotations({ status: 502 })
 ) {}
 

@@ -21,6 +21,8 @@ export class UpstreamFailure extends Data.TaggedError("UpstreamFailure")<{
   /** The request's field the upstream named, for its own 4xx. */
   readonly param?: string
   readonly retryAfterMs?: number
+  /** false: a retry cannot succeed (the gateway's own credentials were refused). */
+  readonly shouldRetry?: boolean
 }> {}
 
 /** The event log cannot take the request's StreamStarted: the request is not served. */

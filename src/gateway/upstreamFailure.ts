@@ -18,7 +18,9 @@ export const toFailure = (e: UpstreamError): UpstreamFailure => {
       status: 502,
       type: "api_error",
       code: "upstream_auth_failed",
-      message: "The upstream refused the gateway's credentials; the operator must fix the provider's api_key."
+      message: "The upstream refused the gateway's credentials; the operator must fix the provider's api_key.",
+      // Both SDKs retry a 502 unless told not to; only the operator can fix this one.
+      shouldRetry: false
     })
   }
   if (e.kind === "status" && e.status !== undefined && e.status >= 400 && e.status < 500 && e.status !== 408) {

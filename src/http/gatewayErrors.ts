@@ -65,7 +65,8 @@ export const toApiError = (e: GatewayRefusal) => {
         code: e.code,
         message: e.message,
         ...(e.param !== undefined ? { param: e.param } : {}),
-        ...(e.retryAfterMs !== undefined ? { retryAfterSeconds: Math.ceil(e.retryAfterMs / 1000) } : {})
+        ...(e.retryAfterMs !== undefined ? { retryAfterSeconds: Math.ceil(e.retryAfterMs / 1000) } : {}),
+        ...(e.shouldRetry === false ? { shouldRetry: false } : {})
       })
     case "LedgerDown":
       return new Overloaded({

@@ -526,6 +526,10 @@ describe("upstreams over HTTP", () => {
           openai.chat.completions.create({ model: "gpt-up", messages: [{ role: "user", content: "x" }] })
         )
         expect(e401.status).toBe(502) // our credential is wrong, not the client's
+        expect(e401.code).toBe("upstream_auth_failed")
+        // Only the operator can fix it: both SDKs are told not to retry (they retry any other 502).
+        expect(e401.headers.get("x-should-retry")).toBe("false")
+        expect(e500.headers.get("x-should-retry")).toBeNull()
         expect(JSON.stringify(e401.error)).not.toContain("upstream-openai-secret")
 
         fake.script("/v1/chat/completions", { drop: true }, { drop: true })
