@@ -1,7 +1,7 @@
 /**
  * What node:http refuses before a request reaches the API (a request line or header it cannot parse,
  * headers past 16 KB, a body framed two ways, a request that took too long to arrive, an `Expect` it
- * does not know) answered in the common error envelope with a request id, as every other error is,
+ * does not know, a CONNECT) answered in the common error envelope with a request id, as every other error is,
  * instead of Node's bare status line. The connection is closed after it, as Node does.
  */
 import { STATUS_CODES } from "node:http"
@@ -57,6 +57,17 @@ export const answerParserRefusals = (server: Server) => {
       socket.write(`HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\n${head}\r\n${body}`)
     }
     socket.destroySoon()
+  })
+  // CONNECT (a tunnel): not offered. Node hands it to a `connect` listener, or drops the connection
+  // without a word when there is none; here it gets a 405 in the envelope, and the connection closes.
+  server.on("connect", (_req: IncomingMessage, socket: Socket) => {
+    const { body, headers } = answerOf(
+      envelopeOf(405, "This server does not open tunnels (CONNECT).", "method_not_allowed")
+    )
+    const head = Object.entries({ ...headers, allow: "GET, POST, DELETE, PATCH" }).map(([k, v]) => `${k}: ${v}\r\n`)
+      .join("")
+    socket.on("error", () => {})
+    socket.end(`HTTP/1.1 405 ${STATUS_CODES[405]}\r\n${head}\r\n${body}`)
   })
   // An `Expect` other than 100-continue: 417 (RFC 9110 §10.1.1), in the envelope.
   server.on("checkExpectation", (req: IncomingMessage, res: ServerResponse) => {

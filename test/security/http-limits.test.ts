@@ -254,6 +254,8 @@ describe("HTTP limits", () => {
           ["a request line that is not HTTP", ["GARBAGE\r\n\r\n"], 400, "malformed_request"],
           ["an unknown method", ["BREW /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"], 400, "malformed_request"],
           ["an HTTP/1.1 request without Host", ["GET /v1/models HTTP/1.1\r\n\r\n"], 400, "malformed_request"],
+          // Node drops a CONNECT without a word unless the server answers it.
+          ["a CONNECT", ["CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n"], 405, "method_not_allowed"],
           [
             "Content-Length and Transfer-Encoding together",
             [
