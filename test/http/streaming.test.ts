@@ -26,6 +26,13 @@ const configFor = (url: string): ConfigFileEncoded => ({
       base_url: `${url}/slow/v1`,
       api_key: "up-slow",
       timeouts: { first_byte_ms: 300, idle_ms: 300, total_ms: 1_500 }
+    },
+    // The same short idle time, and room for a slow client's whole answer on a busy machine.
+    patient: {
+      style: "openai",
+      base_url: `${url}/slow/v1`,
+      api_key: "up-slow",
+      timeouts: { first_byte_ms: 5_000, idle_ms: 300, total_ms: 60_000 }
     }
   },
   models: {
@@ -38,9 +45,10 @@ const configFor = (url: string): ConfigFileEncoded => ({
       pricing: { input_per_mtok: "3", output_per_mtok: "15" }
     },
     "gpt-ha": { deployments: [{ provider: "openai", model: "gpt-up" }, { provider: "backup", model: "gpt-backup" }] },
-    "gpt-slow": { deployments: [{ provider: "slow", model: "gpt-up" }] }
+    "gpt-slow": { deployments: [{ provider: "slow", model: "gpt-up" }] },
+    "gpt-patient": { deployments: [{ provider: "patient", model: "gpt-up" }] }
   },
-  server_options: { all: { models: ["gpt", "claude", "gpt-ha", "gpt-slow"] } }
+  server_options: { all: { models: ["gpt", "claude", "gpt-ha", "gpt-slow", "gpt-patient"] } }
 })
 
 const chunk = (delta: unknown, finish: string | null = null) => ({
@@ -815,7 +823,7 @@ describe("streaming", () => {
             const res = await fetch(`${base}/v1/chat/completions`, {
               method: "POST",
               headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
-              body: JSON.stringify({ model: "gpt-slow", stream: true, messages: [{ role: "user", content: "x" }] })
+              body: JSON.stringify({ model: "gpt-patient", stream: true, messages: [{ role: "user", content: "x" }] })
             })
             const reader = res.body!.getReader()
             const decoder = new TextDecoder()
