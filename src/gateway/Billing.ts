@@ -265,7 +265,12 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
     /** Best effort: records a long stream's progress. A failure is not an error, only a missed checkpoint. */
     const checkpoint = (
       t: Ticket,
-      counts: { readonly input_tokens: number; readonly output_tokens: number; readonly estimator: string }
+      counts: {
+        readonly input_tokens: number
+        readonly cached_input_tokens?: number | undefined
+        readonly output_tokens: number
+        readonly estimator: string
+      }
     ) =>
       Effect.suspend(() => {
         if (t.billed || t.closed) return Effect.void
@@ -278,6 +283,9 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
             _tag: "OutputCheckpointed",
             request_id: t.requestId,
             input_tokens: Math.min(counts.input_tokens, t.bound.input_tokens),
+            ...(counts.cached_input_tokens !== undefined
+              ? { cached_input_tokens: Math.min(counts.cached_input_tokens, counts.input_tokens, t.bound.input_tokens) }
+              : {}),
             output_tokens: Math.min(counts.output_tokens, t.bound.output_tokens),
             estimator: counts.estimator
           }]

@@ -78,12 +78,14 @@ export class Reconciler extends Effect.Service<Reconciler>()("Gateway/Reconciler
         // The prices in force when it started (older events without them: today's prices for its key).
         const prices = started.prices ?? catalog.pricesFor(keys.byId(started.key_id)?.serverOption ?? "", started.model)
         const bound = started.bound
+        const input = Math.min(
+          checkpoint?.input_tokens ?? started.input_estimate_tokens ?? 0,
+          bound?.input_tokens ?? Infinity
+        )
         const usage = {
           ...zeroUsage,
-          input_tokens: Math.min(
-            checkpoint?.input_tokens ?? started.input_estimate_tokens ?? 0,
-            bound?.input_tokens ?? Infinity
-          ),
+          input_tokens: input,
+          cached_input_tokens: Math.min(checkpoint?.cached_input_tokens ?? 0, input),
           output_tokens: Math.min(checkpoint?.output_tokens ?? 0, bound?.output_tokens ?? Infinity)
         }
         const who = row.replica === self ? "this process stopped serving it" : `process ${row.replica} stopped`

@@ -221,6 +221,8 @@ export const streamCall = (deps: StreamDeps) =>
       countedInput ??= relay.inputTokens() ?? (yield* countTokensOf(g.key.keyId, textOf(g.body)))
       yield* billing.checkpoint(ticket, {
         input_tokens: relay.usage()?.input_tokens ?? countedInput,
+        // Known when the input is the upstream's own count (its cached part billed at the cached price).
+        cached_input_tokens: relay.usage()?.cached_input_tokens ?? relay.cachedInputTokens(),
         output_tokens: Math.max(countedOutput, relay.usage()?.output_tokens ?? 0),
         estimator: ESTIMATOR
       })

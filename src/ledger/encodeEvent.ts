@@ -102,6 +102,9 @@ const outputCheckpointed = (e: typeof OutputCheckpointed.Type): typeof OutputChe
   request_id: e.request_id,
   output_tokens: int(e.output_tokens, "output_tokens"),
   input_tokens: int(e.input_tokens, "input_tokens"),
+  ...(e.cached_input_tokens !== undefined
+    ? { cached_input_tokens: int(e.cached_input_tokens, "cached_input_tokens") }
+    : {}),
   estimator: e.estimator
 })
 

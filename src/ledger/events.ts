@@ -162,6 +162,8 @@ export const OutputCheckpointed = Schema.TaggedStruct("OutputCheckpointed", {
   output_tokens: Schema.Int,
   /** Input tokens: the upstream's own count if it announced one, else counted by `estimator`. */
   input_tokens: Schema.Int,
+  /** Of the input, what the upstream announced as read from its prompt cache (absent: none known). */
+  cached_input_tokens: Schema.optional(Schema.Int),
   /** How the counts were made, e.g. "o200k_base". */
   estimator: Schema.String
 })

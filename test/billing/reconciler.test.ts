@@ -67,6 +67,20 @@ describe.skipIf(backend() !== "postgres")("the reconciler on Postgres", () => {
         // And a request of this very process that nothing serves (as after a defect lost it).
         const self = (yield* EventLog).replicaId
         yield* started("req_mine", key.keyId, self)
+        // Its last checkpoint: the input as the upstream announced it, most of it read from its cache.
+        yield* Effect.flatMap(EventLog, (log) =>
+          log.append({
+            streamId: streamOf.request("req_mine"),
+            expectedVersion: 1,
+            events: [{
+              _tag: "OutputCheckpointed",
+              request_id: "req_mine",
+              input_tokens: 40,
+              cached_input_tokens: 32,
+              output_tokens: 7,
+              estimator: "o200k_base"
+            }]
+          })).pipe(Effect.orDie)
 
         const reconciler = yield* Reconciler
         const billed = yield* reconciler.reconcile
@@ -77,6 +91,7 @@ describe.skipIf(backend() !== "postgres")("the reconciler on Postgres", () => {
         const data = typeof mine[0]!.data === "string" ? JSON.parse(mine[0]!.data) : mine[0]!.data
         expect(data.outcome).toBe("reconciled")
         expect(data.basis).toMatch(/this process stopped serving it/)
+        expect(data.usage).toMatchObject({ input_tokens: 40, cached_input_tokens: 32, output_tokens: 7 })
       }))
   })
 })
