@@ -45,11 +45,11 @@ export interface ReasoningPart {
   readonly param: string
 }
 
-/** The result of a tool call: text, or text parts. */
+/** The result of a tool call: text, or parts (text, and images such as a screenshot a tool read). */
 export interface ToolResult {
   readonly type: "result"
   readonly callId: string
-  readonly content: string | ReadonlyArray<TextPart>
+  readonly content: string | ReadonlyArray<TextPart | ImagePart>
   readonly isError: boolean
 }
 

@@ -413,6 +413,114 @@ describe("responses -> messages and chat (Codex and the Agents SDK)", () => {
   })
 })
 
+describe("tool results with images (a screenshot or image file an agent's tool read)", () => {
+  const png = "iVBORw0KGgo="
+  const call = (id: string) => ({ type: "function_call", call_id: id, name: "view_image", arguments: "{}" })
+
+  it("Codex's view_image output on a messages model: an image block in the tool_result", () => {
+    const { out } = run((p) =>
+      responsesRequestToMessages(
+        {
+          model: "m",
+          input: [
+            { type: "message", role: "user", content: [{ type: "input_text", text: "look" }] },
+            call("call_1"),
+            {
+              type: "function_call_output",
+              call_id: "call_1",
+              output: [{ type: "input_image", image_url: `data:image/png;base64,${png}`, detail: "high" }]
+            }
+          ]
+        },
+        messages,
+        p
+      )
+    )
+    expect((out.messages as Array<Json>).at(-1)).toEqual({
+      role: "user",
+      content: [{
+        type: "tool_result",
+        tool_use_id: "call_1",
+        content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: png } }]
+      }]
+    })
+  })
+
+  it("on a chat model: the tool message says so, and the images follow in a user message after the turn's tool messages", () => {
+    const { out } = run((p) =>
+      messagesRequestToChat(
+        {
+          model: "m",
+          max_tokens: 100,
+          messages: [
+            { role: "user", content: "read both" },
+            {
+              role: "assistant",
+              content: [
+                { type: "tool_use", id: "toolu_a", name: "Read", input: { file: "a.png" } },
+                { type: "tool_use", id: "toolu_b", name: "Read", input: { file: "b.txt" } }
+              ]
+            },
+            {
+              role: "user",
+              content: [
+                {
+                  type: "tool_result",
+                  tool_use_id: "toolu_a",
+                  content: [
+                    { type: "text", text: "a.png:" },
+                    { type: "image", source: { type: "base64", media_type: "image/png", data: png } }
+                  ]
+                },
+                { type: "tool_result", tool_use_id: "toolu_b", content: [{ type: "text", text: "hello" }] }
+              ]
+            }
+          ]
+        },
+        chat,
+        p
+      )
+    )
+    expect((out.messages as Array<Json>).slice(2)).toEqual([
+      {
+        role: "tool",
+        tool_call_id: "toolu_a",
+        content: "a.png:\n(the image this tool returned follows in the next user message)"
+      },
+      { role: "tool", tool_call_id: "toolu_b", content: "hello" },
+      { role: "user", content: [{ type: "image_url", image_url: { url: `data:image/png;base64,${png}` } }] }
+    ])
+  })
+
+  it("Codex's view_image output on a chat model: the same", () => {
+    const { out } = run((p) =>
+      responsesRequestToChat(
+        {
+          model: "m",
+          input: [
+            call("call_1"),
+            {
+              type: "function_call_output",
+              call_id: "call_1",
+              output: [{ type: "input_image", image_url: "https://x/y.png" }]
+            }
+          ]
+        },
+        chat,
+        p
+      )
+    )
+    expect((out.messages as Array<Json>).slice(-2)).toEqual([
+      {
+        role: "tool",
+        tool_call_id: "call_1",
+        content: "(the image this tool returned follows in the next user message)"
+      },
+      { role: "user", content: [{ type: "image_url", image_url: { url: "https://x/y.png" } }] }
+    ])
+  })
+})
+
 describe("answers carry reasoning and ids back", () => {
   const anthropic = {
     id: "msg_1",

@@ -13,10 +13,20 @@ import { userIdWithin } from "../shared/userId.ts"
 /** OpenAI's bound on `user`. */
 const MAX_USER = 64
 
+/**
+ * A tool result's text. Chat tool messages have no error flag (an error result says so in its text) and
+ * carry no images: those go in the user message after the turn's tool messages, and the text says so.
+ */
 const resultText = (r: ToolResult) => {
-  const text = typeof r.content === "string" ? r.content : r.content.map((p) => p.text).join("\n")
-  // Chat tool messages have no error flag: an error result says so in its text.
-  return r.isError ? `Error: ${text}` : text
+  const content = typeof r.content === "string" ? [{ type: "text" as const, text: r.content }] : r.content
+  const text = content.flatMap((p) => (p.type === "text" ? [p.text] : [])).join("\n")
+  const images = content.length - content.filter((p) => p.type === "text").length
+  const noted = images === 0
+    ? text
+    : `${text}${text === "" ? "" : "\n"}(${
+      images === 1 ? "the image" : `the ${images} images`
+    } this tool returned follow${images === 1 ? "s" : ""} in the next user message)`
+  return r.isError ? `Error: ${noted}` : noted
 }
 
 /** Canonical -> a chat-completions request. */
@@ -32,7 +42,14 @@ export const encodeChatRequest = (r: Request, target: RequestTarget, policy: Pol
         for (const c of turn.content) {
           if (c.type === "text") parts.push({ type: "text", text: c.text })
           else if (c.type === "image") parts.push({ type: "image_url", image_url: { url: urlOfImage(c.source) } })
-          else messages.push({ role: "tool", tool_call_id: c.callId, content: resultText(c) })
+          else {
+            messages.push({ role: "tool", tool_call_id: c.callId, content: resultText(c) })
+            if (typeof c.content !== "string") {
+              for (const p of c.content) {
+                if (p.type === "image") parts.push({ type: "image_url", image_url: { url: urlOfImage(p.source) } })
+              }
+            }
+          }
         }
         if (parts.length > 0) {
           messages.push({

@@ -5,6 +5,7 @@
 import { isObject, type Json, present } from "../../canonical/Json.ts"
 import type {
   Effort,
+  ImagePart,
   ImageSource,
   ReasoningPart,
   Request,
@@ -12,6 +13,7 @@ import type {
   Tool,
   ToolCall,
   ToolChoice,
+  ToolResult,
   Turn
 } from "../../canonical/Request.ts"
 import { normaliseEffort } from "../shared/effort.ts"
@@ -63,6 +65,24 @@ const readSource = (source: unknown, param: string): ImageSource => {
   return refuse(`${param}.type`, `image sources of type "${String(source.type)}" have no equivalent`)
 }
 
+/** A tool result's content: its text, or its blocks when an image is among them (a file or screenshot the tool read). */
+const resultContent = (content: unknown, param: string, policy: Policy): ToolResult["content"] => {
+  if (!Array.isArray(content) || !content.some((b) => isObject(b) && b.type === "image")) {
+    return textOfParts(content, param, policy)
+  }
+  return content.map((b, i): TextPart | ImagePart => {
+    const bp = `${param}.${i}`
+    if (isObject(b) && b.type === "text" && typeof b.text === "string") {
+      return { type: "text", text: textOfPart(b, bp, policy) }
+    }
+    if (isObject(b) && b.type === "image") {
+      dropExtras(b, IMAGE, bp, policy)
+      return { type: "image", source: readSource(b.source, `${bp}.source`), param: `${bp}.source` }
+    }
+    return refuse(`${bp}.type`, "only text and images can be carried here")
+  })
+}
+
 const readFormat = (format: unknown, param: string): Request["format"] => {
   if (!isObject(format) || format.type !== "json_schema" || !isObject(format.schema)) {
     return refuse(param, "only a json_schema output format has an equivalent")
@@ -98,7 +118,7 @@ const readTurn = (raw: unknown, p: string, policy: Policy): Turn => {
               return {
                 type: "result",
                 callId: fromMessagesId(b.tool_use_id),
-                content: textOfParts(b.content, `${bp}.content`, policy),
+                content: resultContent(b.content, `${bp}.content`, policy),
                 isError: b.is_error === true
               }
             default:

@@ -52,7 +52,11 @@ export const encodeMessagesRequest = (r: Request, target: RequestTarget, policy:
                 tool_use_id: toMessagesId(c.callId),
                 content: typeof c.content === "string"
                   ? c.content
-                  : c.content.map((p) => ({ type: "text", text: p.text })),
+                  : c.content.map((p) =>
+                    p.type === "text"
+                      ? { type: "text", text: p.text }
+                      : { type: "image", source: writeSource(p.source, p.param) }
+                  ),
                 ...(c.isError ? { is_error: true } : {})
               }
           )

@@ -126,11 +126,15 @@ const readItems = (input: unknown): Array<Turn> => {
         turns.push({ role, content: textOnly(content, "assistant content is text only") })
       } else refuse(`${p}.role`, "unknown role")
     } else if (type === "function_call_output") {
+      // Text, or parts with images (a screenshot or image file the tool read: Codex's view_image).
+      const outputParts = Array.isArray(raw.output) ? parts(raw.output, `${p}.output`) : undefined
       const output = typeof raw.output === "string"
         ? raw.output
-        : Array.isArray(raw.output)
-        ? textOnly(parts(raw.output, `${p}.output`), "tool output carries text only").map((t) => t.text).join("")
-        : refuse(`${p}.output`, "expected a string")
+        : outputParts === undefined
+        ? refuse(`${p}.output`, "expected a string or content parts")
+        : outputParts.some((part) => part.type === "image")
+        ? outputParts
+        : outputParts.flatMap((part) => (part.type === "text" ? [part.text] : [])).join("")
       turns.push({
         role: "user",
         content: [{ type: "result", callId: String(raw.call_id), content: output, isError: false }]
