@@ -20,12 +20,15 @@ import { BodyReaderLive } from "./body.ts"
 import { corsMiddleware } from "./cors.ts"
 import { DiscoveryHandlers } from "./DiscoveryHandlers.ts"
 import { EnvelopeMiddleware } from "./EnvelopeMiddleware.ts"
+import type { EnvelopeError } from "./ErrorEnvelope.ts"
 import { HealthHandlers } from "./HealthHandlers.ts"
 import { GenerationLane } from "./lane/GenerationLane.ts"
+import { answerHeaders, writeEnvelope } from "./lane/respond.ts"
 import { MetricsHandlers } from "./MetricsHandlers.ts"
 import { OpenAiHandlers } from "./OpenAiHandlers.ts"
 import { OperatorHandlers } from "./OperatorHandlers.ts"
 import { answerParserRefusals } from "./parserRefusals.ts"
+import { newRequestId } from "./RequestId.ts"
 import { UsageHandlers } from "./UsageHandlers.ts"
 import { VendorHandlers } from "./VendorHandlers.ts"
 
@@ -94,6 +97,22 @@ export const createNodeServer = (limits: {
   return server
 }
 
+/** A request that arrives once the server is stopping. */
+const STOPPING: EnvelopeError = {
+  status: 503,
+  type: "overloaded_error",
+  code: "server_stopping",
+  message: "The gateway is stopping and takes no new requests; retry.",
+  param: null,
+  headers: { connection: "close", "retry-after": "1" }
+}
+
+const refuseWhileStopping = (req: IncomingMessage, res: ServerResponse) => {
+  res.shouldKeepAlive = false
+  const requestId = newRequestId()
+  writeEnvelope(res, STOPPING, requestId, answerHeaders(req, requestId, {}))
+}
+
 /** How long the connections get to close once the requests have ended, before they are cut. */
 const CLOSE_AFTER_REQUESTS_MS = 2_000
 
@@ -156,7 +175,11 @@ export const NodeServerLive = Layer.scoped(
           const handler = yield* (middleware === undefined
             ? NodeHttpServer.makeHandler(httpApp)
             : NodeHttpServer.makeHandler(httpApp, middleware))
+          // Once the server stops, a request that comes on a connection already open is refused (503,
+          // and its connection closed): it is not served, and nothing waits for it.
+          let stopping = false
           const dispatch = (req: IncomingMessage, res: ServerResponse) => {
+            if (stopping) return refuseWhileStopping(req, res)
             // A protocol upgrade is not offered (h2c, websocket): the request is served as HTTP/1.1, and its
             // connection closed after the answer, since node:http drops whatever the client sent after it.
             if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false
@@ -164,7 +187,12 @@ export const NodeServerLive = Layer.scoped(
             if (endpoint === undefined) handler(req, res)
             else lane.serve(endpoint, req, res)
           }
-          yield* Effect.addFinalizer(() => Effect.sync(() => server.off("request", dispatch)))
+          yield* Effect.addFinalizer(() =>
+            Effect.sync(() => {
+              stopping = true
+              server.closeIdleConnections()
+            })
+          )
           server.on("request", dispatch)
         })
     })

@@ -90,6 +90,28 @@ describe("missing usage is estimated and marked", () => {
         }
       })
 
+      /**
+       * A streamed messages call read as plain SSE (the official SDK needs the usage these upstreams
+       * leave out); its body, and its request id noted.
+       */
+      const messagesStreamRead = Effect.gen(function*() {
+        const { base, secret } = yield* clients
+        const res = yield* Effect.promise(() =>
+          fetch(`${base}/v1/messages`, {
+            method: "POST",
+            headers: { "x-api-key": secret, "anthropic-version": "2023-06-01", "content-type": "application/json" },
+            body: JSON.stringify({
+              model: "claude",
+              max_tokens: 200,
+              stream: true,
+              messages: [{ role: "user", content: PROMPT }]
+            })
+          })
+        )
+        lastRequestId = res.headers.get("x-request-id") ?? ""
+        return yield* Effect.promise(() => res.text())
+      })
+
       it.effect("chat completions, not streamed", () =>
         Effect.gen(function*() {
           const { openai } = yield* clients
@@ -257,7 +279,6 @@ describe("missing usage is estimated and marked", () => {
 
       it.effect("messages, streamed (message_delta without usage)", () =>
         Effect.gen(function*() {
-          const { anthropic, base, secret } = yield* clients
           ;(yield* Fake).script("/v1/messages", {
             events: [
               {
@@ -290,29 +311,12 @@ describe("missing usage is estimated and marked", () => {
               { event: "message_stop", data: { type: "message_stop" } }
             ]
           })
-          // The official SDK needs the usage this upstream leaves out, so the stream is read as plain SSE.
-          void anthropic
-          const res = yield* Effect.promise(() =>
-            fetch(`${base}/v1/messages`, {
-              method: "POST",
-              headers: { "x-api-key": secret, "anthropic-version": "2023-06-01", "content-type": "application/json" },
-              body: JSON.stringify({
-                model: "claude",
-                max_tokens: 200,
-                stream: true,
-                messages: [{ role: "user", content: PROMPT }]
-              })
-            })
-          )
-          lastRequestId = res.headers.get("x-request-id") ?? ""
-          const body = yield* Effect.promise(() => res.text())
-          expect(body).toContain("message_stop")
+          expect(yield* messagesStreamRead).toContain("message_stop")
           expectEstimated(yield* lastBilled)
         }))
 
       it.effect("messages, streamed, failing after its start: input as announced, with its cached part", () =>
         Effect.gen(function*() {
-          const { base, secret } = yield* clients
           ;(yield* Fake).script("/v1/messages", {
             events: [
               {
@@ -349,20 +353,7 @@ describe("missing usage is estimated and marked", () => {
               }
             ]
           })
-          const res = yield* Effect.promise(() =>
-            fetch(`${base}/v1/messages`, {
-              method: "POST",
-              headers: { "x-api-key": secret, "anthropic-version": "2023-06-01", "content-type": "application/json" },
-              body: JSON.stringify({
-                model: "claude",
-                max_tokens: 200,
-                stream: true,
-                messages: [{ role: "user", content: PROMPT }]
-              })
-            })
-          )
-          lastRequestId = res.headers.get("x-request-id") ?? ""
-          expect(yield* Effect.promise(() => res.text())).toContain("overloaded_error")
+          expect(yield* messagesStreamRead).toContain("overloaded_error")
           const billed = yield* lastBilled
           expectEstimated(billed)
           expect(billed.outcome).toBe("failed")

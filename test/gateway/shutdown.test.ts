@@ -2,9 +2,11 @@
  * Stopping: a gateway sent SIGTERM lets its calls in flight finish for `server.shutdown_grace_ms`,
  * then ends the rest and bills them: a stream gets an error event (`server_stopping`), a call not
  * answered yet a 503 in the envelope, each is billed once as cancelled, and the process exits
- * long before its upstream would have finished.
+ * long before its upstream would have finished. A request that comes meanwhile on a connection already
+ * open is refused at once (503), not left waiting.
  */
 import { Effect, Exit, Scope } from "effect"
+import * as http from "node:http"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FakeUpstream, type FakeUpstream as Fake } from "../support/FakeUpstream.ts"
@@ -91,5 +93,65 @@ describe("a gateway stopped with calls in flight", () => {
     expect(billed.map((e: any) => e.data.outcome)).toEqual(["cancelled", "cancelled"])
     const report = await tollgateJson(["replay", "--verify"], env)
     expect(report.ok).toBe(true)
+  }, T)
+
+  it("refuses at once a request that comes on an open connection while it stops", async () => {
+    const words = Array.from({ length: 600 }, (_, i) => ({
+      data: {
+        id: "c",
+        object: "chat.completion.chunk",
+        created: 1,
+        model: "up",
+        choices: [{ index: 0, delta: { content: `w${i} ` }, finish_reason: null }]
+      }
+    }))
+    fake.script("/v1/chat/completions", { events: words, eventDelayMs: 100 })
+    const port = await freePort()
+    const p = start(["serve"], { ...env, TOLLGATE_PORT: String(port) })
+    const base = `http://127.0.0.1:${port}`
+    await waitForHttp(base, p)
+    const key = await tollgateJson(["keys", "create", "--quota-usd", "10"], env)
+    // A stream for the stop to wait for.
+    const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: key.key, maxRetries: 0 })
+    const stream = await client.chat.completions.create({
+      model: "slow",
+      stream: true,
+      messages: [{ role: "user", content: "a long story" }]
+    })
+    const iterator = stream[Symbol.asyncIterator]()
+    await iterator.next()
+    const drained = (async () => {
+      try {
+        for (let r = await iterator.next(); !r.done; r = await iterator.next()) void r
+      } catch {
+        // ended by the stop
+      }
+    })()
+
+    // One keep-alive connection, used once and left open.
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+    const get = () =>
+      new Promise<{ status: number; body: string } | Error>((resolve) => {
+        const req = http.get(`${base}/v1`, { agent }, (res) => {
+          let body = ""
+          res.on("data", (c) => (body += c)).on("end", () => resolve({ status: res.statusCode ?? 0, body }))
+        })
+        req.on("error", (e) => resolve(e))
+        req.setTimeout(5_000, () => req.destroy(new Error("no answer within 5 s")))
+      })
+    expect(await get()).toMatchObject({ status: 200 })
+
+    process.kill(p.pid, "SIGTERM")
+    await new Promise((r) => setTimeout(r, 300))
+    // Either the connection was closed as it fell idle, or the request is refused; never left waiting.
+    const late = await get()
+    if (late instanceof Error) expect(late.message).not.toMatch(/no answer/)
+    else {
+      expect(late.status).toBe(503)
+      expect(JSON.parse(late.body).error.code).toBe("server_stopping")
+    }
+    await drained
+    expect((await exitWithin(p, 30_000))?.code).toBe(0)
+    agent.destroy()
   }, T)
 })
