@@ -12,6 +12,16 @@ const retryableState = (code: string) =>
   code.startsWith("58") || // system error (I/O)
   code === "40001" || code === "40P01" // serialization failure, deadlock: the transaction may simply be retried
 
+/**
+ * True when `cause` means no connection could be made at all (refused, or the database starting up or
+ * not there): a statement that failed so was never sent, and certainly did not run.
+ */
+export const isConnectRefusal = (cause: unknown): boolean => {
+  const c = cause as { code?: unknown; message?: unknown } | undefined
+  return c?.code === "ECONNREFUSED" || c?.code === "57P03" || c?.code === "ENOENT" ||
+    /timeout exceeded when trying to connect/i.test(String(c?.message ?? ""))
+}
+
 /** True when `cause` (a driver error) means the database was unreachable rather than that it refused the statement. */
 export const isConnectionLoss = (cause: unknown): boolean => {
   const c = cause as { code?: unknown; message?: unknown } | undefined

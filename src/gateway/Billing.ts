@@ -184,8 +184,9 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
      * What StreamStarted's append came to. A conflict means this very append landed in an earlier
      * attempt whose answer was lost (request ids are unique): it counts as started. When the outcome is
      * unknown (the log unreachable), the request is refused and a closing Billed that releases the
-     * reservation goes to the spool, where it lands only if the StreamStarted did. Refused, the
-     * reservation is released.
+     * reservation goes to the spool, where it lands only if the StreamStarted did; when the append was
+     * never sent (no connection could be made), the request is refused and nothing is spooled. Refused,
+     * the reservation is released.
      */
     const started = (
       r: StartRequest,
@@ -218,6 +219,8 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
               )),
           LedgerUnavailable: (e) =>
             Effect.gen(function*() {
+              // Never sent (no connection could be made): it did not land, and there is nothing to close.
+              if (e.unsent === true) return yield* new LedgerDown({ message: e.message })
               const at = new Date(yield* Clock.currentTimeMillis).toISOString()
               const { entry } = closingOf(ticket, {
                 usage: { input_tokens: 0, output_tokens: 0, cached_input_tokens: 0, reasoning_tokens: 0, images: 0 },

@@ -16,6 +16,7 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { LooseJson } from "../canonical/Json.ts"
+import { isConnectRefusal } from "../db/errors.ts"
 import { type Fragment, jsonDocument, script, sql as sqlText } from "../db/SqlScript.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { type AppendError, appendErrorOf, LedgerRejected, LedgerUnavailable } from "./appendErrors.ts"
@@ -67,6 +68,8 @@ const decodeHeads = Schema.decodeUnknown(Schema.Array(Schema.Struct({ stream_id:
 
 interface Job {
   readonly request: AppendRequest
+  /** An attempt of this append failed in a way that may have reached the database (its outcome unknown). */
+  maybeSent?: boolean
   /** Answers the appending fiber (once). */
   readonly done: (exit: Exit.Exit<Appended, AppendError>) => void
 }
@@ -253,7 +256,12 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
               // A defect (an event that cannot be written at all) answers its append too, and the writer goes on.
               const failure = Cause.failureOption(cause)
               const error = Option.isSome(failure)
-                ? appendErrorOf(job.request.streamId, failure.value, job.request.occurredAt ?? occurredAt)
+                ? appendErrorOf(
+                  job.request.streamId,
+                  failure.value,
+                  job.request.occurredAt ?? occurredAt,
+                  job.maybeSent === true
+                )
                 : new LedgerRejected({ message: `event log append failed: ${Cause.pretty(cause)}`, cause })
               // The outage is logged once, when it starts (and its end by `settle`); each refused call
               // has its access line.
@@ -298,7 +306,14 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
             metrics?.writerCommitSeconds.observe((performance.now() - began) / 1000)
             return settle(batch, result)
           },
-          onFailure: () => Effect.forEach(batch, runAlone, { discard: true })
+          onFailure: (cause) => {
+            // Each append is tried alone next; one whose batch may have reached the database keeps that.
+            const failure = Cause.failureOption(cause)
+            if (!(Option.isSome(failure) && isConnectRefusal((failure.value as { cause?: unknown }).cause))) {
+              for (const job of batch) job.maybeSent = true
+            }
+            return Effect.forEach(batch, runAlone, { discard: true })
+          }
         })
       )
     }).pipe(Effect.uninterruptible)

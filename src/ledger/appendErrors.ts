@@ -1,7 +1,7 @@
 /** What an append can fail with, and how a database error becomes one of them. */
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Data from "effect/Data"
-import { isConnectionLoss } from "../db/errors.ts"
+import { isConnectionLoss, isConnectRefusal } from "../db/errors.ts"
 import { refusalOf } from "./projections/applySql.ts"
 
 export class StreamConflict extends Data.TaggedError("StreamConflict")<{
@@ -32,6 +32,11 @@ export class CreditShort extends Data.TaggedError("CreditShort")<{
 export class LedgerUnavailable extends Data.TaggedError("LedgerUnavailable")<{
   readonly message: string
   readonly cause?: unknown
+  /**
+   * The append never reached the database (no connection could be made, at any attempt): it did not
+   * land, and will not. Otherwise its outcome is unknown: it may have committed.
+   */
+  readonly unsent?: boolean
 }> {}
 
 /**
@@ -51,8 +56,16 @@ export type AppendError =
   | RateExceeded
   | CreditShort
 
-/** What a failed single append tells its caller: a conflict on its stream, a refusal, or the log being down. */
-export const appendErrorOf = (streamId: string, error: SqlError, occurredAt: string): AppendError => {
+/**
+ * What a failed single append tells its caller: a conflict on its stream, a refusal, or the log being
+ * down (`sentBefore`: an earlier attempt of the same append may have reached the database).
+ */
+export const appendErrorOf = (
+  streamId: string,
+  error: SqlError,
+  occurredAt: string,
+  sentBefore: boolean
+): AppendError => {
   const refusal = refusalOf(error)
   switch (refusal?.kind) {
     case "quota":
@@ -72,7 +85,11 @@ export const appendErrorOf = (streamId: string, error: SqlError, occurredAt: str
   return isEventConflict(error)
     ? new StreamConflict({ streamId, message: `stream ${streamId} is not at the version this append expected` })
     : isConnectionLoss(error.cause)
-    ? new LedgerUnavailable({ message: `event log append failed: ${error.message}`, cause: error })
+    ? new LedgerUnavailable({
+      message: `event log append failed: ${error.message}`,
+      cause: error,
+      ...(!sentBefore && isConnectRefusal(error.cause) ? { unsent: true } : {})
+    })
     : new LedgerRejected({ message: `the database refused an append to ${streamId}: ${error.message}`, cause: error })
 }
 
