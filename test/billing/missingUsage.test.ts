@@ -112,6 +112,33 @@ describe("missing usage is estimated and marked", () => {
         return yield* Effect.promise(() => res.text())
       })
 
+      /** A messages stream's start (with `usage`, if given) and the answer's words. */
+      const startAndWords = (usage?: Record<string, number>) => [
+        {
+          event: "message_start",
+          data: {
+            type: "message_start",
+            message: {
+              id: "msg",
+              type: "message",
+              role: "assistant",
+              model: "claude",
+              content: [],
+              stop_reason: null,
+              ...(usage ? { usage } : {})
+            }
+          }
+        },
+        {
+          event: "content_block_start",
+          data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }
+        },
+        ...words.map((w) => ({
+          event: "content_block_delta",
+          data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: w } }
+        }))
+      ]
+
       it.effect("chat completions, not streamed", () =>
         Effect.gen(function*() {
           const { openai } = yield* clients
@@ -281,28 +308,7 @@ describe("missing usage is estimated and marked", () => {
         Effect.gen(function*() {
           ;(yield* Fake).script("/v1/messages", {
             events: [
-              {
-                event: "message_start",
-                data: {
-                  type: "message_start",
-                  message: {
-                    id: "msg",
-                    type: "message",
-                    role: "assistant",
-                    model: "claude",
-                    content: [],
-                    stop_reason: null
-                  }
-                }
-              },
-              {
-                event: "content_block_start",
-                data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }
-              },
-              ...words.map((w) => ({
-                event: "content_block_delta",
-                data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: w } }
-              })),
+              ...startAndWords(),
               { event: "content_block_stop", data: { type: "content_block_stop", index: 0 } },
               {
                 event: "message_delta",
@@ -319,34 +325,12 @@ describe("missing usage is estimated and marked", () => {
         Effect.gen(function*() {
           ;(yield* Fake).script("/v1/messages", {
             events: [
-              {
-                event: "message_start",
-                data: {
-                  type: "message_start",
-                  message: {
-                    id: "msg",
-                    type: "message",
-                    role: "assistant",
-                    model: "claude",
-                    content: [],
-                    stop_reason: null,
-                    usage: {
-                      input_tokens: 10,
-                      cache_read_input_tokens: 40,
-                      cache_creation_input_tokens: 2,
-                      output_tokens: 1
-                    }
-                  }
-                }
-              },
-              {
-                event: "content_block_start",
-                data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }
-              },
-              ...words.map((w) => ({
-                event: "content_block_delta",
-                data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: w } }
-              })),
+              ...startAndWords({
+                input_tokens: 10,
+                cache_read_input_tokens: 40,
+                cache_creation_input_tokens: 2,
+                output_tokens: 1
+              }),
               {
                 event: "error",
                 data: { type: "error", error: { type: "overloaded_error", message: "Overloaded mid-stream" } }

@@ -15,6 +15,17 @@ import { oneModelConfig, processGatewayEnv } from "../support/ProcessGateway.ts"
 
 const T = 120_000
 
+/** A minute of chunks, 100 ms apart. */
+const words = Array.from({ length: 600 }, (_, i) => ({
+  data: {
+    id: "c",
+    object: "chat.completion.chunk",
+    created: 1,
+    model: "up",
+    choices: [{ index: 0, delta: { content: `w${i} ` }, finish_reason: null }]
+  }
+}))
+
 describe("a gateway stopped with calls in flight", () => {
   const scope = Effect.runSync(Scope.make())
   let fake: Fake
@@ -34,32 +45,31 @@ describe("a gateway stopped with calls in flight", () => {
 
   afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)), T)
 
-  it("ends them after the grace: an error event, a 503, each billed once as cancelled", async () => {
-    // A stream of a minute, and a non-streamed answer that would take a minute.
-    const words = Array.from({ length: 600 }, (_, i) => ({
-      data: {
-        id: "c",
-        object: "chat.completion.chunk",
-        created: 1,
-        model: "up",
-        choices: [{ index: 0, delta: { content: `w${i} ` }, finish_reason: null }]
-      }
-    }))
-    fake.script("/v1/chat/completions", { events: words, eventDelayMs: 100 }, { delayMs: 60_000, body: {} })
-
+  /** A gateway on its own port, and a client with a key of its own. */
+  const serve = async () => {
     const port = await freePort()
     const p = start(["serve"], { ...env, TOLLGATE_PORT: String(port) })
     const base = `http://127.0.0.1:${port}`
     await waitForHttp(base, p)
     const key = await tollgateJson(["keys", "create", "--quota-usd", "10"], env)
-    const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: key.key, maxRetries: 0 })
+    return { p, base, client: new OpenAI({ baseURL: `${base}/v1`, apiKey: key.key, maxRetries: 0 }) }
+  }
 
+  /** A minute's stream (the upstream scripted with `words`), read from. */
+  const longStream = async (client: OpenAI) => {
     const stream = await client.chat.completions.create({
       model: "slow",
       stream: true,
       messages: [{ role: "user", content: "a long story" }]
     })
-    const iterator = stream[Symbol.asyncIterator]()
+    return stream[Symbol.asyncIterator]()
+  }
+
+  it("ends them after the grace: an error event, a 503, each billed once as cancelled", async () => {
+    // A stream of a minute, and a non-streamed answer that would take a minute.
+    fake.script("/v1/chat/completions", { events: words, eventDelayMs: 100 }, { delayMs: 60_000, body: {} })
+    const { p, client } = await serve()
+    const iterator = await longStream(client)
     await iterator.next() // the stream is under way
     const answer = client.chat.completions.create({ model: "slow", messages: [{ role: "user", content: "slowly" }] })
       .then(() => undefined, (e: unknown) => e)
@@ -96,29 +106,10 @@ describe("a gateway stopped with calls in flight", () => {
   }, T)
 
   it("refuses at once a request that comes on an open connection while it stops", async () => {
-    const words = Array.from({ length: 600 }, (_, i) => ({
-      data: {
-        id: "c",
-        object: "chat.completion.chunk",
-        created: 1,
-        model: "up",
-        choices: [{ index: 0, delta: { content: `w${i} ` }, finish_reason: null }]
-      }
-    }))
     fake.script("/v1/chat/completions", { events: words, eventDelayMs: 100 })
-    const port = await freePort()
-    const p = start(["serve"], { ...env, TOLLGATE_PORT: String(port) })
-    const base = `http://127.0.0.1:${port}`
-    await waitForHttp(base, p)
-    const key = await tollgateJson(["keys", "create", "--quota-usd", "10"], env)
+    const { p, base, client } = await serve()
     // A stream for the stop to wait for.
-    const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: key.key, maxRetries: 0 })
-    const stream = await client.chat.completions.create({
-      model: "slow",
-      stream: true,
-      messages: [{ role: "user", content: "a long story" }]
-    })
-    const iterator = stream[Symbol.asyncIterator]()
+    const iterator = await longStream(client)
     await iterator.next()
     const drained = (async () => {
       try {
