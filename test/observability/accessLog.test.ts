@@ -33,6 +33,7 @@ interface ReceivedSpan {
   readonly traceId: string
   readonly spanId: string
   readonly parentSpanId?: string
+  readonly attributes?: ReadonlyArray<{ readonly key: string; readonly value: { readonly stringValue?: string } }>
 }
 
 /** An OTLP/HTTP JSON receiver: keeps every span posted to /v1/traces. */
@@ -207,6 +208,10 @@ describe("access log and traces of tollgate serve", () => {
       const spans = ofTrace()
       const root = spans.find((s) => s.parentSpanId === undefined || s.parentSpanId === "")!
       expect(root.name).toMatch(/^http\.server POST/)
+      // Named as HttpApi's tracer names its requests' spans.
+      const attribute = (k: string) => root.attributes?.find((a) => a.key === k)?.value.stringValue
+      expect(attribute("url.full")).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1\//)
+      expect(attribute("url.path")).toMatch(/^\/v1\//)
       expect(spans.filter((s) => s.name === "tollgate.ledger.append").length).toBe(2) // StreamStarted, then the bill
 
       await stop(server)

@@ -59,6 +59,20 @@ const SERVER_STOPPING: EnvelopeError = {
   headers: { connection: "close", "retry-after": "1" }
 }
 
+/** The request's URL as HttpApi's server span names it (from its Host), if it parses. */
+const urlOf = (req: IncomingMessage): URL | undefined => {
+  try {
+    const url = new URL(req.url ?? "/", `http://${req.headers.host ?? "localhost"}`)
+    if (url.username !== "" || url.password !== "") {
+      url.username = "REDACTED"
+      url.password = "REDACTED"
+    }
+    return url
+  } catch {
+    return undefined
+  }
+}
+
 const droppedHeader = (dropped: ReadonlyArray<string>): HeaderMap =>
   dropped.length === 0 ? {} : { [DROPPED_PARAMS_HEADER]: dropped.join(", ") }
 
@@ -169,6 +183,11 @@ export class GenerationLane extends Effect.Service<GenerationLane>()("Http/Gener
           captureStackTrace: false
         }, (span) => {
           span.attribute("http.request.method", req.method)
+          const url = urlOf(req)
+          if (url !== undefined) {
+            span.attribute("url.full", url.toString())
+            if (url.search.length > 1) span.attribute("url.query", url.search.slice(1))
+          }
           span.attribute("url.path", record.path)
           span.attribute("url.scheme", "http")
           if (req.headers["user-agent"] !== undefined) span.attribute("user_agent.original", req.headers["user-agent"])
