@@ -42,8 +42,10 @@ const firstLine = (path) => {
 }
 
 const build = async () => {
-  const { build } = await import("esbuild")
+  const { build, stop } = await import("esbuild")
   const tmp = `${bundle}.${process.pid}.tmp`
+  // esbuild builds in a child process it keeps for later builds: stopped once this one is done, or it
+  // would stay beside the server for its whole life (a few hundred MB after a build of this size).
   await build({
     entryPoints: [join(root, "src", "cli", "main.ts")],
     // Paths in the bundle's comments relative to the root, whatever folder the command starts from
@@ -61,7 +63,7 @@ const build = async () => {
     },
     outfile: tmp,
     logLevel: "error"
-  })
+  }).finally(() => stop())
   renameSync(tmp, bundle) // atomic: a concurrent start sees the old bundle or the new one, whole
 }
 

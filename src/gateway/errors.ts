@@ -11,6 +11,9 @@ export class TooLarge extends Data.TaggedError("TooLarge")<{ readonly message: s
 
 export class ModelNotFound extends Data.TaggedError("ModelNotFound")<{ readonly model: string }> {}
 
+/** What a call the stopping gateway ends or refuses is told: a 503's envelope, or a stream's error event. */
+export const SERVER_STOPPING = { type: "overloaded_error", code: "server_stopping" } as const
+
 /** The upstream answered with an error, timed out or could not be reached. */
 export class UpstreamFailure extends Data.TaggedError("UpstreamFailure")<{
   /** The status the client gets: the upstream's own 4xx, or 502/504. */

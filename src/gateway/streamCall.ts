@@ -28,6 +28,7 @@ import { countTokens, countTokensOf, ESTIMATOR } from "../tokens/count.ts"
 import { textOf } from "../tokens/text.ts"
 import type { Billing } from "./Billing.ts"
 import { loggedDropped } from "./dropped.ts"
+import { SERVER_STOPPING } from "./errors.ts"
 import { cancelledBeforeAnswer, estimateStream } from "./estimates.ts"
 import { Exhausted, type RetryPolicy, withFailover } from "./Failover.ts"
 import { type Candidate, type Generation, upstreamRequestOf } from "./Routing.ts"
@@ -293,8 +294,7 @@ export const streamCall = (deps: StreamDeps) =>
         // ends with an error event (written as it can be, not waited for) and is billed as cancelled.
         out.plain.offer(sseTextOf([relay.errorEvent({
           requestId: g.requestId,
-          type: "overloaded_error",
-          code: "server_stopping",
+          ...SERVER_STOPPING,
           message: "The gateway is stopping and ended this stream; what was relayed is billed."
         })]))
       }
@@ -303,7 +303,7 @@ export const streamCall = (deps: StreamDeps) =>
         : ended?._tag === "Failed" || Exit.isFailure(result) && !Exit.isInterrupted(result)
         ? "failed" as const
         : "cancelled" as const
-      if (record && outcome === "cancelled") record.code = out.plain.closed() ? "client_closed" : "server_stopping"
+      if (record && outcome === "cancelled") record.code = out.plain.closed() ? "client_closed" : SERVER_STOPPING.code
       // A translated Responses answer's items are kept before the stream ends (its last events may be
       // with the client already; StoredItems).
       if (outcome === "completed") {

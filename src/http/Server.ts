@@ -20,10 +20,9 @@ import { BodyReaderLive } from "./body.ts"
 import { corsMiddleware } from "./cors.ts"
 import { DiscoveryHandlers } from "./DiscoveryHandlers.ts"
 import { EnvelopeMiddleware } from "./EnvelopeMiddleware.ts"
-import type { EnvelopeError } from "./ErrorEnvelope.ts"
 import { HealthHandlers } from "./HealthHandlers.ts"
 import { GenerationLane } from "./lane/GenerationLane.ts"
-import { answerHeaders, writeEnvelope } from "./lane/respond.ts"
+import { answerHeaders, serverStopping, writeEnvelope } from "./lane/respond.ts"
 import { MetricsHandlers } from "./MetricsHandlers.ts"
 import { OpenAiHandlers } from "./OpenAiHandlers.ts"
 import { OperatorHandlers } from "./OperatorHandlers.ts"
@@ -98,14 +97,7 @@ export const createNodeServer = (limits: {
 }
 
 /** A request that arrives once the server is stopping. */
-const STOPPING: EnvelopeError = {
-  status: 503,
-  type: "overloaded_error",
-  code: "server_stopping",
-  message: "The gateway is stopping and takes no new requests; retry.",
-  param: null,
-  headers: { connection: "close", "retry-after": "1" }
-}
+const STOPPING = serverStopping("The gateway is stopping and takes no new requests; retry.")
 
 const refuseWhileStopping = (req: IncomingMessage, res: ServerResponse) => {
   res.shouldKeepAlive = false

@@ -45,29 +45,31 @@ const answerOf = (e: EnvelopeError) => {
   return { body, headers }
 }
 
+/** `e` as a whole HTTP response, for a socket node:http does not answer on (a refused request's, a CONNECT's). */
+const rawAnswerOf = (e: EnvelopeError, extraHeaders: Readonly<Record<string, string>> = {}) => {
+  const { body, headers } = answerOf(e)
+  const head = Object.entries({ ...headers, ...extraHeaders }).map(([k, v]) => `${k}: ${v}\r\n`).join("")
+  return `HTTP/1.1 ${e.status} ${STATUS_CODES[e.status]}\r\n${head}\r\n${body}`
+}
+
 /** Answers node:http's parser errors and unknown expectations in the envelope. */
 export const answerParserRefusals = (server: Server) => {
   server.on("clientError", (err: NodeJS.ErrnoException, socket: Socket) => {
     // Node's own rule: answer only when nothing of a response is on the wire yet.
     const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage
     if (err.code !== "ECONNRESET" && socket.writable && (!inFlight || !inFlight.headersSent)) {
-      const refusal = refusalOf(err.code)
-      const { body, headers } = answerOf(refusal)
-      const head = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("")
-      socket.write(`HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\n${head}\r\n${body}`)
+      socket.write(rawAnswerOf(refusalOf(err.code)))
     }
     socket.destroySoon()
   })
   // CONNECT (a tunnel): not offered. Node hands it to a `connect` listener, or drops the connection
   // without a word when there is none; here it gets a 405 in the envelope, and the connection closes.
   server.on("connect", (_req: IncomingMessage, socket: Socket) => {
-    const { body, headers } = answerOf(
-      envelopeOf(405, "This server does not open tunnels (CONNECT).", "method_not_allowed")
-    )
-    const head = Object.entries({ ...headers, allow: "GET, POST, DELETE, PATCH" }).map(([k, v]) => `${k}: ${v}\r\n`)
-      .join("")
     socket.on("error", () => {})
-    socket.end(`HTTP/1.1 405 ${STATUS_CODES[405]}\r\n${head}\r\n${body}`)
+    socket.end(rawAnswerOf(
+      envelopeOf(405, "This server does not open tunnels (CONNECT).", "method_not_allowed"),
+      { allow: "GET, POST, DELETE, PATCH" }
+    ))
   })
   // An `Expect` other than 100-continue: 417 (RFC 9110 §10.1.1), in the envelope.
   server.on("checkExpectation", (req: IncomingMessage, res: ServerResponse) => {

@@ -9,7 +9,7 @@ import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { countTokens } from "../../src/tokens/count.ts"
 import { FakeUpstream, type FakeUpstream as Fake } from "../support/FakeUpstream.ts"
-import { freePort, migratedDataDir, start, tempDir, tollgateJson, waitForHttp } from "../support/Processes.ts"
+import { migratedDataDir, serveGateway, tempDir, tollgateJson } from "../support/Processes.ts"
 import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
 
 const T = 120_000
@@ -47,13 +47,7 @@ describe("checkpoints of a long stream", () => {
 
   afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)), T)
 
-  const serve = async () => {
-    const port = await freePort()
-    const p = start(["serve"], { ...env, TOLLGATE_PORT: String(port) })
-    const base = `http://127.0.0.1:${port}`
-    await waitForHttp(base, p)
-    return { p, base }
-  }
+  const serve = () => serveGateway(env)
 
   it("a SIGKILLed stream is reconciled with the output up to its last checkpoint", async () => {
     const pieces = Array.from({ length: 400 }, (_, i) => ` lighthouse${i}`)

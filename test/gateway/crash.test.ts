@@ -7,8 +7,8 @@
 import { Effect, Exit, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FakeUpstream, type FakeUpstream as Fake } from "../support/FakeUpstream.ts"
-import { freePort, type Proc, start, tollgateJson, waitForHttp } from "../support/Processes.ts"
-import { oneModelConfig, processGatewayEnv } from "../support/ProcessGateway.ts"
+import { type Proc, serveGateway, tollgateJson } from "../support/Processes.ts"
+import { oneModelConfig, processGatewayEnv, wordChunks } from "../support/ProcessGateway.ts"
 
 const T = 120_000
 
@@ -24,13 +24,7 @@ describe("a gateway killed with streams in flight", () => {
 
   afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)), T)
 
-  const serve = async () => {
-    const port = await freePort()
-    const p = start(["serve"], { ...env, TOLLGATE_PORT: String(port) })
-    const base = `http://127.0.0.1:${port}`
-    await waitForHttp(base, p)
-    return { p, base }
-  }
+  const serve = () => serveGateway(env)
 
   const openStream = async (base: string, key: string) => {
     const res = await fetch(`${base}/v1/chat/completions`, {
@@ -49,15 +43,7 @@ describe("a gateway killed with streams in flight", () => {
   }
 
   it("bills every started request exactly once after a restart, and replay verifies", async () => {
-    const many = Array.from({ length: 300 }, (_, i) => ({
-      data: {
-        id: "c",
-        object: "chat.completion.chunk",
-        created: 1,
-        model: "up",
-        choices: [{ index: 0, delta: { content: `w${i} ` }, finish_reason: null }]
-      }
-    }))
+    const many = wordChunks(300)
 
     let first: { p: Proc; base: string } | undefined = await serve()
     const key = await tollgateJson(["keys", "create", "--quota-usd", "10"], env)

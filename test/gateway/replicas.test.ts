@@ -6,16 +6,7 @@
  */
 import { Effect, Exit, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import {
-  freePort,
-  meteredCall,
-  meteredConfig,
-  type Proc,
-  start,
-  tempDir,
-  tollgateJson,
-  waitForHttp
-} from "../support/Processes.ts"
+import { meteredCall, meteredConfig, type Proc, serveGateway, tempDir, tollgateJson } from "../support/Processes.ts"
 import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
 
 const T = 120_000
@@ -31,11 +22,7 @@ describe.skipIf(backend() !== "postgres")("two gateway processes on one Postgres
     const config = meteredConfig(dir)
     env = { TOLLGATE_CONFIG: config, DATABASE_URL: await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope)) }
     for (let i = 0; i < 2; i++) {
-      const port = await freePort()
-      const p = start(["serve"], { ...env, TOLLGATE_PORT: String(port) })
-      const base = `http://127.0.0.1:${port}`
-      await waitForHttp(base, p)
-      servers.push({ p, base })
+      servers.push(await serveGateway(env))
     }
   }, T)
 

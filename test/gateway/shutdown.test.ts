@@ -10,21 +10,13 @@ import * as http from "node:http"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FakeUpstream, type FakeUpstream as Fake } from "../support/FakeUpstream.ts"
-import { exitWithin, freePort, start, tollgateJson, waitForHttp } from "../support/Processes.ts"
-import { oneModelConfig, processGatewayEnv } from "../support/ProcessGateway.ts"
+import { exitWithin, serveGateway, tollgateJson } from "../support/Processes.ts"
+import { oneModelConfig, processGatewayEnv, wordChunks } from "../support/ProcessGateway.ts"
 
 const T = 120_000
 
 /** A minute of chunks, 100 ms apart. */
-const words = Array.from({ length: 600 }, (_, i) => ({
-  data: {
-    id: "c",
-    object: "chat.completion.chunk",
-    created: 1,
-    model: "up",
-    choices: [{ index: 0, delta: { content: `w${i} ` }, finish_reason: null }]
-  }
-}))
+const words = wordChunks(600)
 
 describe("a gateway stopped with calls in flight", () => {
   const scope = Effect.runSync(Scope.make())
@@ -47,10 +39,7 @@ describe("a gateway stopped with calls in flight", () => {
 
   /** A gateway on its own port, and a client with a key of its own. */
   const serve = async () => {
-    const port = await freePort()
-    const p = start(["serve"], { ...env, TOLLGATE_PORT: String(port) })
-    const base = `http://127.0.0.1:${port}`
-    await waitForHttp(base, p)
+    const { p, base } = await serveGateway(env)
     const key = await tollgateJson(["keys", "create", "--quota-usd", "10"], env)
     return { p, base, client: new OpenAI({ baseURL: `${base}/v1`, apiKey: key.key, maxRetries: 0 }) }
   }

@@ -21,6 +21,18 @@ export const processGatewayEnv = async (
     : { TOLLGATE_CONFIG: config, TOLLGATE_DATA_DIR: migratedDataDir(label) }
 }
 
+/** `n` chunks of a chat stream, one word each (`w0 `, `w1 `, ...), for the fake upstream to send. */
+export const wordChunks = (n: number) =>
+  Array.from({ length: n }, (_, i) => ({
+    data: {
+      id: "c",
+      object: "chat.completion.chunk",
+      created: 1,
+      model: "up",
+      choices: [{ index: 0, delta: { content: `w${i} ` }, finish_reason: null }]
+    }
+  }))
+
 /**
  * The configuration of one model, `slow`, on an OpenAI-style upstream at `upstreamUrl` (a fake the
  * test scripts), with the `server:` settings and provider lines given (each an indented YAML line).

@@ -58,9 +58,14 @@ export interface Proc {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
 }
 
-export const start = (args: ReadonlyArray<string>, env: Record<string, string>): Proc => {
-  const child = spawn(process.execPath, [...nodeFlags, bin, ...args], {
-    cwd: root,
+/** Starts a tollgate command; `from`: another copy of the command (its `bin/tollgate.mjs` and root). */
+export const start = (
+  args: ReadonlyArray<string>,
+  env: Record<string, string>,
+  from: { readonly bin: string; readonly root: string } = { bin, root }
+): Proc => {
+  const child = spawn(process.execPath, [...nodeFlags, from.bin, ...args], {
+    cwd: from.root,
     env: envWith(env),
     stdio: ["ignore", "pipe", "pipe"]
   })
@@ -178,6 +183,15 @@ export const waitForHttp = async (base: string, p: Proc, timeoutMs = 60_000) => 
 }
 
 /** Resolves with the exit of `p`, or undefined if it has not exited after `ms`. */
+/** `tollgate serve` with `env` on a free port, once it answers: the process and its base URL. */
+export const serveGateway = async (env: Record<string, string>) => {
+  const port = await freePort()
+  const p = start(["serve"], { ...env, TOLLGATE_PORT: String(port) })
+  const base = `http://127.0.0.1:${port}`
+  await waitForHttp(base, p)
+  return { p, base }
+}
+
 export const exitWithin = (p: Proc, ms: number) => Promise.race([p.exited, sleep(ms).then(() => undefined)])
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))

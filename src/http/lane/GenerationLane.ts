@@ -39,25 +39,18 @@ import { authenticateApiKey } from "../Auth.ts"
 import { bodyLimitsOf, readJsonBody } from "../body.ts"
 import { corsHeadersOf } from "../cors.ts"
 import { HOST_REQUIRED, hostMissing, pathOf } from "../EnvelopeMiddleware.ts"
-import { causeToEnvelope, type EnvelopeError } from "../ErrorEnvelope.ts"
+import { causeToEnvelope } from "../ErrorEnvelope.ts"
 import { asApiError, type GatewayRefusal } from "../gatewayErrors.ts"
 import { newRequestId } from "../RequestId.ts"
 import { anthropicVersionProblem, DROPPED_PARAMS_HEADER, protocolHeadersOf, readFields } from "./fields.ts"
-import { answerHeaders, type HeaderMap, writeEnvelope, writeJson, writeSseHead } from "./respond.ts"
+import { answerHeaders, type HeaderMap, serverStopping, writeEnvelope, writeJson, writeSseHead } from "./respond.ts"
 import { laneEndpointOf } from "./routes.ts"
 
 /** The fiber id a client's departure interrupts a request with. */
 const clientLeft = FiberId.make(-499, 0)
 
 /** A call not answered yet when the server, stopping, ended it after its grace (it is billed as cancelled). */
-const SERVER_STOPPING: EnvelopeError = {
-  status: 503,
-  type: "overloaded_error",
-  code: "server_stopping",
-  message: "The gateway is stopping and ended this call before its answer; retry it.",
-  param: null,
-  headers: { connection: "close", "retry-after": "1" }
-}
+const ENDED_BY_STOP = serverStopping("The gateway is stopping and ended this call before its answer; retry it.")
 
 /** The request's URL as HttpApi's server span names it (from its Host), if it parses. */
 const urlOf = (req: IncomingMessage): URL | undefined => {
@@ -264,9 +257,9 @@ export class GenerationLane extends Effect.Service<GenerationLane>()("Http/Gener
           if (left) record.status = 499
           else {
             // Interrupted with its client still there: the server is stopping (past its grace).
-            record.status = SERVER_STOPPING.status
-            record.code = SERVER_STOPPING.code!
-            writeEnvelope(res, SERVER_STOPPING, requestId, headers())
+            record.status = ENDED_BY_STOP.status
+            record.code = ENDED_BY_STOP.code!
+            writeEnvelope(res, ENDED_BY_STOP, requestId, headers())
           }
           supervisor.fork(requestLog.finish(record))
         }

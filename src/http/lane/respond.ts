@@ -5,8 +5,9 @@
  * so the connection could not carry another request).
  */
 import type { IncomingMessage, ServerResponse } from "node:http"
+import { SERVER_STOPPING } from "../../gateway/errors.ts"
 import { bodyUnread } from "../body.ts"
-import { envelopeBody, type EnvelopeError } from "../ErrorEnvelope.ts"
+import { envelopeBody, type EnvelopeError, envelopeOf } from "../ErrorEnvelope.ts"
 
 export type HeaderMap = Readonly<Record<string, string>>
 
@@ -31,6 +32,12 @@ export const writeJson = (res: ServerResponse, status: number, body: unknown, he
   })
   res.end(text)
 }
+
+/** A 503 `server_stopping`: the gateway is stopping; the connection closes, and a retry may go at once. */
+export const serverStopping = (message: string): EnvelopeError => ({
+  ...envelopeOf(503, message, SERVER_STOPPING.code),
+  headers: { connection: "close", "retry-after": "1" }
+})
 
 export const writeEnvelope = (res: ServerResponse, e: EnvelopeError, requestId: string, headers: HeaderMap) =>
   writeJson(res, e.status, envelopeBody(e, requestId), e.headers ? { ...headers, ...e.headers } : headers)

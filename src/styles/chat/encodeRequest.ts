@@ -3,7 +3,7 @@
  * (earlier reasoning, `safety_identifier`) or refused (more than 4 stop sequences).
  */
 import { type Json } from "../../canonical/Json.ts"
-import type { Request, ToolResult } from "../../canonical/Request.ts"
+import type { ImageSource, Request, ToolResult } from "../../canonical/Request.ts"
 import type { RequestTarget } from "../Codec.ts"
 import { urlOfImage } from "../shared/images.ts"
 import { type Policy } from "../shared/Policy.ts"
@@ -13,6 +13,9 @@ import { userIdWithin } from "../shared/userId.ts"
 /** OpenAI's bound on `user`. */
 const MAX_USER = 64
 
+/** An image as a chat content part. */
+const imageUrlPart = (source: ImageSource): Json => ({ type: "image_url", image_url: { url: urlOfImage(source) } })
+
 /**
  * A tool result's text. Chat tool messages have no error flag (an error result says so in its text) and
  * carry no images: those go in the user message after the turn's tool messages, and the text says so.
@@ -20,7 +23,7 @@ const MAX_USER = 64
 const resultText = (r: ToolResult) => {
   const content = typeof r.content === "string" ? [{ type: "text" as const, text: r.content }] : r.content
   const text = content.flatMap((p) => (p.type === "text" ? [p.text] : [])).join("\n")
-  const images = content.length - content.filter((p) => p.type === "text").length
+  const images = content.filter((p) => p.type === "image").length
   const noted = images === 0
     ? text
     : `${text}${text === "" ? "" : "\n"}(${
@@ -41,12 +44,12 @@ export const encodeChatRequest = (r: Request, target: RequestTarget, policy: Pol
         const parts: Array<Json> = []
         for (const c of turn.content) {
           if (c.type === "text") parts.push({ type: "text", text: c.text })
-          else if (c.type === "image") parts.push({ type: "image_url", image_url: { url: urlOfImage(c.source) } })
+          else if (c.type === "image") parts.push(imageUrlPart(c.source))
           else {
             messages.push({ role: "tool", tool_call_id: c.callId, content: resultText(c) })
             if (typeof c.content !== "string") {
               for (const p of c.content) {
-                if (p.type === "image") parts.push({ type: "image_url", image_url: { url: urlOfImage(p.source) } })
+                if (p.type === "image") parts.push(imageUrlPart(p.source))
               }
             }
           }

@@ -65,6 +65,12 @@ const readSource = (source: unknown, param: string): ImageSource => {
   return refuse(`${param}.type`, `image sources of type "${String(source.type)}" have no equivalent`)
 }
 
+/** An image block, its extra fields dropped. */
+const readImage = (b: Json, bp: string, policy: Policy): ImagePart => {
+  dropExtras(b, IMAGE, bp, policy)
+  return { type: "image", source: readSource(b.source, `${bp}.source`), param: `${bp}.source` }
+}
+
 /** A tool result's content: its text, or its blocks when an image is among them (a file or screenshot the tool read). */
 const resultContent = (content: unknown, param: string, policy: Policy): ToolResult["content"] => {
   if (!Array.isArray(content) || !content.some((b) => isObject(b) && b.type === "image")) {
@@ -75,10 +81,7 @@ const resultContent = (content: unknown, param: string, policy: Policy): ToolRes
     if (isObject(b) && b.type === "text" && typeof b.text === "string") {
       return { type: "text", text: textOfPart(b, bp, policy) }
     }
-    if (isObject(b) && b.type === "image") {
-      dropExtras(b, IMAGE, bp, policy)
-      return { type: "image", source: readSource(b.source, `${bp}.source`), param: `${bp}.source` }
-    }
+    if (isObject(b) && b.type === "image") return readImage(b, bp, policy)
     return refuse(`${bp}.type`, "only text and images can be carried here")
   })
 }
@@ -111,8 +114,7 @@ const readTurn = (raw: unknown, p: string, policy: Policy): Turn => {
             case "text":
               return { type: "text", text: textOfPart(b, bp, policy) }
             case "image":
-              dropExtras(b, IMAGE, bp, policy)
-              return { type: "image", source: readSource(b.source, `${bp}.source`), param: `${bp}.source` }
+              return readImage(b, bp, policy)
             case "tool_result":
               dropExtras(b, TOOL_RESULT, bp, policy)
               return {

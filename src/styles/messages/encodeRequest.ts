@@ -4,7 +4,7 @@
  * Anthropic's rules allow it.
  */
 import { type Json } from "../../canonical/Json.ts"
-import type { ImageSource, Request, ToolChoice } from "../../canonical/Request.ts"
+import type { ImagePart, ImageSource, Request, TextPart, ToolChoice } from "../../canonical/Request.ts"
 import type { RequestTarget } from "../Codec.ts"
 import { type Policy } from "../shared/Policy.ts"
 import { parseArguments, refuse } from "../shared/Untranslatable.ts"
@@ -20,6 +20,10 @@ const writeSource = (source: ImageSource, param: string): Json => {
   if (/^https?:\/\//.test(source.url)) return { type: "url", url: source.url }
   return refuse(param, "only http(s) and base64 data URLs can be passed on")
 }
+
+/** A text or image part as the block the style writes. */
+const writePart = (p: TextPart | ImagePart): Json =>
+  p.type === "text" ? { type: "text", text: p.text } : { type: "image", source: writeSource(p.source, p.param) }
 
 const writeToolChoice = (c: ToolChoice): Json =>
   c.kind === "function" ? { type: "tool", name: c.name } : { type: c.kind === "required" ? "any" : c.kind }
@@ -43,22 +47,12 @@ export const encodeMessagesRequest = (r: Request, target: RequestTarget, policy:
         push(
           "user",
           turn.content.map((c) =>
-            c.type === "text"
-              ? { type: "text", text: c.text }
-              : c.type === "image"
-              ? { type: "image", source: writeSource(c.source, c.param) }
-              : {
-                type: "tool_result",
-                tool_use_id: toMessagesId(c.callId),
-                content: typeof c.content === "string"
-                  ? c.content
-                  : c.content.map((p) =>
-                    p.type === "text"
-                      ? { type: "text", text: p.text }
-                      : { type: "image", source: writeSource(p.source, p.param) }
-                  ),
-                ...(c.isError ? { is_error: true } : {})
-              }
+            c.type !== "result" ? writePart(c) : {
+              type: "tool_result",
+              tool_use_id: toMessagesId(c.callId),
+              content: typeof c.content === "string" ? c.content : c.content.map(writePart),
+              ...(c.isError ? { is_error: true } : {})
+            }
           )
         )
         break
