@@ -24,6 +24,7 @@ import { databaseName } from "../db/describe.ts"
 import { usageFromLines } from "../ledger/Export.ts"
 import * as Replay from "../ledger/Replay.ts"
 import { configuredLoggerLayer, defaultLoggerLayer } from "../observability/Logging.ts"
+import { stderrOutput } from "../observability/LogOutput.ts"
 import { exportEvents, fileSink, fromLog, fromServer, stdoutSink } from "./exportEvents.ts"
 import { migrateCommand } from "./migrate.ts"
 import { type ExportRequest, type Operation, OperationFailed } from "./operations.ts"
@@ -52,6 +53,8 @@ const workers = Options.integer("workers").pipe(
 
 const serveCommand = Command.make("serve", { workers }, (o) =>
   Effect.gen(function*() {
+    // A server outlives its log's reader: stderr gone is never a reason to stop serving.
+    stderrOutput.guard()
     const n = Option.getOrElse(o.workers, () => Number(process.env.TOLLGATE_WORKERS ?? 1))
     if (!Number.isInteger(n) || n < 1) {
       return yield* exitWith(`--workers must be a whole number of at least 1 (got ${n})`)

@@ -2,11 +2,13 @@
  * The log's two formats, both on stderr (stdout is for `--json` output): `json`, one object a line
  * (`time`, `level`, `msg`, the line's annotations as fields, and `error`, a failure's cause on one
  * line, no stack), and `pretty`, for people. `log.format` in tollgate.yaml chooses; unset, JSON unless
- * stderr is a terminal.
+ * stderr is a terminal. A JSON line that stderr cannot take (its reader gone, or far behind) is dropped
+ * and counted, never kept without bound or allowed to stop the process (LogOutput.ts).
  */
 import * as Cause from "effect/Cause"
 import * as HashMap from "effect/HashMap"
 import * as Logger from "effect/Logger"
+import { stderrOutput } from "./LogOutput.ts"
 const MAX_DEPTH = 3
 
 const plain = (_: string, v: unknown) => (typeof v === "bigint" ? v.toString() : v)
@@ -67,7 +69,7 @@ export const jsonLogger = Logger.make<unknown, void>(({ annotations, cause, date
   )
   for (const [key, value] of fields) if (!(key in line)) line[key] = value
   if (!Cause.isEmpty(cause)) line.error = oneLine(cause)
-  process.stderr.write(JSON.stringify(line, plain) + "\n")
+  stderrOutput.write(JSON.stringify(line, plain) + "\n")
 })
 
 export type LogFormat = "json" | "pretty"

@@ -8,6 +8,7 @@
  */
 import * as Effect from "effect/Effect"
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client"
+import { stderrOutput } from "./LogOutput.ts"
 
 /** Seconds: from a cheap JSON answer to a long stream. */
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
@@ -139,6 +140,15 @@ export const makeMetrics = (options: { readonly processMetrics: boolean } = { pr
     help: "The event writer's time to commit one batch, in seconds.",
     buckets: COMMIT_BUCKETS,
     registers
+  })
+  new Counter({
+    name: "tollgate_log_lines_dropped_total",
+    help: "Log lines dropped because stderr could not take them (its reader gone, or far behind).",
+    registers,
+    collect(this: Counter) {
+      this.reset()
+      this.inc(stderrOutput.dropped())
+    }
   })
   if (options.processMetrics) collectDefaultMetrics({ register: registry })
 
