@@ -13,7 +13,7 @@ SECS="${PROFILE_SECONDS:-8}"
 OUT="$ROOT/bench/results/profile-$TEST-$(date +%Y%m%d-%H%M%S)"
 pg_ticks() { local t=0; for p in $(pgrep -u postgres postgres || true); do t=$((t + $(cpu_ticks "$p" 2>/dev/null || echo 0))); done; echo "$t"; }
 
-[[ "$TEST" == paced ]] && export MOCK_DELAY_MS=250
+[[ "$TEST" == paced ]] && export MOCK_DELAY_MS=${MOCK_DELAY_MS:-250}
 pg_behind_mock
 P_TG=$(free_port)
 mkdir -p "$OUT"
