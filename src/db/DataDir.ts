@@ -14,9 +14,32 @@ import * as path from "node:path"
 export const PRIVATE_DIR_MODE = 0o700
 export const PRIVATE_FILE_MODE = 0o600
 
-/** Creates the folder (and missing parents) owner-only; an existing folder is left to `tightenEffect`. */
-export const ensure = (dir: string) => {
-  fs.mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE })
+/**
+ * Creates the folder and its missing parents, each owner-only, one `mkdir` at a time; an existing folder
+ * is left as it is (to `tightenEffect`). Node's recursive `mkdir` is not used: for some paths it never
+ * returns (under /proc it retries forever, holding a core and, sync, the whole process).
+ */
+export const makeDirs = (dir: string) => {
+  const missing: Array<string> = []
+  for (let p = path.resolve(dir);;) {
+    try {
+      if (fs.statSync(p).isDirectory()) break
+      throw Object.assign(new Error(`ENOTDIR: not a directory, ${p}`), { code: "ENOTDIR" })
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e
+    }
+    missing.push(p)
+    const parent = path.dirname(p)
+    if (parent === p) break
+    p = parent
+  }
+  for (const p of missing.reverse()) {
+    try {
+      fs.mkdirSync(p, { mode: PRIVATE_DIR_MODE })
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e
+    }
+  }
 }
 
 /**
@@ -93,6 +116,17 @@ export const flushToDisk = (dir: string) => {
 }
 
 export class DataDirUnsafe extends Data.TaggedError("DataDirUnsafe")<{ readonly message: string }> {}
+
+/** `makeDirs` as an effect that fails with a clear message when a folder cannot be made. */
+export const makeDirsEffect = (dir: string, what = "the data folder") =>
+  Effect.try({
+    try: () => makeDirs(dir),
+    catch: (e) =>
+      new DataDirUnsafe({
+        message: `cannot create ${what} ${dir} (${(e as Error).message}); ` +
+          `set TOLLGATE_DATA_DIR to a folder this user can create and write`
+      })
+  })
 
 /** `secure` as an effect that fails with a clear message when the folder cannot be made private. */
 const secureEffect = (dir: string, owner: number | undefined) =>

@@ -31,31 +31,40 @@ export const holderOf = (dataDir: string): number | undefined => {
   }
 }
 
-const tryLock = (dataDir: string): Effect.Effect<void, DataDirBusy> =>
-  Effect.suspend(() => {
-    DataDir.ensure(dataDir)
-    for (let attempt = 0; attempt < 3; attempt++) {
-      try {
-        fs.writeFileSync(lockPath(dataDir), String(process.pid), { flag: "wx", mode: DataDir.PRIVATE_FILE_MODE })
-        return Effect.void
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== "EEXIST") return Effect.die(e)
-        const pid = holderOf(dataDir)
-        if (pid !== undefined && pid !== process.pid) {
-          return Effect.fail(
-            new DataDirBusy({
-              pid,
-              message: `the data folder ${dataDir} is in use by process ${pid}: an embedded database opens in one ` +
-                `process at a time. Stop that process first, give this one its own TOLLGATE_DATA_DIR, or use ` +
-                `Postgres (DATABASE_URL) to run several gateways on one database`
-            })
-          )
+const tryLock = (dataDir: string): Effect.Effect<void, DataDirBusy | DataDir.DataDirUnsafe> =>
+  Effect.zipRight(
+    DataDir.makeDirsEffect(dataDir),
+    Effect.suspend((): Effect.Effect<void, DataDirBusy | DataDir.DataDirUnsafe> => {
+      for (let attempt = 0; attempt < 3; attempt++) {
+        try {
+          fs.writeFileSync(lockPath(dataDir), String(process.pid), { flag: "wx", mode: DataDir.PRIVATE_FILE_MODE })
+          return Effect.void
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code !== "EEXIST") {
+            return Effect.fail(
+              new DataDir.DataDirUnsafe({
+                message: `cannot write the data folder's lock ${lockPath(dataDir)} (${(e as Error).message}); ` +
+                  `set TOLLGATE_DATA_DIR to a folder this user can create and write`
+              })
+            )
+          }
+          const pid = holderOf(dataDir)
+          if (pid !== undefined && pid !== process.pid) {
+            return Effect.fail(
+              new DataDirBusy({
+                pid,
+                message: `the data folder ${dataDir} is in use by process ${pid}: an embedded database opens in one ` +
+                  `process at a time. Stop that process first, give this one its own TOLLGATE_DATA_DIR, or use ` +
+                  `Postgres (DATABASE_URL) to run several gateways on one database`
+              })
+            )
+          }
+          fs.rmSync(lockPath(dataDir), { force: true }) // stale: its process is gone
         }
-        fs.rmSync(lockPath(dataDir), { force: true }) // stale: its process is gone
       }
-    }
-    return Effect.die(new Error(`cannot lock ${dataDir}`))
-  })
+      return Effect.die(new Error(`cannot lock ${dataDir}`))
+    })
+  )
 
 /** Holds the data folder for the lifetime of the scope. */
 export const acquire = (dataDir: string) =>

@@ -19,7 +19,7 @@ import * as Schema from "effect/Schema"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
-import { DataDirUnsafe, secureAtStart } from "../db/DataDir.ts"
+import { DataDirUnsafe, makeDirs, secureAtStart } from "../db/DataDir.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { type AppendRequest, EventLog } from "./EventLog.ts"
 import { DomainEvent } from "./events.ts"
@@ -83,7 +83,7 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
 
     const writeFile = (entry: SpoolEntry) =>
       Effect.tryPromise(async () => {
-        await fs.mkdir(dir, { recursive: true, mode: 0o700 })
+        makeDirs(dir)
         const file = path.join(dir, fileNameOf(entry.streamId))
         const tmp = `${file}.${process.pid}.tmp`
         const text = encodeEntry({
@@ -140,7 +140,7 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
      */
     const writable = Effect.tryPromise({
       try: async () => {
-        await fs.mkdir(dir, { recursive: true, mode: 0o700 })
+        makeDirs(dir)
         const probe = path.join(dir, `.writable.${process.pid}.tmp`)
         const handle = await fs.open(probe, "w", 0o600)
         try {
