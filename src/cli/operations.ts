@@ -20,6 +20,10 @@ import { EventLog } from "../ledger/EventLog.ts"
 import { exportLine } from "../ledger/Export.ts"
 import * as Replay from "../ledger/Replay.ts"
 
+/** The CLI flag that sets a field a refusal names (`requests_per_minute` is set by `--rpm`). */
+const FLAGS: Record<string, string> = { requests_per_minute: "--rpm", tokens_per_minute: "--tpm" }
+const flagOf = (param: string) => FLAGS[param] ?? `--${param.replaceAll("_", "-")}`
+
 export class OperationFailed extends Data.TaggedError("OperationFailed")<{ readonly message: string }> {}
 
 const Opt = <S extends Schema.Schema.Any>(s: S) => Schema.optional(s)
@@ -127,7 +131,7 @@ export const run = (op: Operation) => {
         }).pipe(
           Effect.mapError((e) =>
             new OperationFailed({
-              message: `${"param" in e && e.param ? `--${e.param.replace("_", "-")}: ` : ""}${e.message}`
+              message: `${"param" in e && e.param ? `${flagOf(e.param)}: ` : ""}${e.message}`
             })
           )
         )
@@ -161,7 +165,7 @@ export const run = (op: Operation) => {
         Effect.zipWith(Clock.currentTimeMillis, keyJson),
         Effect.mapError((e) =>
           new OperationFailed({
-            message: `${"param" in e && e.param ? `--${e.param.replace("_", "-")}: ` : ""}${e.message}`
+            message: `${"param" in e && e.param ? `${flagOf(e.param)}: ` : ""}${e.message}`
           })
         )
       )

@@ -136,6 +136,9 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
       expect(model.code).toBe(1)
       expect(model.stderr).toContain("--models")
       expect(model.stderr).toContain("gpt-17")
+      const rpm = await tollgate(["keys", "create", "--quota-usd", "1", "--rpm", "-3", "--json"], env)
+      expect(rpm.code).toBe(1)
+      expect(rpm.stderr).toContain("tollgate: --rpm: ")
       // Nothing was issued: the events test below finds exactly the events of the commands that succeeded.
     },
     T
