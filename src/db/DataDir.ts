@@ -117,16 +117,17 @@ export const flushToDisk = (dir: string) => {
 
 export class DataDirUnsafe extends Data.TaggedError("DataDirUnsafe")<{ readonly message: string }> {}
 
-/** `makeDirs` as an effect that fails with a clear message when a folder cannot be made. */
-export const makeDirsEffect = (dir: string, what = "the data folder") =>
-  Effect.try({
-    try: () => makeDirs(dir),
-    catch: (e) =>
-      new DataDirUnsafe({
-        message: `cannot create ${what} ${dir} (${(e as Error).message}); ` +
-          `set TOLLGATE_DATA_DIR to a folder this user can create and write`
-      })
+/** A folder of TOLLGATE_DATA_DIR this process cannot use: `cannot <what>`, why, and what to do. */
+export const unusable = (what: string, e: unknown) =>
+  new DataDirUnsafe({
+    message: `cannot ${what} (${
+      (e as Error).message
+    }); set TOLLGATE_DATA_DIR to a folder this user can create and write`
   })
+
+/** `makeDirs` as an effect that fails with a clear message when a folder cannot be made. */
+export const makeDirsEffect = (dir: string) =>
+  Effect.try({ try: () => makeDirs(dir), catch: (e) => unusable(`create the data folder ${dir}`, e) })
 
 /** `secure` as an effect that fails with a clear message when the folder cannot be made private. */
 const secureEffect = (dir: string, owner: number | undefined) =>

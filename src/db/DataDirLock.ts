@@ -41,12 +41,7 @@ const tryLock = (dataDir: string): Effect.Effect<void, DataDirBusy | DataDir.Dat
           return Effect.void
         } catch (e) {
           if ((e as NodeJS.ErrnoException).code !== "EEXIST") {
-            return Effect.fail(
-              new DataDir.DataDirUnsafe({
-                message: `cannot write the data folder's lock ${lockPath(dataDir)} (${(e as Error).message}); ` +
-                  `set TOLLGATE_DATA_DIR to a folder this user can create and write`
-              })
-            )
+            return Effect.fail(DataDir.unusable(`write the data folder's lock ${lockPath(dataDir)}`, e))
           }
           const pid = holderOf(dataDir)
           if (pid !== undefined && pid !== process.pid) {

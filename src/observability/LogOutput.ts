@@ -34,29 +34,27 @@ export interface LogOutput {
   readonly guard: () => void
 }
 
-/** The output to `target()` (looked up at each write, so a test may replace process.stderr.write). */
-export const logOutput = (target: () => LogTarget, maxPending = MAX_PENDING_BYTES): LogOutput => {
+/** The output to `target` (a test may replace its `write`). */
+export const logOutput = (target: LogTarget, maxPending = MAX_PENDING_BYTES): LogOutput => {
   let dropped = 0
   let unreported = 0
   let broken = false
-  const guarded = new WeakSet<LogTarget>()
+  let guarded = false
   const guard = () => {
-    const t = target()
-    if (guarded.has(t)) return t
-    guarded.add(t)
-    t.on("error", () => void (broken = true))
-    return t
+    if (guarded) return
+    guarded = true
+    target.on("error", () => void (broken = true))
   }
   return {
     write: (line) => {
-      const t = guard()
-      if (broken || t.destroyed || t.writableLength > maxPending) {
+      guard()
+      if (broken || target.destroyed || target.writableLength > maxPending) {
         dropped++
         unreported++
         return
       }
       if (unreported > 0) {
-        t.write(
+        target.write(
           JSON.stringify({
             time: new Date().toISOString(),
             level: "warn",
@@ -66,12 +64,12 @@ export const logOutput = (target: () => LogTarget, maxPending = MAX_PENDING_BYTE
         )
         unreported = 0
       }
-      t.write(line)
+      target.write(line)
     },
     dropped: () => dropped,
-    guard: () => void guard()
+    guard
   }
 }
 
 /** The process's log output, on stderr. */
-export const stderrOutput = logOutput(() => process.stderr)
+export const stderrOutput = logOutput(process.stderr)

@@ -23,7 +23,7 @@ class FakeStderr extends EventEmitter implements LogTarget {
 describe("the log's output", () => {
   it("drops lines while too much waits for the reader, then says how many it dropped", () => {
     const stderr = new FakeStderr()
-    const out = logOutput(() => stderr, 1000)
+    const out = logOutput(stderr, 1000)
     out.write("one\n")
     stderr.writableLength = 1001
     out.write("two\n")
@@ -42,7 +42,7 @@ describe("the log's output", () => {
 
   it("takes an error of stderr (its reader gone) and drops what follows", () => {
     const stderr = new FakeStderr()
-    const out = logOutput(() => stderr)
+    const out = logOutput(stderr)
     out.guard()
     // Without a listener, EventEmitter throws an "error" it emits, as Node's stderr does on EPIPE.
     expect(() => stderr.emit("error", Object.assign(new Error("write EPIPE"), { code: "EPIPE" }))).not.toThrow()
