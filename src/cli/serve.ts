@@ -4,13 +4,19 @@
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as HttpServer from "@effect/platform/HttpServer"
+import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import cluster from "node:cluster"
 import { Keys } from "../accounts/Keys.ts"
 import { BUILT_IN_CONFIG, GatewayConfig } from "../config/GatewayConfig.ts"
+import { awaitDatabase } from "../db/awaitDatabase.ts"
 import * as Database from "../db/Database.ts"
+import { postgresLocation } from "../db/describe.ts"
+import { startingListener } from "../http/StartingListener.ts"
 import { AppLive } from "../main.ts"
 import { configuredLoggerLayer } from "../observability/Logging.ts"
 import { TracingLive } from "../observability/Tracing.ts"
@@ -69,10 +75,21 @@ const OperatorLive = Layer.unwrapEffect(Effect.gen(function*() {
   return db.backend === "pglite" ? OperatorEndpoint.layer(config.dataDir) : Layer.empty
 }))
 
+/**
+ * `layer` (the database), waited for while a Postgres is out of reach at start, with the port
+ * answering 503 meanwhile (db/awaitDatabase.ts); the embedded database is opened at once.
+ */
+export const awaitedDatabase = <E, R>(layer: Layer.Layer<SqlClient.SqlClient | Database.Database, E, R>) =>
+  Layer.unwrapEffect(Effect.map(GatewayConfig, (config) => {
+    if (Option.isNone(config.databaseUrl)) return layer
+    const location = postgresLocation(Redacted.value(config.databaseUrl.value))
+    return awaitDatabase(layer, location, startingListener(`Postgres ${location}`))
+  }))
+
 export const ServeLive = Layer.mergeAll(BannerLive, DevKeyLive, OperatorLive, ReloadLive).pipe(
   Layer.provideMerge(AppLive),
   // A `--workers` worker finds the database migrated by its primary.
-  Layer.provideMerge(cluster.isWorker ? Database.unmigrated : Database.layer),
+  Layer.provideMerge(awaitedDatabase(cluster.isWorker ? Database.unmigrated : Database.layer)),
   // Spans go to an OTLP collector if one is configured; otherwise they are off (observability/Tracing.ts).
   Layer.provide(TracingLive),
   Layer.provide(NodeContext.layer)

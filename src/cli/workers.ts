@@ -14,6 +14,7 @@ import cluster, { type Worker } from "node:cluster"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as Database from "../db/Database.ts"
 import { migrate as runMigrations } from "../db/Migrations.ts"
+import { awaitedDatabase } from "./serve.ts"
 
 export class WorkersUnsupported extends Data.TaggedError("WorkersUnsupported")<{ readonly message: string }> {}
 
@@ -31,7 +32,7 @@ export const supervise = (workers: number) =>
         message: "--workers needs the Postgres backend (DATABASE_URL): the embedded database belongs to one process."
       })
     }
-    yield* runMigrations().pipe(Effect.provide(Database.unmigrated))
+    yield* runMigrations().pipe(Effect.provide(awaitedDatabase(Database.unmigrated)))
     yield* Effect.logInfo(`starting ${workers} workers on port ${config.port}`)
 
     const alive = () => Object.keys(cluster.workers ?? {}).length

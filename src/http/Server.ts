@@ -11,7 +11,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net"
 import type { Socket } from "node:net"
 import { GatewayApi } from "../api/GatewayApi.ts"
-import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { GatewayConfig, type Settings } from "../config/GatewayConfig.ts"
 import { RequestSupervisor } from "../gateway/RequestSupervisor.ts"
 import { otlpEndpoint } from "../observability/Tracing.ts"
 import { AnthropicHandlers } from "./AnthropicHandlers.ts"
@@ -96,6 +96,17 @@ export const createNodeServer = (limits: {
   return server
 }
 
+/** `server` listening on the configured host and port, with the configured backlog. */
+export const listen = (server: Server, config: Pick<Settings, "host" | "port" | "file">) =>
+  Effect.async<void, ServeError>((resume) => {
+    const failed = (cause: unknown) => resume(Effect.fail(new ServeError({ cause })))
+    server.once("error", failed)
+    server.listen({ port: config.port, host: config.host, backlog: config.file.server.listen_backlog }, () => {
+      server.off("error", failed)
+      resume(Effect.void)
+    })
+  })
+
 /** A request that arrives once the server is stopping. */
 const STOPPING = serverStopping("The gateway is stopping and takes no new requests; retry.")
 
@@ -147,14 +158,7 @@ export const NodeServerLive = Layer.scoped(
           )
         })
     )
-    yield* Effect.async<void, ServeError>((resume) => {
-      const failed = (cause: unknown) => resume(Effect.fail(new ServeError({ cause })))
-      server.once("error", failed)
-      server.listen({ port: config.port, host: config.host, backlog: config.file.server.listen_backlog }, () => {
-        server.off("error", failed)
-        resume(Effect.void)
-      })
-    })
+    yield* listen(server, config)
     const address = server.address() as AddressInfo
     return HttpServer.make({
       address: {
