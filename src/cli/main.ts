@@ -27,7 +27,7 @@ import { configuredLoggerLayer, defaultLoggerLayer } from "../observability/Logg
 import { stderrOutput } from "../observability/LogOutput.ts"
 import { exportEvents, fileSink, fromLog, fromServer, stdoutSink } from "./exportEvents.ts"
 import { migrateCommand } from "./migrate.ts"
-import { type ExportRequest, type Operation, OperationFailed } from "./operations.ts"
+import { type ExportRequest, type Operation, OperationFailed, UsageProblem } from "./operations.ts"
 import { progress, progressWanted } from "./progress.ts"
 import { serve } from "./serve.ts"
 import {
@@ -160,7 +160,7 @@ const replay = Command.make("replay", {
         ].join("\n")
       )
     }
-    if (!o.verify) return yield* new OperationFailed({ message: "replay needs --verify or --from-file FILE" })
+    if (!o.verify) return yield* new UsageProblem({ message: "replay needs --verify or --from-file FILE" })
     const op: Operation = { _tag: "replay.verify" }
     const bar = progress("replaying", "events", { enabled: progressWanted(o.json) })
     const done = yield* execute(op, Replay.verifyWith(bar.update).pipe(Effect.orDie)).pipe(
@@ -205,6 +205,10 @@ const cli = (argv: ReadonlyArray<string>) => {
           Effect.zipRight(Effect.sync(() => (process.exitCode = 2)))
         )
     ),
+    Effect.catchTag("UsageProblem", (e) =>
+      Console.error(`${e.message}\nRun \`${usage} --help\` for usage.`).pipe(
+        Effect.zipRight(Effect.sync(() => (process.exitCode = 2)))
+      )),
     // A database that cannot be reached or refuses: named, so a wrong DATABASE_URL or folder shows.
     Effect.catchIf(
       (e): e is SqlError => e instanceof SqlError,

@@ -26,6 +26,9 @@ const flagOf = (param: string) => FLAGS[param] ?? `--${param.replaceAll("_", "-"
 
 export class OperationFailed extends Data.TaggedError("OperationFailed")<{ readonly message: string }> {}
 
+/** A command given a combination of flags it cannot run with: a usage error (exit 2), like a bad flag. */
+export class UsageProblem extends Data.TaggedError("UsageProblem")<{ readonly message: string }> {}
+
 const Opt = <S extends Schema.Schema.Any>(s: S) => Schema.optional(s)
 
 export const Operation = Schema.Union(

@@ -61,8 +61,35 @@ const EnvSettings = Config.all({
   databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
   dataDir: Config.withDefault(Config.string("TOLLGATE_DATA_DIR"), "./data"),
   host: Config.option(Config.string("TOLLGATE_HOST")),
-  port: Config.option(Config.integer("TOLLGATE_PORT"))
+  port: Config.option(Config.string("TOLLGATE_PORT"))
 })
+
+/** TOLLGATE_PORT as a port number, or the one line that says what it must be. */
+const portOf = (text: string) =>
+  /^\s*\d{1,5}\s*$/.test(text) && Number(text) <= 65535
+    ? Effect.succeed(Number(text))
+    : Effect.fail(
+      new ConfigFileError({
+        message: `TOLLGATE_PORT must be a port number from 0 to 65535 (got ${JSON.stringify(text.slice(0, 40))})`
+      })
+    )
+
+/**
+ * DATABASE_URL when it is a Postgres URL (postgres:// or postgresql://); any other value is refused
+ * without being shown (it may hold a password). Empty counts as unset: the embedded database.
+ */
+const postgresUrlOf = (url: Option.Option<Redacted.Redacted<string>>) => {
+  const set = Option.filter(url, (u) => Redacted.value(u).trim() !== "")
+  return Option.isSome(set) && !/^\s*postgres(ql)?:\/\//i.test(Redacted.value(set.value))
+    ? Effect.fail(
+      new ConfigFileError({
+        message:
+          "DATABASE_URL must be a postgres:// or postgresql:// URL (postgres://user:password@host:5432/database); " +
+          "unset it for the embedded database"
+      })
+    )
+    : Effect.succeed(set)
+}
 
 /**
  * Reads, substitutes and checks a config file: what `serve` does at start, and again on SIGHUP. Every
@@ -96,14 +123,15 @@ const load = Effect.gen(function*() {
     ? yield* readConfigFile(env.configPath.value)
     : yield* decodeFile(defaultConfigFile, source)
   // Empty strings count as unset: `DATABASE_URL= npm start` means the embedded default.
-  const databaseUrl = Option.filter(env.databaseUrl, (u) => Redacted.value(u).trim() !== "")
+  const databaseUrl = yield* postgresUrlOf(env.databaseUrl)
+  const port = Option.isSome(env.port) ? yield* portOf(env.port.value) : file.server.port
   return {
     source,
     file,
     databaseUrl,
     dataDir: env.dataDir,
     host: Option.getOrElse(env.host, () => file.server.host),
-    port: Option.getOrElse(env.port, () => file.server.port)
+    port
   } satisfies Settings
 })
 

@@ -617,6 +617,32 @@ describe.skipIf(backend() === "postgres")("what the CLI says to an operator's mi
     expect(wrong.stderr).toContain("TOLLGATE_LOG_LEVEL=verbose is not a log level")
   }, T)
 
+  it(
+    "a port or a DATABASE_URL that cannot be used stops serve and the CLI with one line, the URL unshown",
+    async () => {
+      const env = { TOLLGATE_DATA_DIR: migratedDataDir("badenv") }
+      for (const port of ["abc", "99999", "-1"]) {
+        const r = await tollgate(["serve"], { ...env, TOLLGATE_PORT: port }, T / 2)
+        expect(r.code, r.stderr).toBe(1)
+        expect(r.stderr).toBe(`tollgate: TOLLGATE_PORT must be a port number from 0 to 65535 (got "${port}")\n`)
+      }
+      for (const args of [["serve"], ["keys", "list"]]) {
+        const r = await tollgate(args, { ...env, DATABASE_URL: "mysql://gw:hunter2@db.internal/tollgate" }, T / 2)
+        expect(r.code, r.stderr).toBe(1)
+        expect(r.stderr).toContain("DATABASE_URL must be a postgres:// or postgresql:// URL")
+        expect(r.stderr).not.toContain("hunter2")
+        expect(r.stderr).not.toContain("    at ")
+      }
+    },
+    T
+  )
+
+  it("replay with neither --verify nor --from-file is a usage error (exit 2)", async () => {
+    const r = await tollgate(["replay"], { TOLLGATE_DATA_DIR: migratedDataDir("replay-usage") })
+    expect(r.code).toBe(2)
+    expect(r.stderr).toBe("replay needs --verify or --from-file FILE\nRun `tollgate replay --help` for usage.\n")
+  }, T)
+
   it("keys create refuses an expiry in the past, as the vendor area does", async () => {
     const r = await tollgate(["keys", "create", "--quota-usd", "1", "--expires-at", "2020-01-01T00:00:00Z"], {
       TOLLGATE_DATA_DIR: migratedDataDir("expired")

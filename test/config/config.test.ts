@@ -151,6 +151,17 @@ describe("GatewayConfig.layer", () => {
   it.effect("a TOLLGATE_PORT that is not an integer is refused, naming the variable", () =>
     Effect.gen(function*() {
       expect(yield* refusal({ TOLLGATE_PORT: "eighty" })).toMatch(/TOLLGATE_PORT/)
+      expect(yield* refusal({ TOLLGATE_PORT: "65536" })).toMatch(/TOLLGATE_PORT must be a port number/)
+      expect((yield* settingsFrom({ TOLLGATE_PORT: "0" })).port).toBe(0)
+    }))
+
+  it.effect("a DATABASE_URL that is not a Postgres URL is refused without being shown", () =>
+    Effect.gen(function*() {
+      const message = yield* refusal({ DATABASE_URL: "mysql://gw:hunter2@db.internal/tollgate" })
+      expect(message).toMatch(/DATABASE_URL must be a postgres:\/\/ or postgresql:\/\/ URL/)
+      expect(message).not.toContain("hunter2")
+      expect(Option.isSome((yield* settingsFrom({ DATABASE_URL: "postgresql://db.internal/tollgate" })).databaseUrl))
+        .toBe(true)
     }))
 })
 
