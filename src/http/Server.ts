@@ -20,6 +20,7 @@ import { BodyReaderLive } from "./body.ts"
 import { corsMiddleware } from "./cors.ts"
 import { DiscoveryHandlers } from "./DiscoveryHandlers.ts"
 import { EnvelopeMiddleware } from "./EnvelopeMiddleware.ts"
+import { envelopeOf } from "./ErrorEnvelope.ts"
 import { HealthHandlers } from "./HealthHandlers.ts"
 import { GenerationLane } from "./lane/GenerationLane.ts"
 import { answerHeaders, serverStopping, writeEnvelope } from "./lane/respond.ts"
@@ -116,6 +117,35 @@ const refuseWhileStopping = (req: IncomingMessage, res: ServerResponse) => {
   writeEnvelope(res, STOPPING, requestId, answerHeaders(req, requestId, {}))
 }
 
+/**
+ * Whether a request carries Authorization more than once. Node keeps only the first in `headers`, while
+ * a proxy in front may have checked or logged another: such a request is refused, never authenticated
+ * (and billed) by whichever copy comes first.
+ */
+const twoAuthorizations = (raw: ReadonlyArray<string>) => {
+  let seen = false
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!
+    if (name.length === 13 && name.toLowerCase() === "authorization") {
+      if (seen) return true
+      seen = true
+    }
+  }
+  return false
+}
+
+const TWO_AUTHORIZATIONS = envelopeOf(
+  400,
+  "The request carries more than one Authorization header. Send one.",
+  "duplicate_authorization"
+)
+
+const refuseTwoAuthorizations = (req: IncomingMessage, res: ServerResponse) => {
+  res.shouldKeepAlive = false
+  const requestId = newRequestId()
+  writeEnvelope(res, TWO_AUTHORIZATIONS, requestId, answerHeaders(req, requestId, {}))
+}
+
 /** How long the connections get to close once the requests have ended, before they are cut. */
 const CLOSE_AFTER_REQUESTS_MS = 2_000
 
@@ -176,6 +206,7 @@ export const NodeServerLive = Layer.scoped(
           let stopping = false
           const dispatch = (req: IncomingMessage, res: ServerResponse) => {
             if (stopping) return refuseWhileStopping(req, res)
+            if (twoAuthorizations(req.rawHeaders)) return refuseTwoAuthorizations(req, res)
             // A protocol upgrade is not offered (h2c, websocket): the request is served as HTTP/1.1, and its
             // connection closed after the answer, since node:http drops whatever the client sent after it.
             if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false

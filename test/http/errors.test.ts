@@ -81,7 +81,12 @@ const send = (base: string, method: string, path: string, options: SendOptions =
   })
 
 /** One POST with node:http, the body written in the given chunks (so `Transfer-Encoding: chunked`). */
-const sendChunked = (base: string, path: string, headers: Record<string, string>, chunks: ReadonlyArray<string>) =>
+const sendChunked = (
+  base: string,
+  path: string,
+  headers: Record<string, string | Array<string>>,
+  chunks: ReadonlyArray<string>
+) =>
   Effect.async<Reply, Error>((resume) => {
     const req = httpRequest(base + path, {
       method: "POST",
@@ -524,6 +529,24 @@ describe("error envelope over HTTP (default config)", () => {
           }
         }
         yield* expectNothingBilled(base, secret)
+      }))
+
+    it.effect("two Authorization headers are 400 duplicate_authorization, whichever is valid; nothing billed", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        const other = (yield* issueKey()).secret
+        for (const endpoint of GENERATION_ENDPOINTS) {
+          for (const pair of [[secret, other], [other, secret], [secret, secret]]) {
+            const reply = yield* sendChunked(base, endpoint.path, {
+              ...endpoint.headers,
+              authorization: pair.map((s) => `Bearer ${s}`)
+            }, [JSON.stringify(endpoint.body)])
+            expectEnvelope(reply, { status: 400, code: "duplicate_authorization" }, label(endpoint, "two headers"))
+          }
+        }
+        yield* expectNothingBilled(base, secret)
+        yield* expectNothingBilled(base, other)
       }))
 
     it.effect("a vendor token on /v1 is 401, in either header", () =>
