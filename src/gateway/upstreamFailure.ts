@@ -1,6 +1,6 @@
 /**
  * How an upstream's failure reaches the client: its own 4xx kept (status, type, code, param and
- * message), our credential problems hidden, the rest 502/504.
+ * message), our credential problems hidden, an overloaded upstream 503, the rest 502/504.
  */
 import type { UpstreamError } from "../providers/Upstream.ts"
 import { UpstreamFailure } from "./errors.ts"
@@ -39,6 +39,17 @@ export const toFailure = (e: UpstreamError): UpstreamFailure => {
       code: (own ? word(err?.code, 64) : undefined) ?? (e.status === 429 ? "upstream_rate_limited" : "upstream_error"),
       message: typeof err?.message === "string" ? err.message : `The upstream refused the request (${e.status}).`,
       ...(param !== undefined ? { param } : {}),
+      ...(e.retryAfterMs !== undefined ? { retryAfterMs: e.retryAfterMs } : {})
+    })
+  }
+  if (e.kind === "status" && (e.status === 503 || e.status === 529)) {
+    // Overloaded (Anthropic's 529, anyone's 503) after every deployment was tried: the client's SDK
+    // reads 503 `overloaded_error` as "retry later", and the upstream's Retry-After is passed on.
+    return new UpstreamFailure({
+      status: 503,
+      type: "overloaded_error",
+      code: "upstream_overloaded",
+      message: `The upstream is overloaded (${e.status}); retry later.`,
       ...(e.retryAfterMs !== undefined ? { retryAfterMs: e.retryAfterMs } : {})
     })
   }

@@ -518,6 +518,24 @@ describe("upstreams over HTTP", () => {
         expect(fake.received.filter((r) => r.path === "/v1/messages")).toHaveLength(messagesBefore + 2)
         expect(JSON.stringify(e500.error)).not.toContain("10.0.0.7")
 
+        // Overloaded (Anthropic's 529) on every attempt: 503 overloaded_error, its Retry-After passed on.
+        const busy = {
+          status: 529,
+          headers: { "retry-after": "7" },
+          body: { type: "error", error: { type: "overloaded_error", message: "Overloaded" } }
+        }
+        fake.script("/v1/messages", busy, busy)
+        const e529 = yield* rejectionOf(() =>
+          anthropic.withOptions({ maxRetries: 0 }).messages.create({
+            model: "claude-up",
+            max_tokens: 5,
+            messages: [{ role: "user", content: "x" }]
+          })
+        )
+        expect(e529.status).toBe(503)
+        expect(e529.error).toMatchObject({ error: { type: "overloaded_error", code: "upstream_overloaded" } })
+        expect(e529.headers.get("retry-after")).toBe("7")
+
         fake.script("/v1/chat/completions", {
           status: 401,
           body: { error: { message: "Incorrect API key provided: upstream-openai-secret" } }
