@@ -438,7 +438,7 @@ describe("streaming", () => {
       it.effect("failure on every attempt: a plain JSON error, not a stream, billed once as failed", () =>
         Effect.gen(function*() {
           const { base, fake, key, secret } = yield* setup
-          const boom = { status: 503, body: { error: { message: "overloaded" } } }
+          const boom = { status: 500, body: { error: { message: "boom" } } }
           fake.script("/v1/chat/completions", boom, boom, boom, boom)
           const res = yield* Effect.promise(() =>
             fetch(`${base}/v1/chat/completions`, {
