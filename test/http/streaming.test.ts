@@ -369,6 +369,64 @@ describe("streaming", () => {
           expect(billed).toHaveLength(3)
         }))
 
+      it.effect("Anthropic SDK: an openai-style upstream interleaving two calls' arguments gives two whole tool_use blocks", () =>
+        Effect.gen(function*() {
+          const { anthropic, fake } = yield* setup
+          const call = (index: number, args: string, start?: { id: string }) =>
+            chunk({
+              tool_calls: [{
+                index,
+                ...(start ? { id: start.id, type: "function", function: { name: "weather", arguments: args } } : {
+                  function: { arguments: args }
+                })
+              }]
+            })
+          fake.script("/v1/chat/completions", {
+            events: [
+              chunk({ role: "assistant", content: null }),
+              call(0, "", { id: "call_a" }),
+              call(0, "{\"city\":"),
+              call(1, "{\"city\":", { id: "call_b" }),
+              call(0, "\"Paris\"}"),
+              call(1, "\"Oslo\"}"),
+              chunk({}, "tool_calls"),
+              { data: "[DONE]" }
+            ]
+          })
+          const { blocks, events, final } = yield* Effect.promise(async () => {
+            const s = anthropic.messages.stream({
+              model: "gpt",
+              max_tokens: 100,
+              messages: [{ role: "user", content: "go" }],
+              tools: [{ name: "weather", input_schema: { type: "object", properties: { city: { type: "string" } } } }]
+            })
+            // What a client that finalizes a block at its content_block_stop (as @ai-sdk/anthropic does) sees.
+            const blocks: Array<unknown> = []
+            const events: Array<{ type: string; index?: number }> = []
+            s.on("contentBlock", (b) => blocks.push(structuredClone(b)))
+            s.on("streamEvent", (e) => events.push({ type: e.type, ...("index" in e ? { index: e.index } : {}) }))
+            return { blocks, events, final: await s.finalMessage() }
+          })
+          const whole = [
+            { type: "tool_use", id: "call_a", name: "weather", input: { city: "Paris" } },
+            { type: "tool_use", id: "call_b", name: "weather", input: { city: "Oslo" } }
+          ]
+          expect(blocks).toEqual(whole)
+          expect(final.content).toEqual(whole)
+          expect(final.stop_reason).toBe("tool_use")
+          // One block open at a time, each one's deltas between its start and its stop.
+          const blockEvents = events.filter((e) => e.type.startsWith("content_block_"))
+          expect(blockEvents).toEqual([
+            { type: "content_block_start", index: 0 },
+            { type: "content_block_delta", index: 0 },
+            { type: "content_block_delta", index: 0 },
+            { type: "content_block_stop", index: 0 },
+            { type: "content_block_start", index: 1 },
+            { type: "content_block_delta", index: 1 },
+            { type: "content_block_stop", index: 1 }
+          ])
+        }))
+
       it.effect("OpenAI SDK: responses stream, passthrough and from an anthropic-style model", () =>
         Effect.gen(function*() {
           const { fake, openai } = yield* setup

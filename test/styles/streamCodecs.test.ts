@@ -1,7 +1,9 @@
 /**
  * Each style's stream codec against itself: whatever a stream says (text, reasoning, parallel tool
- * calls with arguments in pieces, a finish reason, usage), what its encoder writes its decoder reads
- * back, for every style, over generated streams. A style that cannot say something (chat has no
+ * calls with arguments in pieces and interleaved, a finish reason, usage), what its encoder writes its
+ * decoder reads back, for every style, over generated streams; and the events the messages and
+ * Responses encoders write keep their style's rules (blocks and items open and close in order, no
+ * delta outside its block or item). A style that cannot say something (chat has no
  * `stop_sequence` reason) says the nearest thing both ways.
  */
 import fc from "fast-check"
@@ -63,6 +65,27 @@ const toolId = fc.oneof(
   fc.string({ minLength: 1, maxLength: 10 })
 )
 
+/**
+ * Parallel calls as a chat-style upstream may send them: each call's start before its arguments, the
+ * calls' pieces interleaved in any order (call 0's piece, call 1 starts, call 0's piece again, ...),
+ * `order` choosing whose next op comes.
+ */
+const interleaved = (
+  tools: ReadonlyArray<{ id: string; name: string; args: ReadonlyArray<string> }>,
+  order: ReadonlyArray<number>
+) => {
+  const queues = tools.map((t, i): Array<Op> => [
+    { _tag: "ToolStart", index: i, id: t.id, name: t.name },
+    ...t.args.map((a): Op => ({ _tag: "ToolArgs", index: i, delta: a }))
+  ])
+  const ops: Array<Op> = []
+  let k = 0
+  for (let live = queues.filter((q) => q.length > 0); live.length > 0; live = live.filter((q) => q.length > 0)) {
+    ops.push(live[(order[k++ % Math.max(order.length, 1)] ?? 0) % live.length]!.shift()!)
+  }
+  return ops
+}
+
 const stream = fc.record({
   text: fc.array(piece, { maxLength: 4 }),
   thinking: fc.array(piece, { maxLength: 3 }),
@@ -70,16 +93,15 @@ const stream = fc.record({
     fc.record({ id: toolId, name: fc.stringMatching(/^[a-z_]{1,10}$/), args: fc.array(piece, { maxLength: 3 }) }),
     { maxLength: 3, selector: (t) => t.id }
   ),
+  order: fc.array(fc.nat(5), { maxLength: 12 }),
   finish: fc.constantFrom<FinishReason>("stop", "length", "tool_use", "content_filter", "stop_sequence"),
   usage: fc.record({ input: fc.nat(10_000), cached: fc.nat(100), output: fc.nat(10_000) })
-}).map(({ finish, text, thinking, tools, usage }): Array<Op> => [
+}).map(({ finish, order, text, thinking, tools, usage }): Array<Op> => [
   { _tag: "Start", id: "resp_abc" },
   ...thinking.map((t): Op => ({ _tag: "Thinking", text: t })),
   ...(thinking.length > 0 ? [{ _tag: "ThinkingEnd" } as Op] : []),
   ...text.map((t): Op => ({ _tag: "Text", text: t })),
-  // Parallel calls: every call starts, then their arguments arrive interleaved.
-  ...tools.map((t, i): Op => ({ _tag: "ToolStart", index: i, id: t.id, name: t.name })),
-  ...tools.flatMap((t, i) => t.args.map((a): Op => ({ _tag: "ToolArgs", index: i, delta: a }))),
+  ...interleaved(tools, order),
   { _tag: "Finish", reason: finish },
   {
     _tag: "Usage",
@@ -93,6 +115,68 @@ const stream = fc.record({
   }
 ])
 
+/**
+ * Anthropic's wire rules for a messages stream: message_start first; one content block open at a time,
+ * indexes 0, 1, 2, ...; each block's deltas between its start and its stop, of its kind; every block
+ * closed before message_delta, then message_stop last.
+ */
+const wellFormedMessages = (events: ReadonlyArray<SseEvent>) => {
+  const types = { text: "text_delta", tool_use: "input_json_delta", thinking: "thinking_delta" } as Record<
+    string,
+    string
+  >
+  const all = events.map(parse)
+  expect(all[0]?.type).toBe("message_start")
+  expect(all.at(-1)?.type).toBe("message_stop")
+  expect(all.at(-2)?.type).toBe("message_delta")
+  let open: { index: number; kind: string } | undefined
+  let next = 0
+  for (const [i, e] of all.entries()) {
+    expect(events[i]!.event).toBe(e.type)
+    if (e.type === "content_block_start") {
+      expect(open, "a block starts while another is open").toBeUndefined()
+      expect(e.index).toBe(next++)
+      open = { index: e.index, kind: e.content_block.type }
+    } else if (e.type === "content_block_delta") {
+      expect(open?.index, "a delta outside its block").toBe(e.index)
+      expect([types[open!.kind], "signature_delta"]).toContain(e.delta.type)
+    } else if (e.type === "content_block_stop") {
+      expect(open?.index, "a stop of a block that is not open").toBe(e.index)
+      open = undefined
+    } else if (e.type === "message_delta") {
+      expect(open, "message_delta with a block open").toBeUndefined()
+    }
+  }
+}
+
+/**
+ * A Responses stream's rules: sequence numbers 0, 1, 2, ...; items added at output indexes 0, 1, 2, ...
+ * with unique ids; every delta names an item that was added and is not done yet, by its id and its
+ * output index; every item done once, before the final event.
+ */
+const wellFormedResponses = (events: ReadonlyArray<SseEvent>) => {
+  const all = events.map(parse)
+  all.forEach((e, i) => expect(e.sequence_number).toBe(i))
+  const items: Array<{ id: string; done: boolean }> = []
+  for (const e of all.slice(0, -1)) {
+    if (e.type === "response.output_item.added") {
+      expect(e.output_index).toBe(items.length)
+      expect(items.map((x) => x.id)).not.toContain(e.item.id)
+      items.push({ id: e.item.id, done: false })
+    } else if (e.type === "response.output_item.done") {
+      expect(items[e.output_index]).toEqual({ id: e.item.id, done: false })
+      items[e.output_index]!.done = true
+    } else if ("item_id" in e) {
+      expect(items[e.output_index], `${e.type} after its item is done, or for another item`).toEqual({
+        id: e.item_id,
+        done: false
+      })
+    }
+  }
+  expect(items.every((x) => x.done)).toBe(true)
+  expect(["response.completed", "response.incomplete"]).toContain(all.at(-1)!.type)
+}
+
 /** The finish reason each style can say, and how it reads back. */
 const sayable = (style: StyleEndpoint, reason: FinishReason, calls: boolean): FinishReason => {
   if (style === "chat.completions") return reason === "stop_sequence" ? "stop" : reason
@@ -102,7 +186,7 @@ const sayable = (style: StyleEndpoint, reason: FinishReason, calls: boolean): Fi
 
 describe("stream codecs read back what they write", () => {
   for (const style of Object.keys(CODECS) as Array<StyleEndpoint>) {
-    it(`${style}: text, reasoning, parallel tool calls, finish and usage`, () => {
+    it(`${style}: text, reasoning, interleaved parallel tool calls, finish and usage; well-formed events`, () => {
       fc.assert(
         fc.property(stream, (ops) => {
           const { back, events } = roundTrip(style, ops)
@@ -119,6 +203,8 @@ describe("stream codecs read back what they write", () => {
           // The stream's last event is the one the codec knows as the end.
           const last = events[events.length - 1]!
           expect(CODECS[style].isTerminal(last, parse(last))).toBe(true)
+          if (style === "messages") wellFormedMessages(events)
+          if (style === "responses") wellFormedResponses(events)
         }),
         { numRuns: 150 }
       )
