@@ -106,7 +106,11 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
             ? makeCallStop()
             : undefined
           let appended: Started["committed"]
+          // The request's size in tokens, roughly (chars/4, no tokenizer): StreamStarted keeps it, and a
+          // translated messages stream announces it at its start until the upstream's own count comes.
+          let inputEstimateTokens = 0
           try {
+            inputEstimateTokens = cheapTokens(textOf(g.body))
             const first = candidates[0]!
             const request = {
               requestId: g.requestId,
@@ -120,7 +124,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
               reservation,
               bound,
               rateLimits,
-              inputEstimateTokens: cheapTokens(textOf(g.body))
+              inputEstimateTokens
             }
             if (stop) {
               const beside = billing.startBeside(request)
@@ -147,7 +151,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
           // released (the bill does it; on a failure before the bill, this does), no longer live.
           const proceed = (committed: Started["committed"], stop?: CallStop) =>
             Effect.flatMap(
-              Effect.exit(body({ candidates, committed, restore, stop })),
+              Effect.exit(body({ candidates, committed, restore, stop, inputEstimateTokens })),
               (exit) =>
                 Effect.flatMap(Effect.exit(committed), (ticket) =>
                   Effect.flatMap(

@@ -21,4 +21,6 @@ export interface Started {
    * before the call began).
    */
   readonly stop: CallStop | undefined
+  /** The request's input tokens as StreamStarted estimated them (chars/4 of its text): never billed. */
+  readonly inputEstimateTokens: number
 }

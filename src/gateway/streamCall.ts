@@ -193,7 +193,8 @@ export const streamCall = (deps: StreamDeps) =>
       includeUsage: g.includeUsage,
       request: g.body,
       created: Math.floor(began / 1000),
-      requestId: g.requestId
+      requestId: g.requestId,
+      inputEstimate: s.inputEstimateTokens
     })
     // The client is answered now; a slow one slows the upstream reads instead of growing memory.
     const out = client.open(candidate.dropped)

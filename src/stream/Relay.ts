@@ -88,6 +88,8 @@ interface Options {
   readonly request: Record<string, unknown>
   /** The gateway's id of the request (a translated Response is named after it). */
   readonly requestId?: string
+  /** The gateway's estimate of the input tokens (chars/4), for a translated stream's start; never billed. */
+  readonly inputEstimate?: number
 }
 
 const parse = (event: SseEvent): LooseJson => {

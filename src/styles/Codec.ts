@@ -51,6 +51,12 @@ export interface EncoderOptions {
   readonly request: Json
   /** The gateway's id of the request: a Response and its items are named after it (unique). */
   readonly requestId?: string | undefined
+  /**
+   * The gateway's estimate of the request's input tokens (chars/4, made for every request anyway):
+   * what a messages stream announces in its message_start when the upstream announced nothing; the
+   * upstream's own count follows in message_delta. Never billed.
+   */
+  readonly inputEstimate?: number | undefined
 }
 
 export interface AnswerContext {

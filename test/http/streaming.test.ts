@@ -12,6 +12,8 @@ import OpenAI from "openai"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { RequestSupervisor } from "../../src/gateway/RequestSupervisor.ts"
 import * as Replay from "../../src/ledger/Replay.ts"
+import { cheapTokens } from "../../src/tokens/count.ts"
+import { textOf } from "../../src/tokens/text.ts"
 import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
 import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
 
@@ -425,6 +427,32 @@ describe("streaming", () => {
             { type: "content_block_delta", index: 1 },
             { type: "content_block_stop", index: 1 }
           ])
+        }))
+
+      it.effect("a messages stream from an openai-style upstream announces the gateway's input estimate at message_start; the upstream's count follows and is billed", () =>
+        Effect.gen(function*() {
+          const { anthropic, fake, key } = yield* setup
+          fake.script("/v1/chat/completions", { events: chatToolStream }) // prompt_tokens: 40
+          const request = {
+            model: "gpt",
+            max_tokens: 100,
+            system: "You are terse.",
+            messages: [{ role: "user" as const, content: "What is the weather in Paris and Oslo? ".repeat(20) }]
+          }
+          const events = yield* Effect.promise(async () => {
+            const seen: Array<Anthropic.RawMessageStreamEvent> = []
+            for await (const e of await anthropic.messages.create({ ...request, stream: true })) seen.push(e)
+            return seen
+          })
+          const estimate = cheapTokens(textOf(request))
+          expect(estimate).toBeGreaterThan(100)
+          const start = events.find((e) => e.type === "message_start")!
+          expect(start.message.usage).toMatchObject({ input_tokens: estimate, output_tokens: 0 })
+          const delta = events.find((e) => e.type === "message_delta")!
+          expect(delta.usage).toMatchObject({ input_tokens: 40, output_tokens: 12 })
+          // Billed from the upstream's usage, not the estimate.
+          const [billed] = yield* awaitBilled(key.keyId, 1)
+          expect(billed!.usage).toMatchObject({ input_tokens: 40, output_tokens: 12 })
         }))
 
       it.effect("OpenAI SDK: responses stream, passthrough and from an anthropic-style model", () =>

@@ -8,6 +8,9 @@
  * block stays open until the turn finishes, its pieces written as they come; what arrives meanwhile
  * (later calls and their pieces, text, reasoning) is held, in order, and written at the finish (or the
  * stream's end), each held part a whole block: start, one delta, stop.
+ *
+ * message_start's input_tokens is the upstream's announced count, or else the gateway's estimate
+ * (chars/4, `EncoderOptions.inputEstimate`); message_delta carries the upstream's reported usage.
  */
 import { named, type SseEvent } from "../../canonical/SseEvent.ts"
 import type { FinishReason } from "../../canonical/Stream.ts"
@@ -22,14 +25,16 @@ type Held =
   | { readonly kind: "text"; text: string }
   | { readonly kind: "thinking"; text: string; ended: boolean }
 
-export const messagesEmitter = ({ model }: Pick<EncoderOptions, "model">): StreamEncoder => {
+export const messagesEmitter = (
+  { inputEstimate, model }: Pick<EncoderOptions, "model" | "inputEstimate">
+): StreamEncoder => {
   let started = false
   let open: { index: number; kind: "text" | "tool" | "thinking" } | undefined
   let nextIndex = 0
   const held: Array<Held> = []
   let finish: { reason: FinishReason; stopSequence: string | null } = { reason: "stop", stopSequence: null }
   let usage: Usage | undefined
-  const start = (out: Array<SseEvent>, id = "msg_tollgate", inputTokens = 0) => {
+  const start = (out: Array<SseEvent>, id = "msg_tollgate", inputTokens = inputEstimate ?? 0) => {
     if (started) return
     started = true
     out.push(named("message_start", {
@@ -94,7 +99,7 @@ export const messagesEmitter = ({ model }: Pick<EncoderOptions, "model">): Strea
       const out: Array<SseEvent> = []
       switch (op._tag) {
         case "Start":
-          start(out, op.id || undefined, op.inputTokens ?? 0)
+          start(out, op.id || undefined, op.inputTokens ?? inputEstimate ?? 0)
           break
         case "Text": {
           start(out)
