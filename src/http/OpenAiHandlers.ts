@@ -2,10 +2,11 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as Effect from "effect/Effect"
 import { Catalog, type CatalogModel } from "../accounts/Catalog.ts"
 import { KeyStore } from "../accounts/KeyStore.ts"
-import { AuthenticationFailed, NotFound } from "../api/errors.ts"
+import { AuthenticationFailed, InvalidRequest, NotFound } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { CurrentKey } from "../api/security.ts"
 import { servedByLane } from "./lane/routes.ts"
+import { pagedStyle, pageOf, wholeList } from "./modelPages.ts"
 
 export const OpenAiHandlers = HttpApiBuilder.group(GatewayApi, "openai", (handlers) =>
   Effect.gen(function*() {
@@ -40,16 +41,12 @@ export const OpenAiHandlers = HttpApiBuilder.group(GatewayApi, "openai", (handle
           }
           return entry(model)
         }))
-      .handle("listModels", () =>
+      .handle("listModels", ({ request, urlParams }) =>
         Effect.gen(function*() {
-          const data = catalog.modelsFor(yield* currentKey).map(entry)
-          return {
-            object: "list" as const,
-            data,
-            has_more: false,
-            first_id: data[0]?.id ?? null,
-            last_id: data.at(-1)?.id ?? null
-          }
+          const all = catalog.modelsFor(yield* currentKey).map(entry)
+          const page = pagedStyle(request.headers) ? pageOf(all, urlParams) : wholeList(all)
+          if (!("data" in page)) return yield* new InvalidRequest(page)
+          return { object: "list" as const, ...page }
         }))
       .handleRaw("createChatCompletion", () => servedByLane)
       .handleRaw("createResponse", () => servedByLane)

@@ -10,6 +10,13 @@ export const ModelEntry = Schema.Struct({
   display_name: Schema.String
 })
 
+/**
+ * Anthropic's paging of the list (`?limit=&after_id=&before_id=`), checked by http/modelPages.ts for
+ * messages-style clients only (a parameter given twice included): OpenAI-style clients' are ignored.
+ */
+const param = Schema.optional(Schema.Union(Schema.String, Schema.Array(Schema.String)))
+export const ModelListParams = Schema.Struct({ limit: param, after_id: param, before_id: param })
+
 export const ModelList = Schema.Struct({
   object: Schema.Literal("list"),
   data: Schema.Array(ModelEntry),
