@@ -68,16 +68,20 @@ const toolId = fc.oneof(
 /**
  * Parallel calls as a chat-style upstream may send them: each call's start before its arguments, the
  * calls' pieces interleaved in any order (call 0's piece, call 1 starts, call 0's piece again, ...),
- * `order` choosing whose next op comes.
+ * and pieces of text among them, `order` choosing whose next op comes.
  */
 const interleaved = (
   tools: ReadonlyArray<{ id: string; name: string; args: ReadonlyArray<string> }>,
-  order: ReadonlyArray<number>
+  order: ReadonlyArray<number>,
+  text: ReadonlyArray<string>
 ) => {
-  const queues = tools.map((t, i): Array<Op> => [
-    { _tag: "ToolStart", index: i, id: t.id, name: t.name },
-    ...t.args.map((a): Op => ({ _tag: "ToolArgs", index: i, delta: a }))
-  ])
+  const queues = [
+    ...tools.map((t, i): Array<Op> => [
+      { _tag: "ToolStart", index: i, id: t.id, name: t.name },
+      ...t.args.map((a): Op => ({ _tag: "ToolArgs", index: i, delta: a }))
+    ]),
+    text.map((t): Op => ({ _tag: "Text", text: t }))
+  ]
   const ops: Array<Op> = []
   let k = 0
   for (let live = queues.filter((q) => q.length > 0); live.length > 0; live = live.filter((q) => q.length > 0)) {
@@ -94,14 +98,16 @@ const stream = fc.record({
     { maxLength: 3, selector: (t) => t.id }
   ),
   order: fc.array(fc.nat(5), { maxLength: 12 }),
+  /** Text after the calls (some compatible chat servers send it), interleaved with their pieces. */
+  after: fc.array(piece, { maxLength: 2 }),
   finish: fc.constantFrom<FinishReason>("stop", "length", "tool_use", "content_filter", "stop_sequence"),
   usage: fc.record({ input: fc.nat(10_000), cached: fc.nat(100), output: fc.nat(10_000) })
-}).map(({ finish, order, text, thinking, tools, usage }): Array<Op> => [
+}).map(({ after, finish, order, text, thinking, tools, usage }): Array<Op> => [
   { _tag: "Start", id: "resp_abc" },
   ...thinking.map((t): Op => ({ _tag: "Thinking", text: t })),
   ...(thinking.length > 0 ? [{ _tag: "ThinkingEnd" } as Op] : []),
   ...text.map((t): Op => ({ _tag: "Text", text: t })),
-  ...interleaved(tools, order),
+  ...interleaved(tools, order, after),
   { _tag: "Finish", reason: finish },
   {
     _tag: "Usage",
