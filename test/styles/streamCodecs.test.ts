@@ -48,9 +48,15 @@ const parse = (e: SseEvent) => {
   }
 }
 
-const roundTrip = (style: StyleEndpoint, ops: ReadonlyArray<Op>) => {
+const roundTrip = (style: StyleEndpoint, ops: ReadonlyArray<Op>, requestId?: string) => {
   const codec = CODECS[style]
-  const encoder = codec.streamEncoder({ model: "m", includeUsage: true, created: 1_700_000_000, request: {} })
+  const encoder = codec.streamEncoder({
+    model: "m",
+    includeUsage: true,
+    created: 1_700_000_000,
+    request: {},
+    requestId
+  })
   const events = [...ops.flatMap(encoder.push), ...encoder.end()]
   const decoder = codec.streamDecoder()
   const back = events.flatMap((e) => decoder.push(e, parse(e)))
@@ -210,7 +216,11 @@ describe("stream codecs read back what they write", () => {
           const last = events[events.length - 1]!
           expect(CODECS[style].isTerminal(last, parse(last))).toBe(true)
           if (style === "messages") wellFormedMessages(events)
-          if (style === "responses") wellFormedResponses(events)
+          if (style === "responses") {
+            wellFormedResponses(events)
+            // Items named after the gateway's request id, as the relay names them.
+            wellFormedResponses(roundTrip(style, ops, "req_1").events)
+          }
         }),
         { numRuns: 150 }
       )
