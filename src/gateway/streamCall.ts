@@ -194,7 +194,8 @@ export const streamCall = (deps: StreamDeps) =>
       request: g.body,
       created: Math.floor(began / 1000),
       requestId: g.requestId,
-      inputEstimate: s.inputEstimateTokens
+      inputEstimate: s.inputEstimateTokens,
+      redact: redactorFor(candidate.deployment.provider)
     })
     // The client is answered now; a slow one slows the upstream reads instead of growing memory.
     const out = client.open(candidate.dropped)
@@ -279,9 +280,15 @@ export const streamCall = (deps: StreamDeps) =>
         const e = ended.error
         const upstreamType = (e.body as { error?: { type?: string } } | undefined)?.error?.type
         const code = e.kind === "timeout" ? "upstream_timeout" : "upstream_error"
-        // The upstream's own words, without the gateway's credentials and host (providers/redact.ts).
-        const message = redactorFor(candidate.deployment.provider)(e.message)
-        const event = relay.errorEvent({ requestId: g.requestId, type: upstreamType ?? "api_error", code, message })
+        // The upstream's own words (decoded from its event), without the gateway's credentials and host
+        // (providers/redact.ts).
+        const redact = redactorFor(candidate.deployment.provider)
+        const event = relay.errorEvent({
+          requestId: g.requestId,
+          type: upstreamType === undefined ? "api_error" : redact(upstreamType),
+          code,
+          message: redact(e.message)
+        })
         // A client that stopped reading does not hold up the bill: after a second it is cut off (the
         // write is interruptible, or the timeout would wait for it in this uninterruptible region; the
         // server stopping meanwhile cuts it too, and the bill goes on).

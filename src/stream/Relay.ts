@@ -11,6 +11,7 @@ import type { LooseJson } from "../canonical/Json.ts"
 import { DONE, named, type SseEvent } from "../canonical/SseEvent.ts"
 import type { Op } from "../canonical/Stream.ts"
 import type { Usage } from "../canonical/Usage.ts"
+import { redactJson } from "../providers/redact.ts"
 import { CODECS, type StyleEndpoint } from "../styles/registry.ts"
 import { withModel, withoutUsage } from "./rewrite.ts"
 
@@ -90,6 +91,11 @@ interface Options {
   readonly requestId?: string
   /** The gateway's estimate of the input tokens (chars/4), for a translated stream's start; never billed. */
   readonly inputEstimate?: number
+  /**
+   * Blanks the upstream's credentials and host in a text (providers/redact.ts): applied to the decoded
+   * strings of a passed-through Responses `response.failed`, whose error is the upstream's own words.
+   */
+  readonly redact?: (text: string) => string
 }
 
 const parse = (event: SseEvent): LooseJson => {
@@ -185,6 +191,12 @@ export const relayFor = (o: Options): Relay => {
         seen.see(decoder.push(event, json))
         if (json === null) return [event]
         if (typeof json.sequence_number === "number") sequence = json.sequence_number + 1
+        if (json.type === "response.failed" && o.redact !== undefined) {
+          // A failure's error message is the upstream's text: decoded, redacted, written again.
+          const redacted = redactJson(json, o.redact) as LooseJson
+          if (redacted.response && typeof redacted.response === "object") redacted.response.model = o.model
+          return [{ event: event.event, data: JSON.stringify(redacted) }]
+        }
         if (json.response && typeof json.response === "object") {
           if (json.response.model !== o.model) {
             json.response.model = o.model

@@ -16,7 +16,7 @@ import { Readable } from "node:stream"
 import type { Agent, Dispatcher } from "undici"
 import { authHeaderOf, type ProviderConfig } from "../../config/ConfigFile.ts"
 import { betaNames, forwardedBetas, LIST_HEADERS } from "../protocolHeaders.ts"
-import { redactorFor } from "../redact.ts"
+import { redactedBody, redactorFor } from "../redact.ts"
 import {
   type ProtocolHeaders,
   type UpstreamBody,
@@ -197,8 +197,9 @@ const retryAfterMs = (value: string | undefined, now: number): number | undefine
 }
 
 /**
- * A non-2xx answer, its body (JSON when it is, without the provider's credentials and host, which an
- * error may quote) and Retry-After kept for the gateway.
+ * A non-2xx answer, its body (JSON when it is; decoded first, then every string in it blanked of the
+ * provider's credentials and host, which an error may quote, escaped or not: ../redact.ts) and
+ * Retry-After kept for the gateway.
  */
 const statusError = (request: UpstreamRequest, status: number, headers: IncomingHttpHeaders, text: string) =>
   Effect.flatMap(Clock.currentTimeMillis, (now) => {
@@ -207,7 +208,7 @@ const statusError = (request: UpstreamRequest, status: number, headers: Incoming
       new UpstreamError({
         kind: "status",
         status,
-        body: parseBody(redactorFor(request.provider)(text)),
+        body: redactedBody(text, redactorFor(request.provider)),
         message: `The upstream ${request.providerName} answered ${status}.`,
         ...(ra !== undefined ? { retryAfterMs: ra } : {})
       })
