@@ -8,6 +8,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { createServer } from "node:http"
+import type { Socket } from "node:net"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { Metrics } from "../observability/Metrics.ts"
@@ -24,12 +25,31 @@ export const MetricsHandlers = HttpApiBuilder.group(
     )
 )
 
+/**
+ * The metrics listener's limits. Whoever can reach 127.0.0.1 reaches it without a token, so it gets
+ * what the main listener has (http/Server.ts), smaller: a scraper needs one connection and a second.
+ * Past `connections`, a new connection is closed as it arrives; one that has not sent its headers
+ * within `headersMs` is closed (one that has sent nothing at all too), a request not in whole within
+ * `requestMs` is 408, and an idle keep-alive connection is closed after `keepAliveMs`.
+ */
+export const METRICS_LIMITS = {
+  connections: 64,
+  headersMs: 5_000,
+  requestMs: 10_000,
+  keepAliveMs: 5_000
+} as const
+
 /** The loopback metrics listener, when `server.metrics_port` is set; its port once listening. */
 export const MetricsPortLive = Layer.scopedDiscard(Effect.gen(function*() {
   const port = (yield* GatewayConfig).file.server.metrics_port
   if (port === undefined) return
   const metrics = yield* Metrics
-  const server = createServer((req, res) => {
+  const server = createServer({
+    headersTimeout: METRICS_LIMITS.headersMs,
+    requestTimeout: METRICS_LIMITS.requestMs,
+    keepAliveTimeout: METRICS_LIMITS.keepAliveMs,
+    connectionsCheckingInterval: 1_000
+  }, (req, res) => {
     const path = (req.url ?? "/").split("?")[0]
     if (req.method !== "GET" || path !== "/metrics") {
       res.writeHead(404, { "content-type": "text/plain" }).end("Not found: this listener serves GET /metrics only.\n")
@@ -39,6 +59,15 @@ export const MetricsPortLive = Layer.scopedDiscard(Effect.gen(function*() {
       (text) => res.writeHead(200, { "content-type": metrics.contentType }).end(text),
       () => res.writeHead(500, { "content-type": "text/plain" }).end("The metrics could not be collected.\n")
     )
+  })
+  server.maxConnections = METRICS_LIMITS.connections
+  // Node's clocks start at a request's first byte: a connection that never sends one is closed here.
+  server.on("connection", (socket: Socket) => {
+    const timer = setTimeout(() => {
+      if (socket.bytesRead === 0) socket.destroy()
+    }, METRICS_LIMITS.headersMs)
+    timer.unref()
+    socket.once("close", () => clearTimeout(timer))
   })
   yield* Effect.acquireRelease(
     Effect.async<void, ServeError>((resume) => {
