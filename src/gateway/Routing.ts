@@ -15,6 +15,7 @@ import { attempt } from "../styles/shared/Untranslatable.ts"
 import type { RateLimits } from "./Billing.ts"
 import { boundOf, type CallBound, unsizedInput, withOutputCap } from "./Bound.ts"
 import { BadRequest, ModelNotFound } from "./errors.ts"
+import { openResponseId, previousNotFound } from "./responseIds.ts"
 
 export interface Generation {
   readonly requestId: string
@@ -111,6 +112,28 @@ export const makeRouter = (catalog: CatalogService) => {
         })
       )
     }
+    let body = g.body
+    if (g.endpoint === "responses") {
+      // State the upstream keeps for the gateway's account, shared by every key (responseIds.ts).
+      if (body.conversation !== undefined && body.conversation !== null) {
+        return Either.left(
+          new BadRequest({
+            param: "conversation",
+            code: "unsupported_parameter",
+            message:
+              "Conversations are not supported through this gateway: a conversation is kept by the upstream for " +
+              "the gateway's account, which every key shares, so it cannot be tied to your key. Continue a " +
+              "conversation with `previous_response_id`, or send its earlier turns in `input`."
+          })
+        )
+      }
+      const previous = body.previous_response_id
+      if (previous !== undefined && previous !== null) {
+        const upstreamId = typeof previous === "string" ? openResponseId(g.key, previous) : undefined
+        if (upstreamId === undefined) return Either.left(new BadRequest(previousNotFound(String(previous))))
+        body = { ...body, previous_response_id: upstreamId }
+      }
+    }
     const cap = model.config.max_output_tokens
     const candidates: Array<Candidate> = []
     let unsized: string | undefined
@@ -123,7 +146,7 @@ export const makeRouter = (catalog: CatalogService) => {
         defaultMaxTokens: cap,
         translation: model.config.translation
       })
-      const translated = path ? attempt(() => path.request(g.body)) : undefined
+      const translated = path ? attempt(() => path.request(body)) : undefined
       if (path && translated?.ok) {
         // Without a cap from the client the model's own goes upstream: the bound is enforced, not assumed.
         const upstreamBody = withOutputCap(

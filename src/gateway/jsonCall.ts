@@ -20,6 +20,7 @@ import { loggedDropped } from "./dropped.ts"
 import type { UpstreamFailure } from "./errors.ts"
 import { cancelledBeforeAnswer, estimateReply } from "./estimates.ts"
 import { type RetryPolicy, withFailover } from "./Failover.ts"
+import { sealedResponse } from "./responseIds.ts"
 import { type Candidate, type Generation, upstreamRequestOf } from "./Routing.ts"
 import type { Started } from "./started.ts"
 import type { StoredItems } from "./StoredItems.ts"
@@ -108,7 +109,11 @@ const answerOf = (
       candidate.path.response(value.body as Json, g.body, g.model, clock.unsafeCurrentTimeMillis(), g.requestId)
     )
     if (!translated.ok) return untranslatableAnswer(translated.error.message)
-    const result: GenerationResult = { status: value.status, body: translated.value, dropped: candidate.dropped }
+    // A Responses upstream's Response: its ids sealed for the calling key (responseIds.ts).
+    const answer = candidate.path.passthrough && g.endpoint === "responses"
+      ? sealedResponse(g.key, translated.value as Record<string, unknown>)
+      : translated.value
+    const result: GenerationResult = { status: value.status, body: answer, dropped: candidate.dropped }
     const kept = keepItems(g, candidate.path.upstreamEndpoint, (translated.value as Json).output)
     const logged = loggedDropped(g.requestId, candidate.dropped)
     return kept === Effect.void && logged === Effect.void

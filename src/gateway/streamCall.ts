@@ -31,6 +31,7 @@ import { loggedDropped } from "./dropped.ts"
 import { SERVER_STOPPING } from "./errors.ts"
 import { cancelledBeforeAnswer, estimateStream } from "./estimates.ts"
 import { Exhausted, type RetryPolicy, withFailover } from "./Failover.ts"
+import { sealedResponse } from "./responseIds.ts"
 import { type Candidate, type Generation, upstreamRequestOf } from "./Routing.ts"
 import type { Started } from "./started.ts"
 import type { StoredItems } from "./StoredItems.ts"
@@ -195,7 +196,8 @@ export const streamCall = (deps: StreamDeps) =>
       created: Math.floor(began / 1000),
       requestId: g.requestId,
       inputEstimate: s.inputEstimateTokens,
-      redact: redactorFor(candidate.deployment.provider)
+      redact: redactorFor(candidate.deployment.provider),
+      ...(g.endpoint === "responses" ? { sealResponse: (r) => sealedResponse(g.key, r) } : {})
     })
     // The client is answered now; a slow one slows the upstream reads instead of growing memory.
     const out = client.open(candidate.dropped)

@@ -96,6 +96,11 @@ interface Options {
    * strings of a passed-through Responses `response.failed`, whose error is the upstream's own words.
    */
   readonly redact?: (text: string) => string
+  /**
+   * A passed-through Responses stream: the Response objects of its events with their ids sealed for the
+   * calling key (gateway/responseIds.ts).
+   */
+  readonly sealResponse?: (response: Record<string, unknown>) => Record<string, unknown>
 }
 
 const parse = (event: SseEvent): LooseJson => {
@@ -194,12 +199,16 @@ export const relayFor = (o: Options): Relay => {
         if (json.type === "response.failed" && o.redact !== undefined) {
           // A failure's error message is the upstream's text: decoded, redacted, written again.
           const redacted = redactJson(json, o.redact) as LooseJson
-          if (redacted.response && typeof redacted.response === "object") redacted.response.model = o.model
+          if (redacted.response && typeof redacted.response === "object") {
+            redacted.response = { ...(o.sealResponse?.(redacted.response) ?? redacted.response), model: o.model }
+          }
           return [{ event: event.event, data: JSON.stringify(redacted) }]
         }
         if (json.response && typeof json.response === "object") {
-          if (json.response.model !== o.model) {
-            json.response.model = o.model
+          // The few events that carry the Response (created, in progress, the end): its model and ids.
+          const sealed = o.sealResponse?.(json.response) ?? json.response
+          if (sealed !== json.response || json.response.model !== o.model) {
+            json.response = { ...sealed, model: o.model }
             return [{ event: event.event, data: JSON.stringify(json) }]
           }
         }

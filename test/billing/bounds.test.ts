@@ -139,9 +139,12 @@ describe("reservations bound every call", () => {
           fake.reset()
           const { secret } = yield* issueKey({ quotaUsd: 10 })
           const client = new OpenAI({ apiKey: secret, baseURL: `${yield* baseUrl}/v1`, maxRetries: 0 })
+          // An earlier Response of this key's (another id would be refused as not found: gateway/responseIds.ts).
+          const earlier = (yield* Effect.promise(() => client.responses.create({ model: "capped", input: "hi" }))).id
+          fake.reset()
           const error = yield* Effect.flip(
             Effect.tryPromise(() =>
-              client.responses.create({ model: "capped", previous_response_id: "resp_earlier", input: "and then?" })
+              client.responses.create({ model: "capped", previous_response_id: earlier, input: "and then?" })
             )
           )
           expect((error.error as any).status).toBe(400)
@@ -160,7 +163,7 @@ describe("reservations bound every call", () => {
           expect(fake.received.length).toBe(0)
 
           const ok = yield* Effect.promise(() =>
-            client.responses.create({ model: "windowed", previous_response_id: "resp_earlier", input: "and then?" })
+            client.responses.create({ model: "windowed", previous_response_id: earlier, input: "and then?" })
           )
           expect(ok.object).toBe("response")
           const sql = yield* SqlClient.SqlClient
