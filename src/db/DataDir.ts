@@ -144,25 +144,86 @@ const secureEffect = (dir: string, owner: number | undefined) =>
 export const tightenEffect = (dir: string) => Effect.map(secureEffect(dir, undefined), (r) => r.changed)
 
 /**
- * A folder found at start (the data folder, the spool): refused when it or anything in it belongs to
- * another user than the one running this process (root can change any mode, so modes alone do not keep
- * out a user who owns the folder or something in it: that user could still rewrite the log, plant a
- * spool file or replace `operator.json`); otherwise tightened, the log saying what it changed.
+ * The folder itself, opened without following a link: refused when it is a symbolic link (whoever can
+ * replace the link can point the files written "in" it anywhere, and the walks below do not follow
+ * links, so nothing in its target would be checked), not a folder, or another user's. With `tighten`,
+ * when it is writable by group or others, those write permissions are removed (true is returned, for
+ * the log).
+ * `what` names it in the messages ("the data folder", "the spool folder"). A folder that does not exist
+ * passes (false): it is made owner-only when it is made.
  */
-export const secureAtStart = (dir: string) =>
+export const checkFolder = (
+  dir: string,
+  what: string,
+  options: { readonly tighten: boolean }
+): Effect.Effect<boolean, DataDirUnsafe> =>
+  Effect.suspend(() => {
+    const self = process.getuid?.()
+    const refuse = (why: string, todo: string) =>
+      Effect.fail(new DataDirUnsafe({ message: `${what} ${dir} ${why}; ${todo}` }))
+    let fd: number
+    try {
+      fd = fs.openSync(dir, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW)
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code
+      if (code === "ENOENT") return Effect.succeed(false)
+      let link: string | undefined
+      try {
+        link = fs.readlinkSync(dir)
+      } catch {
+        // not a link
+      }
+      if (link !== undefined || code === "ELOOP") {
+        return refuse(
+          `is a symbolic link${link !== undefined ? ` (to ${link})` : ""}: Tollgate does not write through links ` +
+            `in its data folder, since whoever can change the link chooses where the files go`,
+          `set TOLLGATE_DATA_DIR to a real folder (or remove the link and let Tollgate make the folder)`
+        )
+      }
+      if (code === "ENOTDIR") return refuse("is not a folder", "set TOLLGATE_DATA_DIR to a folder")
+      return Effect.fail(unusable(`open ${what} ${dir}`, e))
+    }
+    try {
+      const st = fs.fstatSync(fd)
+      if (self !== undefined && st.uid !== self) {
+        return refuse(
+          `belongs to another user (uid ${st.uid}) than the one running Tollgate (uid ${self}): that user could ` +
+            `plant or rewrite its files`,
+          `give the folder to this user (chown -R) or use another one`
+        )
+      }
+      if (!options.tighten || (st.mode & 0o022) === 0) return Effect.succeed(false)
+      fs.fchmodSync(fd, st.mode & 0o755)
+      return Effect.succeed(true)
+    } catch (e) {
+      return Effect.fail(unusable(`make ${what} ${dir} private to this user`, e))
+    } finally {
+      fs.closeSync(fd)
+    }
+  })
+
+/**
+ * A folder found at start (the data folder, the spool): refused when it is a symbolic link
+ * (`checkFolder`), or when it or anything in it belongs to another user than the one running this
+ * process (root can change any mode, so modes alone do not keep out a user who owns the folder or
+ * something in it: that user could still rewrite the log, plant a spool file or replace
+ * `operator.json`); otherwise tightened, the log saying what it changed.
+ */
+export const secureAtStart = (dir: string, what = "the data folder") =>
   Effect.gen(function*() {
     const self = process.getuid?.()
+    yield* checkFolder(dir, what, { tighten: false }) // the walk tightens it
     const { changed, foreign } = yield* secureEffect(dir, self)
     if (foreign !== undefined) {
       return yield* new DataDirUnsafe({
-        message: `${foreign.path === dir ? `the data folder ${dir}` : `${foreign.path} in the data folder`} ` +
+        message: `${foreign.path === dir ? `${what} ${dir}` : `${foreign.path} in ${what}`} ` +
           `belongs to another user (uid ${foreign.uid}) than the one running Tollgate (uid ${self}): ` +
           `that user could rewrite its files; give the folder to this user (chown -R) or use another one`
       })
     }
     if (changed > 0) {
       yield* Effect.logWarning(
-        `the data folder ${dir} was open to other users: ${changed} files and folders in it were readable or ` +
+        `${what} ${dir} was open to other users: ${changed} files and folders in it were readable or ` +
           `writable by group or others; they are now owner-only (folders 0700, files 0600)`
       )
     }

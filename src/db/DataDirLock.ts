@@ -33,7 +33,11 @@ export const holderOf = (dataDir: string): number | undefined => {
 
 const tryLock = (dataDir: string): Effect.Effect<void, DataDirBusy | DataDir.DataDirUnsafe> =>
   Effect.zipRight(
-    DataDir.makeDirsEffect(dataDir),
+    // Checked before the lock is written in it: never through a link, never in another user's folder.
+    Effect.zipRight(
+      DataDir.makeDirsEffect(dataDir),
+      DataDir.checkFolder(dataDir, "the data folder", { tighten: false })
+    ),
     Effect.suspend((): Effect.Effect<void, DataDirBusy | DataDir.DataDirUnsafe> => {
       for (let attempt = 0; attempt < 3; attempt++) {
         try {

@@ -16,10 +16,19 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
+import { randomBytes } from "node:crypto"
+import { constants as fsc, mkdirSync } from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
-import { DataDirUnsafe, makeDirs, secureAtStart } from "../db/DataDir.ts"
+import {
+  checkFolder,
+  DataDirUnsafe,
+  makeDirs,
+  PRIVATE_DIR_MODE,
+  PRIVATE_FILE_MODE,
+  secureAtStart
+} from "../db/DataDir.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { type AppendRequest, EventLog } from "./EventLog.ts"
 import { DomainEvent } from "./events.ts"
@@ -62,12 +71,50 @@ const alive = (pid: number) => {
 
 const fileNameOf = (streamId: string) => `${streamId.replace(/[^A-Za-z0-9_.-]/g, "_")}.json`
 
+/** A new file, created here and now: never an existing one, never through a link, owner-only. */
+const CREATE_NEW = fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW
+
+/** A temporary file's name for `target`: this process's, never one already there. */
+const tmpNameOf = (target: string) => `${target}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`
+
+/** The PID in a temporary file's name (`<name>.<pid>[.<random>].tmp`). */
+const tmpPidOf = (name: string) => Number(/\.(\d+)(?:\.[0-9a-f]+)?\.tmp$/.exec(name)?.[1])
+
+/**
+ * Why a file found in the folder is not a spooled append of this gateway's, or undefined when it is
+ * one. The spool only ever holds a request's closing events, UsageReported then Billed, for that
+ * request's stream, in the file named after it: anything else (a QuotaGranted for a key's stream, a
+ * Billed of another request) was not written by Tollgate and is never landed.
+ */
+const problemOf = (name: string, e: typeof EntryFile.Type): string | undefined => {
+  const requestId = /^request-(.+)$/.exec(e.stream_id)?.[1]
+  if (requestId === undefined) return `its stream ${e.stream_id} is not a request's`
+  if (name !== fileNameOf(e.stream_id)) {
+    return `it names the stream ${e.stream_id}, whose file is ${fileNameOf(e.stream_id)}`
+  }
+  const tags = e.events.map((event) => event._tag)
+  if (tags.length !== 2 || tags[0] !== "UsageReported" || tags[1] !== "Billed") {
+    return `its events are ${tags.join(", ") || "none"}, not UsageReported then Billed`
+  }
+  if (e.events.some((event) => !("request_id" in event) || event.request_id !== requestId)) {
+    return `its events are not all of request ${requestId}`
+  }
+  const keys = Object.keys(e.metadata)
+  if (keys.some((k) => k !== "request_id") || e.metadata.request_id !== requestId) {
+    return `its metadata is not that of request ${requestId}`
+  }
+  return undefined
+}
+
 export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
   scoped: Effect.gen(function*() {
     const config = yield* GatewayConfig
     const log = yield* EventLog
     const dir = path.join(config.dataDir, "spool")
     const retryMax = config.file.billing.spool_retry_max_ms
+    const self = process.getuid?.()
+    /** Files found in the folder that Tollgate did not write, refused at start (moved aside). */
+    let refusedCount = 0
 
     /** Entries waiting, by stream id: spooled files and, when a file could not be written, memory only. */
     const waiting = new Map<
@@ -85,7 +132,7 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
       Effect.tryPromise(async () => {
         makeDirs(dir)
         const file = path.join(dir, fileNameOf(entry.streamId))
-        const tmp = `${file}.${process.pid}.tmp`
+        const tmp = tmpNameOf(file)
         const text = encodeEntry({
           format: 1,
           kind: entry.kind,
@@ -94,7 +141,7 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
           metadata: { ...entry.metadata },
           events: entry.events
         })
-        const handle = await fs.open(tmp, "w", 0o600)
+        const handle = await fs.open(tmp, CREATE_NEW, PRIVATE_FILE_MODE)
         try {
           await handle.writeFile(text)
           await handle.sync()
@@ -134,15 +181,47 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
         })
       )
 
+    const cannotWrite = (e: unknown) =>
+      new DataDirUnsafe({
+        message: `cannot write the spool folder ${dir} (${(e as Error).message}): a bill the event log cannot ` +
+          `take in time is kept there, and would be lost with the process. The data folder (TOLLGATE_DATA_DIR) ` +
+          `must be writable by the user running Tollgate.`
+      })
+
     /**
-     * The folder made (owner-only) and a file written, flushed and removed in it, before anything is
-     * served: a process that could not spool a bill would lose it with the process during an outage.
+     * The data folder and the spool folder made (owner-only) and checked before anything is written in
+     * them: each a real folder (not a link), this user's, and not writable by anyone else (group and
+     * others' write permissions are removed, and logged); the spool's files all this user's (its files
+     * are landed as bills: a folder another user could write in would let that user plant them).
+     */
+    const secured = Effect.gen(function*() {
+      yield* Effect.try({ try: () => makeDirs(config.dataDir), catch: cannotWrite })
+      if (yield* checkFolder(config.dataDir, "the data folder", { tighten: true })) {
+        yield* Effect.logWarning(
+          `the data folder ${config.dataDir} was writable by group or others; it no longer is (it holds the spool)`
+        )
+      }
+      yield* Effect.try({
+        try: () => {
+          try {
+            mkdirSync(dir, { mode: PRIVATE_DIR_MODE })
+          } catch (e) {
+            if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e
+          }
+        },
+        catch: cannotWrite
+      })
+      yield* secureAtStart(dir, "the spool folder")
+    })
+
+    /**
+     * A file created, written, flushed and removed in the folder, before anything is served: a process
+     * that could not spool a bill would lose it with the process during an outage.
      */
     const writable = Effect.tryPromise({
       try: async () => {
-        makeDirs(dir)
-        const probe = path.join(dir, `.writable.${process.pid}.tmp`)
-        const handle = await fs.open(probe, "w", 0o600)
+        const probe = tmpNameOf(path.join(dir, ".writable"))
+        const handle = await fs.open(probe, CREATE_NEW, PRIVATE_FILE_MODE)
         try {
           await handle.writeFile("{}")
           await handle.sync()
@@ -151,12 +230,7 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
         }
         await fs.rm(probe, { force: true })
       },
-      catch: (e) =>
-        new DataDirUnsafe({
-          message: `cannot write the spool folder ${dir} (${(e as Error).message}): a bill the event log cannot ` +
-            `take in time is kept there, and would be lost with the process. The data folder (TOLLGATE_DATA_DIR) ` +
-            `must be writable by the user running Tollgate.`
-        })
+      catch: cannotWrite
     })
 
     /** What an earlier process left in the folder. */
@@ -165,24 +239,45 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
       try {
         names = await fs.readdir(dir)
       } catch {
-        return { found: 0, unreadable: [] }
+        return { found: 0, unreadable: [], refused: [] }
       }
       let found = 0
       const unreadable: Array<string> = []
+      const refused: Array<{ readonly file: string; readonly why: string }> = []
       for (const name of names) {
         const file = path.join(dir, name)
         if (name.endsWith(".tmp")) {
-          // Never renamed: its append was not spooled. Another live process's may still be being written.
-          const pid = Number(/\.(\d+)\.tmp$/.exec(name)?.[1])
-          if (!alive(pid)) await fs.rm(file, { force: true })
+          // Never renamed: its append was not spooled. Another live process's may still be being written;
+          // this process has written none yet (one with its PID was left by an earlier process).
+          const pid = tmpPidOf(name)
+          if (pid === process.pid || !alive(pid)) await fs.rm(file, { force: true })
           continue
         }
         if (!name.endsWith(".json")) continue
         let e: typeof EntryFile.Type
         try {
-          e = decodeEntry(await fs.readFile(file, "utf8"))
+          // The file itself, never what a link points to (ELOOP), and only a file of this user's.
+          const handle = await fs.open(file, fsc.O_RDONLY | fsc.O_NOFOLLOW)
+          let text: string
+          try {
+            const st = await handle.stat()
+            if (!st.isFile()) throw new Error("not a regular file")
+            if (self !== undefined && st.uid !== self) throw new Error(`it belongs to uid ${st.uid}`)
+            text = await handle.readFile("utf8")
+          } finally {
+            await handle.close()
+          }
+          e = decodeEntry(text)
         } catch {
           unreadable.push(name)
+          continue
+        }
+        const problem = problemOf(name, e)
+        if (problem !== undefined) {
+          // Not Tollgate's: never landed; kept aside for the operator, out of the way of the next start.
+          const aside = `${file}.rejected`
+          await fs.rename(file, aside)
+          refused.push({ file: aside, why: `${file}: ${problem}` })
           continue
         }
         if (!waiting.has(e.stream_id)) {
@@ -199,10 +294,17 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
           found++
         }
       }
-      return { found, unreadable }
+      return { found, unreadable, refused }
     }).pipe(
-      Effect.tap(({ found, unreadable }) =>
+      Effect.tap(({ found, refused, unreadable }) =>
         Effect.all([
+          Effect.forEach(refused, ({ file, why }) => {
+            refusedCount++
+            return Effect.logWarning(
+              `spool: refused ${why}; the spool holds only a request's UsageReported and Billed, so this file ` +
+                `was not written by Tollgate: not landed, moved aside as ${file} for the operator`
+            )
+          }),
           found > 0
             ? Effect.logInfo(`spool: ${found} append(s) left by an earlier process, to be landed`)
             : Effect.void,
@@ -273,11 +375,14 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
       })
     })
 
+    // Checked before anything is written in it: its files are landed as bills.
+    yield* secured
     yield* writable
-    // Its files are landed as bills: a folder another user owns would let that user plant them.
-    yield* secureAtStart(dir)
     const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
-    if (metrics) metrics.sources.spoolDepth = () => waiting.size
+    if (metrics) {
+      metrics.sources.spoolDepth = () => waiting.size
+      metrics.sources.spoolRefused = () => refusedCount
+    }
     yield* load
     // Land what waits; while the log stays unreachable, try again after a growing pause (at most `spool_retry_max_ms`).
     const backoff = Schedule.exponential("250 millis").pipe(

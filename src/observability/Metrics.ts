@@ -20,6 +20,7 @@ export interface GaugeSources {
   requestsInFlight?: () => number
   writerQueueDepth?: () => number
   spoolDepth?: () => number
+  spoolRefused?: () => number
 }
 
 const NANOS_PER_USD = 1_000_000_000n
@@ -128,6 +129,12 @@ export const makeMetrics = (options: { readonly processMetrics: boolean } = { pr
     help: "Bills kept in the spool until the event log confirms them.",
     registers,
     collect: reading("spoolDepth")
+  })
+  new Gauge({
+    name: "tollgate_spool_refused_files",
+    help: "Files found in the spool at start that Tollgate did not write (not landed, moved aside as .rejected).",
+    registers,
+    collect: reading("spoolRefused")
   })
   const writerBatchSize = new Histogram({
     name: "tollgate_event_writer_batch_size",
