@@ -7,9 +7,31 @@
 // outside (it finds its WebAssembly and data files beside its own modules), and so do the build
 // tools and undici (bundled, the streams it carries were measured 15-30% slower at 50 connections).
 // If the bundle cannot be built, the sources run through tsx's loader instead.
+//
+// The bundle is what runs, so it is trusted only as far as its file and folders are: it is written
+// 0644 whatever the umask (its folders 0755), created new under a name of its own and renamed into
+// place; one that is a link, writable by group or others, or owned by another user than this one or
+// root, is not up to date whatever its time (rebuilt), and one in a folder this process cannot make
+// safe is not run at all (the sources run instead).
 import cluster from "node:cluster"
-import { createHash } from "node:crypto"
-import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, renameSync, statSync } from "node:fs"
+import { createHash, randomBytes } from "node:crypto"
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  existsSync,
+  fchmodSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeSync
+} from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 
@@ -41,12 +63,44 @@ const firstLine = (path) => {
   }
 }
 
+const self = process.getuid?.()
+/** Why `path` cannot be trusted to hold what this user built (a link, another user's, writable by others), or undefined. */
+const untrusted = (path) => {
+  const st = lstatSync(path)
+  if (st.isSymbolicLink()) return `${path} is a symbolic link`
+  if (self !== undefined && st.uid !== self && st.uid !== 0) return `${path} belongs to another user (uid ${st.uid})`
+  if ((st.mode & 0o022) !== 0) return `${path} is writable by group or others (mode ${(st.mode & 0o777).toString(8)})`
+  return undefined
+}
+
+/**
+ * dist/ and dist/bin/ made 0755, or made so when they are this user's; an error when either is a link or
+ * another user's: whoever controls the folder could swap the bundle between its check and its load.
+ */
+const safeFolders = () => {
+  for (const dir of [dirname(dirname(bundle)), dirname(bundle)]) {
+    try {
+      mkdirSync(dir, { mode: 0o755 })
+      chmodSync(dir, 0o755) // the umask narrows mkdir's mode, and 000 widens nothing: set it
+      continue
+    } catch (e) {
+      if (e?.code !== "EEXIST") throw e
+    }
+    const why = untrusted(dir)
+    if (why === undefined) continue
+    const st = lstatSync(dir)
+    if (st.isSymbolicLink() || (self !== undefined && st.uid !== self)) throw new Error(why)
+    chmodSync(dir, st.mode & 0o755)
+  }
+}
+
 const build = async () => {
   const { build, stop } = await import("esbuild")
-  const tmp = `${bundle}.${process.pid}.tmp`
+  safeFolders()
+  const tmp = `${bundle}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`
   // esbuild builds in a child process it keeps for later builds: stopped once this one is done, or it
   // would stay beside the server for its whole life (a few hundred MB after a build of this size).
-  await build({
+  const result = await build({
     entryPoints: [join(root, "src", "cli", "main.ts")],
     // Paths in the bundle's comments relative to the root, whatever folder the command starts from
     // (the benches name a profile's frames by them).
@@ -61,14 +115,31 @@ const build = async () => {
       js: `${packagesLine()}\n` +
         "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);"
     },
-    outfile: tmp,
+    outfile: bundle,
+    write: false,
     logLevel: "error"
   }).finally(() => stop())
+  // A new file, never through a link; 0644 whatever the umask (set before it is renamed into place).
+  const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644)
+  try {
+    fchmodSync(fd, 0o644)
+    const contents = result.outputFiles[0].contents
+    for (let at = 0; at < contents.length;) at += writeSync(fd, contents, at)
+  } catch (e) {
+    closeSync(fd)
+    rmSync(tmp, { force: true })
+    throw e
+  }
+  closeSync(fd)
   renameSync(tmp, bundle) // atomic: a concurrent start sees the old bundle or the new one, whole
 }
 
+/** Why the bundle, or a folder it is in, cannot be trusted; undefined when it can. */
+const distrust = () => [bundle, dirname(bundle), dirname(dirname(bundle))].map(untrusted).find(Boolean)
+
 const fresh = () =>
   existsSync(bundle) &&
+  distrust() === undefined &&
   statSync(bundle).mtimeMs >=
     Math.max(newestSource(join(root, "src")), statSync(fileURLToPath(import.meta.url)).mtimeMs) &&
   firstLine(bundle) === packagesLine()
@@ -76,6 +147,8 @@ const fresh = () =>
 let entry = bundle
 // A `serve --workers` worker runs what its primary has just checked (or built).
 if (!(cluster.isWorker && existsSync(bundle)) && !fresh()) {
+  const why = existsSync(bundle) ? distrust() : undefined
+  if (why !== undefined) console.error(`tollgate: ${why}: not run; building it again`)
   try {
     await build()
   } catch (e) {
