@@ -7,7 +7,9 @@
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
+import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
+import * as path from "node:path"
 import { exportPages, ndjson } from "../ledger/Export.ts"
 import { type ExportRequest, OperationFailed } from "./operations.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
@@ -16,16 +18,70 @@ import { progress } from "./progress.ts"
 export interface Sink {
   readonly write: (data: string | Uint8Array) => Effect.Effect<void, OperationFailed | OutputClosed>
   readonly close: Effect.Effect<void, OperationFailed>
+  /** An export that failed: what was written goes. */
+  readonly abort?: Effect.Effect<void>
 }
 
 const failed = (where: string) => (e: unknown) => new OperationFailed({ message: `${where}: ${(e as Error).message}` })
 
-/** A file, created or truncated, written synchronously piece by piece. */
+/** Created here and now, never an existing file, never through a link. */
+const CREATE_NEW = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW
+
+/**
+ * `file`, written synchronously piece by piece to a private file beside it (created new, never through
+ * a link, 0600), flushed and renamed over `file` at the end: a link at `file` is replaced, never
+ * written through, an existing file's mode is not kept, and a failed export leaves `file` as it was.
+ * A device or a pipe (`/dev/null`, a FIFO) is written to as it is; a link to one (`/dev/stdout`) and a
+ * folder are refused: standard output is the default.
+ */
 export const fileSink = (file: string) =>
-  Effect.try({ try: () => fs.openSync(file, "w", 0o600), catch: failed(file) }).pipe(Effect.map((fd): Sink => ({
-    write: (data) => Effect.try({ try: () => fs.writeFileSync(fd, data), catch: failed(file) }),
-    close: Effect.try({ try: () => fs.closeSync(fd), catch: failed(file) })
-  })))
+  Effect.try({
+    try: () => {
+      const here = fs.lstatSync(file, { throwIfNoEntry: false })
+      if (here !== undefined && (here.isCharacterDevice() || here.isFIFO())) {
+        return { fd: fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_NOFOLLOW), tmp: undefined }
+      }
+      if (here !== undefined && !here.isFile() && !here.isSymbolicLink()) throw new Error("it is not a file")
+      const target = here?.isSymbolicLink() ? fs.statSync(file, { throwIfNoEntry: false }) : undefined
+      if (target !== undefined && (target.isCharacterDevice() || target.isFIFO() || target.isBlockDevice())) {
+        throw new Error(
+          "it is a link to a device or a pipe, which would be replaced; leave out --out to write to standard output"
+        )
+      }
+      const tmp = path.join(
+        path.dirname(file),
+        `.${path.basename(file)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`
+      )
+      return { fd: fs.openSync(tmp, CREATE_NEW, 0o600), tmp }
+    },
+    catch: failed(file)
+  }).pipe(Effect.map(({ fd, tmp }): Sink => {
+    let open = true
+    const shut = () => {
+      if (open) fs.closeSync(fd)
+      open = false
+    }
+    const discard = () => {
+      shut()
+      if (tmp !== undefined) fs.rmSync(tmp, { force: true })
+    }
+    return {
+      write: (data) => Effect.try({ try: () => fs.writeFileSync(fd, data), catch: failed(file) }),
+      close: Effect.try({
+        try: () => {
+          if (tmp === undefined) return shut()
+          fs.fsyncSync(fd)
+          shut()
+          fs.renameSync(tmp, file)
+        },
+        catch: (e) => {
+          discard()
+          return failed(file)(e)
+        }
+      }),
+      abort: Effect.sync(discard)
+    }
+  }))
 
 /** The reader of standard output went away (`tollgate events export | head`): the export stops quietly. */
 export class OutputClosed extends Data.TaggedError("OutputClosed") {}
@@ -82,7 +138,10 @@ export const exportEvents = <E, R>(
         count += newlines(data)
         bar.update(count)
       })
-    yield* source(write).pipe(Effect.ensuring(Effect.sync(bar.end)))
+    yield* source(write).pipe(
+      Effect.ensuring(Effect.sync(bar.end)),
+      Effect.onExit((exit) => exit._tag === "Failure" && sink.abort !== undefined ? sink.abort : Effect.void)
+    )
     yield* sink.close
     return count
   })

@@ -113,6 +113,33 @@ describe.skipIf(backend() === "postgres")("CLI output on an embedded folder", ()
     expect(toStdout.stdout).toBe(fs.readFileSync(out, "utf8"))
   }, T)
 
+  it(
+    "events export --out replaces a link at FILE with a 0600 file of its own; the link's target is untouched",
+    async () => {
+      const folder = tempDir("export-out")
+      const victim = path.join(tempDir("export-victim"), "precious")
+      fs.writeFileSync(victim, "precious\n", { mode: 0o644 })
+      const out = path.join(folder, "export.ndjson")
+      fs.symlinkSync(victim, out)
+      const r = await tollgate(["events", "export", "--out", out], env)
+      expect(r.code, r.stderr).toBe(0)
+      expect(fs.readFileSync(victim, "utf8")).toBe("precious\n")
+      expect(fs.statSync(victim).mode & 0o777).toBe(0o644)
+      const st = fs.lstatSync(out)
+      expect(st.isFile()).toBe(true)
+      expect(st.mode & 0o777).toBe(0o600)
+      const { events } = await tollgateJson(["events"], env)
+      const exported = fs.readFileSync(out, "utf8").trimEnd().split("\n").map((l) => JSON.parse(l))
+      expect(exported.map((e) => e.event_id)).toEqual(events.map((e: { event_id: string }) => e.event_id))
+      // An existing file's looser mode is not kept; nothing but FILE is left in the folder.
+      fs.chmodSync(out, 0o666)
+      expect((await tollgate(["events", "export", "--out", out], env)).code).toBe(0)
+      expect(fs.statSync(out).mode & 0o777).toBe(0o600)
+      expect(fs.readdirSync(folder)).toEqual(["export.ndjson"])
+    },
+    T
+  )
+
   it("a usage error is one line and a hint, exit 2, without a stack or escape codes", async () => {
     await expectUsageError(["keys", "list", "--bogus"], env, /unknown argument: '--bogus'/, "tollgate keys list")
     await expectUsageError(["keys", "revoke"], env, /Missing argument <KEY_ID>/, "tollgate keys revoke")
