@@ -17,7 +17,7 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import { randomBytes } from "node:crypto"
-import { constants as fsc, mkdirSync } from "node:fs"
+import { constants as fsc, lstatSync, mkdirSync } from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
@@ -207,6 +207,8 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
             mkdirSync(dir, { mode: PRIVATE_DIR_MODE })
           } catch (e) {
             if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e
+            const st = lstatSync(dir) // a link is refused below, with its own message
+            if (!st.isDirectory() && !st.isSymbolicLink()) throw new Error(`ENOTDIR: not a directory, ${dir}`)
           }
         },
         catch: cannotWrite
