@@ -10,6 +10,11 @@
  * landing is idempotent. If a file cannot be written at all (disk full), the append is kept in memory
  * and landed all the same while the process lives, and the failure is logged as an error. A folder
  * that cannot be written at start stops the start.
+ *
+ * Its files are landed as they are, so before anything is written the data folder and the spool are
+ * checked (never a link, never another user's: DataDir.checkFolder, secureAtStart), files are created
+ * O_EXCL|O_NOFOLLOW under random names, and a file found at start is landed only if it is what this
+ * module writes (`problemOf`); anything else is moved aside as `.rejected` and logged, never landed.
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
