@@ -8,10 +8,10 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { createServer } from "node:http"
-import type { Socket } from "node:net"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { Metrics } from "../observability/Metrics.ts"
+import { closeSilentConnections } from "./silentConnections.ts"
 
 export const MetricsHandlers = HttpApiBuilder.group(
   GatewayApi,
@@ -61,14 +61,7 @@ export const MetricsPortLive = Layer.scopedDiscard(Effect.gen(function*() {
     )
   })
   server.maxConnections = METRICS_LIMITS.connections
-  // Node's clocks start at a request's first byte: a connection that never sends one is closed here.
-  server.on("connection", (socket: Socket) => {
-    const timer = setTimeout(() => {
-      if (socket.bytesRead === 0) socket.destroy()
-    }, METRICS_LIMITS.headersMs)
-    timer.unref()
-    socket.once("close", () => clearTimeout(timer))
-  })
+  closeSilentConnections(server, METRICS_LIMITS.headersMs)
   yield* Effect.acquireRelease(
     Effect.async<void, ServeError>((resume) => {
       server.once("error", (e: NodeJS.ErrnoException) =>

@@ -9,7 +9,6 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
-import type { Socket } from "node:net"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { GatewayConfig, type Settings } from "../config/GatewayConfig.ts"
 import { RequestSupervisor } from "../gateway/RequestSupervisor.ts"
@@ -29,6 +28,7 @@ import { OpenAiHandlers } from "./OpenAiHandlers.ts"
 import { OperatorHandlers } from "./OperatorHandlers.ts"
 import { answerParserRefusals } from "./parserRefusals.ts"
 import { newRequestId } from "./RequestId.ts"
+import { closeSilentConnections } from "./silentConnections.ts"
 import { UsageHandlers } from "./UsageHandlers.ts"
 import { VendorHandlers } from "./VendorHandlers.ts"
 
@@ -87,13 +87,7 @@ export const createNodeServer = (limits: {
   })
   server.maxConnections = limits.max_connections
   answerParserRefusals(server)
-  server.on("connection", (socket: Socket) => {
-    const timer = setTimeout(() => {
-      if (socket.bytesRead === 0) socket.destroy()
-    }, limits.headers_timeout_ms)
-    timer.unref()
-    socket.once("close", () => clearTimeout(timer))
-  })
+  closeSilentConnections(server, limits.headers_timeout_ms)
   return server
 }
 
