@@ -7,9 +7,8 @@
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
-import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
-import * as path from "node:path"
+import { CREATE_NEW, PRIVATE_FILE_MODE, temporaryNameOf } from "../db/DataDir.ts"
 import { exportPages, ndjson } from "../ledger/Export.ts"
 import { type ExportRequest, OperationFailed } from "./operations.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
@@ -23,9 +22,6 @@ export interface Sink {
 }
 
 const failed = (where: string) => (e: unknown) => new OperationFailed({ message: `${where}: ${(e as Error).message}` })
-
-/** Created here and now, never an existing file, never through a link. */
-const CREATE_NEW = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW
 
 /**
  * `file`, written synchronously piece by piece to a private file beside it (created new, never through
@@ -48,11 +44,8 @@ export const fileSink = (file: string) =>
           "it is a link to a device or a pipe, which would be replaced; leave out --out to write to standard output"
         )
       }
-      const tmp = path.join(
-        path.dirname(file),
-        `.${path.basename(file)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`
-      )
-      return { fd: fs.openSync(tmp, CREATE_NEW, 0o600), tmp }
+      const tmp = temporaryNameOf(file)
+      return { fd: fs.openSync(tmp, CREATE_NEW, PRIVATE_FILE_MODE), tmp }
     },
     catch: failed(file)
   }).pipe(Effect.map(({ fd, tmp }): Sink => {

@@ -8,11 +8,18 @@
  */
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 
 export const PRIVATE_DIR_MODE = 0o700
 export const PRIVATE_FILE_MODE = 0o600
+
+/** The flags of a file created here and now: never an existing one, never through a link. */
+export const CREATE_NEW = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW
+
+/** A temporary file's name beside `target`, this process's and never one already there: `<target>.<pid>.<random>.tmp`. */
+export const temporaryNameOf = (target: string) => `${target}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`
 
 /**
  * Creates the folder and its missing parents, each owner-only, one `mkdir` at a time; an existing folder

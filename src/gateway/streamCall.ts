@@ -187,6 +187,8 @@ export const streamCall = (deps: StreamDeps) =>
     }
     deps.metrics.streamsInFlight.inc()
     const t = candidate.deployment.provider.timeouts
+    // The upstream's words reach the client without the gateway's credentials and host (providers/redact.ts).
+    const redact = redactorFor(candidate.deployment.provider)
     const relay = relayFor({
       client: g.endpoint as StyleEndpoint,
       upstream: candidate.path.upstreamEndpoint as StyleEndpoint,
@@ -196,7 +198,7 @@ export const streamCall = (deps: StreamDeps) =>
       created: Math.floor(began / 1000),
       requestId: g.requestId,
       inputEstimate: s.inputEstimateTokens,
-      redact: redactorFor(candidate.deployment.provider),
+      redact,
       ...(g.endpoint === "responses" ? { sealResponse: (r) => sealedResponse(g.key, r) } : {})
     })
     // The client is answered now; a slow one slows the upstream reads instead of growing memory.
@@ -284,7 +286,6 @@ export const streamCall = (deps: StreamDeps) =>
         const code = e.kind === "timeout" ? "upstream_timeout" : "upstream_error"
         // The upstream's own words (decoded from its event), without the gateway's credentials and host
         // (providers/redact.ts).
-        const redact = redactorFor(candidate.deployment.provider)
         const event = relay.errorEvent({
           requestId: g.requestId,
           type: upstreamType === undefined ? "api_error" : redact(upstreamType),

@@ -22,12 +22,11 @@ import { EnvelopeMiddleware } from "./EnvelopeMiddleware.ts"
 import { envelopeOf } from "./ErrorEnvelope.ts"
 import { HealthHandlers } from "./HealthHandlers.ts"
 import { GenerationLane } from "./lane/GenerationLane.ts"
-import { answerHeaders, serverStopping, writeEnvelope } from "./lane/respond.ts"
+import { refuseAndClose, serverStopping } from "./lane/respond.ts"
 import { MetricsHandlers } from "./MetricsHandlers.ts"
 import { OpenAiHandlers } from "./OpenAiHandlers.ts"
 import { OperatorHandlers } from "./OperatorHandlers.ts"
 import { answerParserRefusals } from "./parserRefusals.ts"
-import { newRequestId } from "./RequestId.ts"
 import { closeSilentConnections } from "./silentConnections.ts"
 import { UsageHandlers } from "./UsageHandlers.ts"
 import { VendorHandlers } from "./VendorHandlers.ts"
@@ -105,12 +104,6 @@ export const listen = (server: Server, config: Pick<Settings, "host" | "port" | 
 /** A request that arrives once the server is stopping. */
 const STOPPING = serverStopping("The gateway is stopping and takes no new requests; retry.")
 
-const refuseWhileStopping = (req: IncomingMessage, res: ServerResponse) => {
-  res.shouldKeepAlive = false
-  const requestId = newRequestId()
-  writeEnvelope(res, STOPPING, requestId, answerHeaders(req, requestId, {}))
-}
-
 /**
  * Whether a request carries Authorization more than once. Node keeps only the first in `headers`, while
  * a proxy in front may have checked or logged another: such a request is refused, never authenticated
@@ -133,12 +126,6 @@ const TWO_AUTHORIZATIONS = envelopeOf(
   "The request carries more than one Authorization header. Send one.",
   "duplicate_authorization"
 )
-
-const refuseTwoAuthorizations = (req: IncomingMessage, res: ServerResponse) => {
-  res.shouldKeepAlive = false
-  const requestId = newRequestId()
-  writeEnvelope(res, TWO_AUTHORIZATIONS, requestId, answerHeaders(req, requestId, {}))
-}
 
 /** How long the connections get to close once the requests have ended, before they are cut. */
 const CLOSE_AFTER_REQUESTS_MS = 2_000
@@ -199,8 +186,8 @@ export const NodeServerLive = Layer.scoped(
           // and its connection closed): it is not served, and nothing waits for it.
           let stopping = false
           const dispatch = (req: IncomingMessage, res: ServerResponse) => {
-            if (stopping) return refuseWhileStopping(req, res)
-            if (twoAuthorizations(req.rawHeaders)) return refuseTwoAuthorizations(req, res)
+            if (stopping) return refuseAndClose(req, res, STOPPING)
+            if (twoAuthorizations(req.rawHeaders)) return refuseAndClose(req, res, TWO_AUTHORIZATIONS)
             // A protocol upgrade is not offered (h2c, websocket): the request is served as HTTP/1.1, and its
             // connection closed after the answer, since node:http drops whatever the client sent after it.
             if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false

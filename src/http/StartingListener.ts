@@ -9,7 +9,7 @@ import * as Effect from "effect/Effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { envelopeOf } from "./ErrorEnvelope.ts"
-import { writeEnvelope, writeJson } from "./lane/respond.ts"
+import { answerHeaders, refuseAndClose, writeJson } from "./lane/respond.ts"
 import { newRequestId } from "./RequestId.ts"
 import { createNodeServer, listen } from "./Server.ts"
 
@@ -25,15 +25,13 @@ export const startingListener = (database: string) =>
         `Not ready: the gateway is starting and its database (${database}) does not answer yet; retry later.`,
         "not_ready"
       ),
-      headers: { "retry-after": "5", connection: "close" }
+      headers: { "retry-after": "5" }
     }
     const answer = (req: IncomingMessage, res: ServerResponse) => {
+      if (req.method !== "GET" || req.url !== "/livez") return refuseAndClose(req, res, notReady)
       const requestId = newRequestId()
-      const headers = { "x-request-id": requestId, "request-id": requestId, connection: "close" }
       res.shouldKeepAlive = false
-      // Whatever body the request has is not read: the connection closes after the answer.
-      if (req.method === "GET" && req.url === "/livez") writeJson(res, 200, LIVE, headers)
-      else writeEnvelope(res, notReady, requestId, headers)
+      writeJson(res, 200, LIVE, answerHeaders(req, requestId, {}))
     }
     const server = yield* Effect.acquireRelease(
       Effect.sync(() => createNodeServer(config.file.server)),

@@ -35,13 +35,15 @@ export const MAX_LIMIT = 1000
 export const pagedStyle = (headers: Headers) =>
   headers["anthropic-version"] !== undefined || headers["x-api-key"] !== undefined
 
-/** The whole list, as one page. */
-export const wholeList = <A extends { readonly id: string }>(all: ReadonlyArray<A>): Page<A> => ({
-  data: all,
-  has_more: false,
-  first_id: all[0]?.id ?? null,
-  last_id: all.at(-1)?.id ?? null
+const page = <A extends { readonly id: string }>(data: ReadonlyArray<A>, hasMore: boolean): Page<A> => ({
+  data,
+  has_more: hasMore,
+  first_id: data[0]?.id ?? null,
+  last_id: data.at(-1)?.id ?? null
 })
+
+/** The whole list, as one page. */
+export const wholeList = <A extends { readonly id: string }>(all: ReadonlyArray<A>): Page<A> => page(all, false)
 
 /** One page of `all` (in list order), or what is wrong with the parameters. */
 export const pageOf = <A extends { readonly id: string }>(
@@ -89,6 +91,5 @@ export const pageOf = <A extends { readonly id: string }>(
     to = Math.min(all.length, start + limit)
     hasMore = to < all.length
   }
-  const data = all.slice(from, to)
-  return { data, has_more: hasMore, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null }
+  return page(all.slice(from, to), hasMore)
 }

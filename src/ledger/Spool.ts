@@ -21,18 +21,19 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
-import { randomBytes } from "node:crypto"
 import { constants as fsc, lstatSync, mkdirSync } from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import {
   checkFolder,
+  CREATE_NEW,
   DataDirUnsafe,
   makeDirs,
   PRIVATE_DIR_MODE,
   PRIVATE_FILE_MODE,
-  secureAtStart
+  secureAtStart,
+  temporaryNameOf
 } from "../db/DataDir.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { type AppendRequest, EventLog } from "./EventLog.ts"
@@ -76,13 +77,7 @@ const alive = (pid: number) => {
 
 const fileNameOf = (streamId: string) => `${streamId.replace(/[^A-Za-z0-9_.-]/g, "_")}.json`
 
-/** A new file, created here and now: never an existing one, never through a link, owner-only. */
-const CREATE_NEW = fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW
-
-/** A temporary file's name for `target`: this process's, never one already there. */
-const tmpNameOf = (target: string) => `${target}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`
-
-/** The PID in a temporary file's name (`<name>.<pid>[.<random>].tmp`). */
+/** The PID in a temporary file's name (`<name>.<pid>[.<random>].tmp`: DataDir.temporaryNameOf). */
 const tmpPidOf = (name: string) => Number(/\.(\d+)(?:\.[0-9a-f]+)?\.tmp$/.exec(name)?.[1])
 
 /**
@@ -137,7 +132,7 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
       Effect.tryPromise(async () => {
         makeDirs(dir)
         const file = path.join(dir, fileNameOf(entry.streamId))
-        const tmp = tmpNameOf(file)
+        const tmp = temporaryNameOf(file)
         const text = encodeEntry({
           format: 1,
           kind: entry.kind,
@@ -227,7 +222,7 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
      */
     const writable = Effect.tryPromise({
       try: async () => {
-        const probe = tmpNameOf(path.join(dir, ".writable"))
+        const probe = temporaryNameOf(path.join(dir, ".writable"))
         const handle = await fs.open(probe, CREATE_NEW, PRIVATE_FILE_MODE)
         try {
           await handle.writeFile("{}")

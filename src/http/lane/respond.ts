@@ -8,6 +8,7 @@ import type { IncomingMessage, ServerResponse } from "node:http"
 import { SERVER_STOPPING } from "../../gateway/errors.ts"
 import { bodyUnread } from "../body.ts"
 import { envelopeBody, type EnvelopeError, envelopeOf } from "../ErrorEnvelope.ts"
+import { newRequestId } from "../RequestId.ts"
 
 export type HeaderMap = Readonly<Record<string, string>>
 
@@ -41,6 +42,16 @@ export const serverStopping = (message: string): EnvelopeError => ({
 
 export const writeEnvelope = (res: ServerResponse, e: EnvelopeError, requestId: string, headers: HeaderMap) =>
   writeJson(res, e.status, envelopeBody(e, requestId), e.headers ? { ...headers, ...e.headers } : headers)
+
+/**
+ * `e` in the envelope, before anything of the request is served, and its connection closed after the
+ * answer (whatever body the request has is not read).
+ */
+export const refuseAndClose = (req: IncomingMessage, res: ServerResponse, e: EnvelopeError) => {
+  res.shouldKeepAlive = false
+  const requestId = newRequestId()
+  writeEnvelope(res, e, requestId, answerHeaders(req, requestId, {}))
+}
 
 /** The head of an SSE answer; it leaves with the stream's first write. */
 export const writeSseHead = (res: ServerResponse, headers: HeaderMap) => {
