@@ -8,6 +8,11 @@
  *   `MAX_PENDING_BYTES` waiting, lines are dropped and counted instead; once stderr takes lines again,
  *   the first one written says how many were dropped.
  *
+ * - Lines are written together: those of one turn of the event loop go to stderr in one write after
+ *   its I/O (under load, one system call for many access lines instead of one each), or at once when
+ *   they pass `BATCH_BYTES`. The process's exit writes what waits (`process.on("exit")`); a process
+ *   killed with SIGKILL loses at most the lines of its last turn.
+ *
  * `tollgate_log_lines_dropped_total` (Metrics.ts) counts them.
  */
 
@@ -22,9 +27,14 @@ export interface LogTarget {
 /** Bytes of log lines that may wait for a slow reader before new lines are dropped. */
 export const MAX_PENDING_BYTES = 8 * 1024 * 1024
 
+/** Lines that wait for the end of the turn are written at once past this many characters. */
+export const BATCH_BYTES = 64 * 1024
+
 export interface LogOutput {
-  /** Writes one line (with its newline), or drops and counts it. */
+  /** Writes one line (with its newline) at the end of the turn, or drops and counts it. */
   readonly write: (line: string) => void
+  /** Writes the lines that wait for the end of the turn now. */
+  readonly flush: () => void
   /** Lines dropped so far. */
   readonly dropped: () => number
   /**
@@ -34,42 +44,65 @@ export interface LogOutput {
   readonly guard: () => void
 }
 
-/** The output to `target` (a test may replace its `write`). */
-export const logOutput = (target: LogTarget, maxPending = MAX_PENDING_BYTES): LogOutput => {
+/**
+ * The output to `target`. `later` runs the end-of-turn write (by default after the turn's I/O,
+ * `setImmediate`; a test passes its own).
+ */
+export const logOutput = (
+  target: LogTarget,
+  maxPending = MAX_PENDING_BYTES,
+  later: (f: () => void) => void = (f) => void setImmediate(f)
+): LogOutput => {
   let dropped = 0
   let unreported = 0
   let broken = false
   let guarded = false
+  // The lines of this turn, not written yet, and whether their write is planned.
+  let waiting = ""
+  let planned = false
   const guard = () => {
     if (guarded) return
     guarded = true
     target.on("error", () => void (broken = true))
   }
+  const flush = () => {
+    planned = false
+    if (waiting === "") return
+    const text = waiting
+    waiting = ""
+    if (broken || target.destroyed) return
+    target.write(text)
+  }
   return {
     write: (line) => {
       guard()
-      if (broken || target.destroyed || target.writableLength > maxPending) {
+      if (broken || target.destroyed || target.writableLength + waiting.length > maxPending) {
         dropped++
         unreported++
         return
       }
       if (unreported > 0) {
-        target.write(
-          JSON.stringify({
-            time: new Date().toISOString(),
-            level: "warn",
-            msg: `${unreported} log line(s) were dropped: stderr was not being read`,
-            dropped: unreported
-          }) + "\n"
-        )
+        waiting += JSON.stringify({
+          time: new Date().toISOString(),
+          level: "warn",
+          msg: `${unreported} log line(s) were dropped: stderr was not being read`,
+          dropped: unreported
+        }) + "\n"
         unreported = 0
       }
-      target.write(line)
+      waiting += line
+      if (waiting.length > BATCH_BYTES) flush()
+      else if (!planned) {
+        planned = true
+        later(flush)
+      }
     },
+    flush,
     dropped: () => dropped,
     guard
   }
 }
 
-/** The process's log output, on stderr. */
+/** The process's log output, on stderr; what waits is written as the process exits. */
 export const stderrOutput = logOutput(process.stderr)
+process.on("exit", stderrOutput.flush)

@@ -5,7 +5,7 @@
 import { EventEmitter } from "node:events"
 import OpenAI from "openai"
 import { describe, expect, it } from "vitest"
-import { logOutput, type LogTarget } from "../../src/observability/LogOutput.ts"
+import { BATCH_BYTES, logOutput, type LogTarget } from "../../src/observability/LogOutput.ts"
 import { freePort, migratedDataDir, start, T, waitForHttp, waitForOutput } from "../support/Processes.ts"
 import { backend } from "../support/TestDatabase.ts"
 
@@ -20,33 +20,83 @@ class FakeStderr extends EventEmitter implements LogTarget {
   }
 }
 
+/** An end of the turn the test brings about: the writes planned for it run when `turn` is called. */
+const turns = () => {
+  const planned: Array<() => void> = []
+  return {
+    later: (f: () => void) => void planned.push(f),
+    turn: () => {
+      for (const f of planned.splice(0)) f()
+    }
+  }
+}
+
 describe("the log's output", () => {
+  it("writes a turn's lines together, after the turn, and at once past BATCH_BYTES", () => {
+    const stderr = new FakeStderr()
+    const { later, turn } = turns()
+    const out = logOutput(stderr, 1000 * BATCH_BYTES, later)
+    out.write("one\n")
+    out.write("two\n")
+    expect(stderr.written).toEqual([])
+    turn()
+    expect(stderr.written).toEqual(["one\ntwo\n"])
+    turn()
+    expect(stderr.written).toHaveLength(1)
+    const long = "x".repeat(BATCH_BYTES) + "\n"
+    out.write("three\n")
+    out.write(long)
+    expect(stderr.written.slice(1)).toEqual(["three\n" + long])
+    out.write("four\n")
+    out.flush()
+    expect(stderr.written.slice(2)).toEqual(["four\n"])
+    turn()
+    expect(stderr.written).toHaveLength(3)
+  })
+
   it("drops lines while too much waits for the reader, then says how many it dropped", () => {
     const stderr = new FakeStderr()
-    const out = logOutput(stderr, 1000)
+    const { later, turn } = turns()
+    const out = logOutput(stderr, 1000, later)
     out.write("one\n")
+    turn()
     stderr.writableLength = 1001
     out.write("two\n")
     out.write("three\n")
     expect(out.dropped()).toBe(2)
     stderr.writableLength = 0
     out.write("four\n")
+    turn()
     expect(stderr.written[0]).toBe("one\n")
-    expect(JSON.parse(stderr.written[1]!)).toMatchObject({ level: "warn", dropped: 2 })
-    expect(JSON.parse(stderr.written[1]!).msg).toContain("2 log line(s) were dropped")
-    expect(stderr.written.slice(2)).toEqual(["four\n"])
+    const [warning, rest] = stderr.written[1]!.split(/(?<=\n)/)
+    expect(JSON.parse(warning!)).toMatchObject({ level: "warn", dropped: 2 })
+    expect(JSON.parse(warning!).msg).toContain("2 log line(s) were dropped")
+    expect(rest).toBe("four\n")
     out.write("five\n")
-    expect(stderr.written.slice(2)).toEqual(["four\n", "five\n"])
+    turn()
+    expect(stderr.written.slice(2)).toEqual(["five\n"])
     expect(out.dropped()).toBe(2)
+  })
+
+  it("counts what waits for the end of the turn against the reader's limit", () => {
+    const stderr = new FakeStderr()
+    const out = logOutput(stderr, 10, () => {})
+    out.write("12345\n")
+    out.write("67890\n") // 6 characters wait: still room
+    out.write("more\n") // 12 wait: past the limit
+    expect(out.dropped()).toBe(1)
+    out.flush()
+    expect(stderr.written).toEqual(["12345\n67890\n"])
   })
 
   it("takes an error of stderr (its reader gone) and drops what follows", () => {
     const stderr = new FakeStderr()
-    const out = logOutput(stderr)
+    const out = logOutput(stderr, 1000, () => {})
     out.guard()
     // Without a listener, EventEmitter throws an "error" it emits, as Node's stderr does on EPIPE.
     expect(() => stderr.emit("error", Object.assign(new Error("write EPIPE"), { code: "EPIPE" }))).not.toThrow()
     out.write("after\n")
+    out.flush()
     expect(stderr.written).toEqual([])
     expect(out.dropped()).toBe(1)
   })

@@ -5,6 +5,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Cause, Data, Effect, Logger } from "effect"
 import { jsonLogger, oneLine } from "../../src/observability/Logging.ts"
+import { stderrOutput } from "../../src/observability/LogOutput.ts"
 
 class Outer extends Data.TaggedError("LedgerRejected")<{ readonly message: string; readonly cause: unknown }> {}
 
@@ -18,7 +19,10 @@ const captured = <A>(effect: Effect.Effect<A>) =>
     }) as typeof process.stderr.write
     return effect.pipe(
       Effect.provide(Logger.replace(Logger.defaultLogger, jsonLogger)),
-      Effect.ensuring(Effect.sync(() => void (process.stderr.write = write))),
+      Effect.ensuring(Effect.sync(() => {
+        stderrOutput.flush() // the lines of this turn, written at its end otherwise
+        process.stderr.write = write
+      })),
       Effect.as(lines)
     )
   })
