@@ -655,13 +655,15 @@ describe.skipIf(backend() === "postgres")("what the CLI says to an operator's mi
     "a taken metrics_port is named with its setting; with a configuration of one's own no development key is made, and the pid is in the listening line",
     async () => {
       const dir = tempDir("ports")
+      // Migrated copies: three fresh embedded databases would spend most of the test's time in initdb.
+      const dataDirs = [1, 2, 3].map((i) => migratedDataDir(`ports-${i}`))
       const held = await freePort()
       const holder = (await import("node:net")).createServer().listen(held, "127.0.0.1")
       await new Promise((resolve) => holder.once("listening", resolve))
       try {
         const taken = await tollgate(["serve"], {
           TOLLGATE_CONFIG: config(dir, [`  metrics_port: ${held}`]),
-          TOLLGATE_DATA_DIR: path.join(dir, "data-1"),
+          TOLLGATE_DATA_DIR: dataDirs[0]!,
           TOLLGATE_PORT: String(await freePort())
         }, 30_000)
         expect(taken.code).toBe(1)
@@ -670,7 +672,7 @@ describe.skipIf(backend() === "postgres")("what the CLI says to an operator's mi
         expect(taken.stderr).not.toContain("    at ")
         const busy = await tollgate(["serve"], {
           TOLLGATE_CONFIG: config(dir),
-          TOLLGATE_DATA_DIR: path.join(dir, "data-2"),
+          TOLLGATE_DATA_DIR: dataDirs[1]!,
           TOLLGATE_PORT: String(held)
         }, 30_000)
         expect(busy.code).toBe(1)
@@ -681,13 +683,13 @@ describe.skipIf(backend() === "postgres")("what the CLI says to an operator's mi
       const port = await freePort()
       const server = start(["serve"], {
         TOLLGATE_CONFIG: config(dir),
-        TOLLGATE_DATA_DIR: path.join(dir, "data-3"),
+        TOLLGATE_DATA_DIR: dataDirs[2]!,
         TOLLGATE_PORT: String(port)
       })
       const [, pid] = await waitForOutput(server, /Tollgate listening on \S+ \| pid (\d+)/, 30_000, "log")
       expect(Number(pid)).toBe(server.pid)
       expect(server.output().stdout).not.toContain("export TOLLGATE_KEY")
-      const keys = await tollgateJson(["keys", "list"], { TOLLGATE_DATA_DIR: path.join(dir, "data-3") })
+      const keys = await tollgateJson(["keys", "list"], { TOLLGATE_DATA_DIR: dataDirs[2]! })
       expect(keys.keys).toEqual([])
     },
     T
