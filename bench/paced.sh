@@ -9,10 +9,10 @@
 # Everything it starts it stops, by PID. Loopback only.
 # A proxy holds two sockets a stream (client and upstream): PACED_CONNS is bounded by half a process's
 # open-file limit (`ulimit -Hn`; 20,000 on the bench machine, so about 9,000 streams there for the floor,
-# one Tollgate and Portkey). The target pg_w2 (Tollgate on Postgres, `--workers 2`; not in the default
-# list) spreads them over two processes: 10,000 streams there. Its RSS and CPU are its processes' sum.
+# one Tollgate and Portkey). The targets pg_wN (Tollgate on Postgres, `--workers N`; not in the default
+# list) spread them over N processes: 10,000 streams on pg_w2. Their RSS and CPU are their processes' sum.
 # Env: PACED_CONNS ("2000"; e.g. "2000 6000"), PACED_SECONDS (20), PACED_DELAY_MS (250),
-#      PACED_TARGETS ("floor pg embedded portkey"; also pg_w2), BENCH_DATABASE_URL, PORTKEY_DIR, OUT (results folder),
+#      PACED_TARGETS ("floor pg embedded portkey"; also pg_w1, pg_w2, ...), BENCH_DATABASE_URL, PORTKEY_DIR, OUT (results folder),
 #      PACED_PROMPT_KB (unset: a one-line prompt; N: a conversation of about N KB, as coding agents send).
 NAME=paced
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -90,10 +90,10 @@ for conns in ${PACED_CONNS:-2000}; do
         FP=$!; wait_http "http://127.0.0.1:$P/health"
         run_target floor "http://127.0.0.1:$P" "$FP" "$conns"
         kill "$FP"; wait "$FP" 2>/dev/null || true ;;
-      pg | pg_w2 | embedded)
+      pg | pg_w[0-9] | embedded)
         P=$(free_port)
         if [[ "$t" == embedded ]]; then DBE="TOLLGATE_DATA_DIR=$WORK/data"; else DBE="DATABASE_URL=$DB_URL"; fi
-        SERVE_ARGS=(); [[ "$t" == pg_w2 ]] && SERVE_ARGS=(--workers 2)
+        SERVE_ARGS=(); [[ "$t" == pg_w* ]] && SERVE_ARGS=(--workers "${t#pg_w}")
         start_serve "$WORK/tg_$t.log" "$P" "$DBE" TOLLGATE_CONFIG="$WORK/tollgate.yaml"
         read -r K _ < <(bench_key "$DBE" TOLLGATE_CONFIG="$WORK/tollgate.yaml")
         run_target "tollgate_$t" "http://127.0.0.1:$P" "$SERVE_PID" "$conns" "Authorization: Bearer $K"
@@ -110,7 +110,7 @@ done
 node - "$OUT" "$SECS" "$DELAY" "${PACED_PROMPT_KB:-}" <<'NODE' | tee "$OUT/summary.md"
 const fs = require("fs"), [dir, secs, delay, promptKb] = process.argv.slice(2)
 const rows = fs.readdirSync(dir).filter((f) => /\.c\d+\.json$/.test(f)).map((f) => JSON.parse(fs.readFileSync(`${dir}/${f}`, "utf8")))
-const order = ["floor", "tollgate_pg", "tollgate_pg_w2", "tollgate_embedded", "portkey"]
+const order = ["floor", "tollgate_pg", "tollgate_pg_w1", "tollgate_pg_w2", "tollgate_embedded", "portkey"]
 rows.sort((a, b) => a.connections - b.connections || order.indexOf(a.label) - order.indexOf(b.label))
 const ratio = (x, y) => (x != null && y ? (x / y).toFixed(2) + "×" : "-")
 const prompt = promptKb ? `, prompts of about ${promptKb} KB` : ""
