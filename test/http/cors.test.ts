@@ -54,6 +54,74 @@ describe("CORS with server.cors_origins", () => {
   })
 })
 
+const OTHER = "https://other.example.com"
+const varyOf = (answer: Response) => (answer.headers.get("vary") ?? "").split(",").map((v) => v.trim().toLowerCase())
+
+describe("CORS with several origins: every answer varies with Origin", () => {
+  layer(makeTestGateway({ ...defaultConfigFile, server: { cors_origins: [ORIGIN, OTHER] } }), { timeout: 60_000 })(
+    (it) => {
+      it.effect("allowed or not, preflight or not, generation lane or HttpApi, with or without an Origin", () =>
+        Effect.gen(function*() {
+          const base = yield* baseUrl
+          const { secret } = yield* issueKey()
+          const stranger = "https://evil.example.net"
+          const asked = { "access-control-request-method": "POST", "access-control-request-headers": "authorization" }
+          const chatCall = (headers: Record<string, string>): RequestInit => ({
+            method: "POST",
+            headers: { ...headers, authorization: `Bearer ${secret}`, "content-type": "application/json" },
+            body: JSON.stringify({ model: "mock-gpt", messages: [{ role: "user", content: "hi" }] })
+          })
+          const usage = (headers: Record<string, string>): RequestInit => ({
+            headers: { authorization: `Bearer ${secret}`, ...headers }
+          })
+          const cases: Array<{ name: string; path: string; init: RequestInit; allowed: string | null }> = [
+            {
+              name: "allowed preflight",
+              path: "/v1/chat/completions",
+              init: { method: "OPTIONS", headers: { origin: OTHER, ...asked } },
+              allowed: OTHER
+            },
+            {
+              name: "refused preflight",
+              path: "/v1/chat/completions",
+              init: { method: "OPTIONS", headers: { origin: stranger, ...asked } },
+              allowed: null
+            },
+            {
+              name: "refused preflight asking no headers",
+              path: "/v1/usage",
+              init: { method: "OPTIONS", headers: { origin: stranger } },
+              allowed: null
+            },
+            {
+              name: "chat call, refused origin",
+              path: "/v1/chat/completions",
+              init: chatCall({ origin: stranger }),
+              allowed: null
+            },
+            { name: "chat call, no origin", path: "/v1/chat/completions", init: chatCall({}), allowed: null },
+            { name: "usage, allowed origin", path: "/v1/usage", init: usage({ origin: OTHER }), allowed: OTHER },
+            { name: "usage, refused origin", path: "/v1/usage", init: usage({ origin: stranger }), allowed: null },
+            { name: "usage, no origin", path: "/v1/usage", init: usage({}), allowed: null },
+            {
+              name: "401, refused origin",
+              path: "/v1/usage",
+              init: usage({ origin: stranger, authorization: "Bearer sk-tg-notakey" }),
+              allowed: null
+            }
+          ]
+          for (const { allowed, init, name, path } of cases) {
+            const answer = yield* Effect.promise(() => fetch(`${base}${path}`, init))
+            yield* Effect.promise(() => answer.text())
+            expect(answer.status, name).toBeLessThan(500)
+            expect(answer.headers.get("access-control-allow-origin"), name).toBe(allowed)
+            expect(varyOf(answer), name).toContain("origin")
+          }
+        }))
+    }
+  )
+})
+
 describe("CORS by default", () => {
   layer(TestGateway, { timeout: 60_000 })((it) => {
     it.effect("is off: no header on answers, and a preflight is refused like any OPTIONS", () =>
