@@ -51,6 +51,17 @@ const textOf = (message: unknown): string =>
     ? describe(message, 0)
     : JSON.stringify(message, plain) ?? String(message)
 
+const SEPARATORS = /[\u2028\u2029]/g
+const escapeSeparator = (c: string) => (c === "\u2028" ? "\\u2028" : "\\u2029")
+
+/**
+ * `json` with U+2028 and U+2029 (which JSON.stringify leaves raw, and a client may put in a model name)
+ * as `\u2028` and `\u2029`: tools that split lines on them would cut a line in two. They occur only
+ * inside JSON strings, so the line is still JSON, of the same value. Rare: looked for before replacing.
+ */
+const separatorsEscaped = (json: string): string =>
+  json.indexOf("\u2028") === -1 && json.indexOf("\u2029") === -1 ? json : json.replace(SEPARATORS, escapeSeparator)
+
 /**
  * One JSON object a line on stderr: `time`, `level`, `msg` (the message's text parts), the fields of
  * the message's plain-object parts in their order (the access line's), the annotations (`request_id`
@@ -69,7 +80,7 @@ export const jsonLogger = Logger.make<unknown, void>(({ annotations, cause, date
   )
   for (const [key, value] of fields) if (!(key in line)) line[key] = value
   if (!Cause.isEmpty(cause)) line.error = oneLine(cause)
-  stderrOutput.write(JSON.stringify(line, plain) + "\n")
+  stderrOutput.write(separatorsEscaped(JSON.stringify(line, plain)) + "\n")
 })
 
 export type LogFormat = "json" | "pretty"

@@ -228,6 +228,26 @@ describe("access log and traces of tollgate serve", () => {
     T
   )
 
+  it("a model name with U+2028 and U+2029 stays on its access line, escaped, and reads back as sent", async () => {
+    const { base, server } = await serve()
+    const key = await tollgateJson(["keys", "create", "--quota-usd", "1"], env)
+    const model = "mock\u2028gpt\u2029x"
+    const r = await fetch(`${base}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model, messages: [{ role: "user", content: "hi" }] })
+    })
+    expect(r.status).toBe(404)
+    const id = r.headers.get("x-request-id")!
+    await waitFor("the access line", () => logLines(server).find((l) => l.request_id === id))
+    await stop(server)
+    const stderr = server.output().stderr
+    expect(stderr).not.toMatch(/[\u2028\u2029]/)
+    // Read as a tool that also ends lines at U+2028 and U+2029 reads it: the line is whole, and JSON.
+    const line = stderr.split(/\r?\n|\u2028|\u2029/).find((l) => l.includes(id) && l.includes("model_not_found"))
+    expect(JSON.parse(line!)).toMatchObject({ request_id: id, model, status: 404, code: "model_not_found" })
+  }, T)
+
   it("log.format: pretty writes no JSON, with the same fields", async () => {
     const config = path.join(dir, "pretty.yaml")
     const { defaultConfigFile } = await import("../../src/config/defaults.ts")

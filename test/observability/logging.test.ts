@@ -63,6 +63,25 @@ describe("JSON logs", () => {
       expect(JSON.parse(lines[0]!).msg).toBe("upstream said Error: boom")
     }))
 
+  it.effect("U+2028 and U+2029 anywhere in a line are escaped; the line parses back to what was logged", () =>
+    Effect.gen(function*() {
+      const odd = "a\u2028b\u2029c\\\u2028"
+      const lines = yield* captured(
+        Effect.logError(`msg ${odd}`, { model: odd }, Cause.fail(new Error(`boom ${odd}`))).pipe(
+          Effect.annotateLogs({ request_id: "req_3", note: odd })
+        )
+      )
+      expect(lines).toHaveLength(1)
+      expect(lines[0]).not.toMatch(/[\u2028\u2029]/)
+      expect(lines[0]).toContain("\\u2028")
+      expect(JSON.parse(lines[0]!)).toMatchObject({
+        msg: `msg ${odd}`,
+        model: odd,
+        note: odd,
+        error: `Error: boom ${odd}`
+      })
+    }))
+
   it("oneLine names every failure and defect of a cause", () => {
     expect(oneLine(Cause.parallel(Cause.fail(new Error("a\nb")), Cause.die(new Outer({ message: "c", cause: null })))))
       .toBe("Error: a; LedgerRejected: c")
