@@ -14,7 +14,8 @@
  * Its files are landed as they are, so before anything is written the data folder and the spool are
  * checked (never a link, never another user's: DataDir.checkFolder, secureAtStart), files are created
  * O_EXCL|O_NOFOLLOW under random names, and a file found at start is landed only if it is what this
- * module writes (`problemOf`); anything else is moved aside as `.rejected` and logged, never landed.
+ * module writes (`problemOf`) and its Billed is of the key that started its request (`mismatchOf`, once
+ * the log answers); anything else is moved aside as `.rejected`, logged and counted, never landed.
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -106,6 +107,24 @@ const problemOf = (name: string, e: typeof EntryFile.Type): string | undefined =
   return undefined
 }
 
+/**
+ * Why `entry` may not close the request stream that began with `first`, or undefined when it may: its
+ * Billed must be of that request and of the key that started it. A file planted in the folder could
+ * otherwise bill another key for a request it did not make.
+ */
+const mismatchOf = (entry: SpoolEntry) => (first: DomainEvent | undefined): string | undefined => {
+  if (first?._tag !== "StreamStarted") return `its request's stream begins with ${first?._tag ?? "nothing"}`
+  const billed = entry.events.find((event) => event._tag === "Billed")
+  if (billed?._tag !== "Billed") return "it has no Billed"
+  if (billed.request_id !== first.request_id) {
+    return `its Billed is of request ${billed.request_id}, the stream's StreamStarted of request ${first.request_id}`
+  }
+  if (billed.key_id !== first.key_id) {
+    return `its Billed is for key ${billed.key_id}, but request ${first.request_id} was started by key ${first.key_id}`
+  }
+  return undefined
+}
+
 export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
   scoped: Effect.gen(function*() {
     const config = yield* GatewayConfig
@@ -113,7 +132,7 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
     const dir = path.join(config.dataDir, "spool")
     const retryMax = config.file.billing.spool_retry_max_ms
     const self = process.getuid?.()
-    /** Files found in the folder that Tollgate did not write, refused at start (moved aside). */
+    /** Files found in the folder that Tollgate did not write, refused at start or when landing (moved aside). */
     let refusedCount = 0
 
     /** Entries waiting, by stream id: spooled files and, when a file could not be written, memory only. */
@@ -336,7 +355,7 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
       for (const [streamId, waiter] of [...waiting]) {
         if (waiting.get(streamId) !== waiter) continue // landed or replaced since the pass began
         const { entry, file } = waiter
-        const landed = yield* Effect.either(landOnce(log, entry))
+        const landed = yield* Effect.either(landOnce(log, entry, { refuse: mismatchOf(entry) }))
         if (landed._tag === "Left") {
           if (landed.left._tag === "LedgerUnavailable") return false
           // Refused for a reason a retry will not change (a bug): parked for the operator, out of the way.
@@ -351,6 +370,19 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
           continue
         }
         const landing = landed.right
+        if (landing._tag === "refused") {
+          // Not the bill of the request as it started: never landed, like a file refused at start.
+          const aside = file ? `${file}.rejected` : undefined
+          if (file && aside) yield* Effect.promise(() => fs.rename(file, aside).catch(() => undefined))
+          waiting.delete(streamId)
+          if (file) refusedCount++
+          yield* Effect.logWarning(
+            `spool: refused ${file ?? streamId}: ${landing.why}; not landed, ` +
+              (aside ? `moved aside as ${aside} for the operator` : "dropped (it was in memory only)") +
+              "; the reconciler will bill the request"
+          )
+          continue
+        }
         if (landing._tag === "not-started" && entry.kind === "close-if-started") {
           const now = yield* Clock.currentTimeMillis
           waiter.notStartedSince ??= now

@@ -16,11 +16,17 @@ export type Landing =
   | { readonly _tag: "already-billed"; readonly billed: Extract<DomainEvent, { _tag: "Billed" }> }
   /** The stream does not exist (its StreamStarted never committed): nothing to close. */
   | { readonly _tag: "not-started" }
+  /** `refuse` found the events are not the closing of the stream as it started: nothing was written. */
+  | { readonly _tag: "refused"; readonly why: string }
 
 export const landOnce = (
   log: EventLog,
   request: Omit<AppendRequest, "expectedVersion">,
-  options?: { readonly confirmWithinMs?: number }
+  options?: {
+    readonly confirmWithinMs?: number
+    /** Why the events may not close a stream that began with `first` (its StreamStarted), if they may not. */
+    readonly refuse?: (first: DomainEvent | undefined) => string | undefined
+  }
 ): Effect.Effect<Landing, Exclude<AppendError, { readonly _tag: "StreamConflict" }>> =>
   Effect.gen(function*() {
     for (;;) {
@@ -32,6 +38,8 @@ export const landOnce = (
         )
       )
       if (summary === undefined) return { _tag: "not-started" } as const
+      const why = options?.refuse?.(summary.first?.event)
+      if (why !== undefined) return { _tag: "refused", why } as const
       if (summary.billed?.event._tag === "Billed") {
         return { _tag: "already-billed", billed: summary.billed.event } as const
       }

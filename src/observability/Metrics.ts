@@ -132,7 +132,7 @@ export const makeMetrics = (options: { readonly processMetrics: boolean } = { pr
   })
   new Gauge({
     name: "tollgate_spool_refused_files",
-    help: "Files found in the spool at start that Tollgate did not write (not landed, moved aside as .rejected).",
+    help: "Files found in the spool that Tollgate did not write (not landed, moved aside as .rejected).",
     registers,
     collect: reading("spoolRefused")
   })

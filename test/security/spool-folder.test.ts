@@ -13,17 +13,21 @@ import { GatewayConfig } from "../../src/config/GatewayConfig.ts"
 import { EventLog } from "../../src/ledger/EventLog.ts"
 import { DomainEvent } from "../../src/ledger/events.ts"
 import { Spool } from "../../src/ledger/Spool.ts"
+import { valueOf } from "../observability/support.ts"
+import { FakeUpstream, type FakeUpstream as Fake } from "../support/FakeUpstream.ts"
 import {
   freePort,
   logOf,
   migratedDataDir,
   type Proc,
+  serveGateway,
   start,
   tempDir,
   tollgate,
   tollgateJson,
   waitForHttp
 } from "../support/Processes.ts"
+import { oneModelConfig, wordChunks } from "../support/ProcessGateway.ts"
 import { backend, freshPostgresDatabase, TestDatabase } from "../support/TestDatabase.ts"
 
 const T = 120_000
@@ -159,6 +163,113 @@ describe("files planted in the spool", () => {
       expect(r.stderr).toContain(`the data folder ${link} is a symbolic link (to ${elsewhere})`)
       expect(r.stderr).not.toMatch(/\n\s+at /)
       expect(fs.readdirSync(elsewhere)).toEqual([])
+    },
+    T
+  )
+})
+
+describe("a well-formed bill planted in the spool for another key's request", () => {
+  const scope = Effect.runSync(Scope.make())
+  const OPERATOR_TOKEN = "operator-token-for-the-spool-test-0123456789"
+  let fake: Fake
+  let env: Record<string, string>
+  let dataDir: string
+
+  beforeAll(async () => {
+    fake = await Effect.runPromise(Scope.extend(FakeUpstream, scope))
+    const config = path.join(tempDir("spool-key"), "tollgate.yaml")
+    fs.writeFileSync(
+      config,
+      oneModelConfig(fake.url, {
+        server: ["  replica_timeout_ms: 1500", `  operator_token: ${OPERATOR_TOKEN}`]
+      }).join("\n")
+    )
+    if (backend() === "postgres") {
+      const url = await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope))
+      dataDir = path.join(tempDir("spool-key-pg"), "data")
+      env = { TOLLGATE_CONFIG: config, DATABASE_URL: url, TOLLGATE_DATA_DIR: dataDir }
+    } else {
+      dataDir = migratedDataDir("spool-key")
+      env = { TOLLGATE_CONFIG: config, TOLLGATE_DATA_DIR: dataDir }
+    }
+  }, T)
+  afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)), T)
+
+  it(
+    "a Billed for a key other than the one that started its request is not landed: moved aside, logged, counted",
+    async () => {
+      let server: { p: Proc; base: string } | undefined = await serveGateway(env)
+      const starter = await tollgateJson(["keys", "create", "--quota-usd", "5", "--name", "starter"], env)
+      const victim = await tollgateJson(["keys", "create", "--quota-usd", "5", "--name", "victim"], env)
+      // A request of `starter` left open by a killed gateway: its StreamStarted is in the log, unbilled.
+      fake.script("/v1/chat/completions", { events: wordChunks(300), eventDelayMs: 50 })
+      const res = await fetch(`${server.base}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${starter.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "slow", stream: true, messages: [{ role: "user", content: "go" }] })
+      })
+      expect(res.status).toBe(200)
+      const requestId = res.headers.get("x-request-id")!
+      const reader = res.body!.getReader()
+      await reader.read() // started: StreamStarted is durable
+      process.kill(server.p.pid, "SIGKILL")
+      await server.p.exited
+      server = undefined
+      await reader.cancel().catch(() => undefined)
+
+      // Its closing events as the spool writes them, but billing $4 to the victim's key.
+      const stream = `request-${requestId}`
+      const file = path.join(dataDir, "spool", `${stream}.json`)
+      const cost = { input_nanos: 0n, cached_input_nanos: 0n, output_nanos: 4_000_000_000n, image_nanos: 0n }
+      const usage = { ...zeroUsage, output_tokens: 2_000_000_000 }
+      const planted = spoolFile(stream, [
+        { _tag: "UsageReported", request_id: requestId, source: "upstream", usage },
+        {
+          _tag: "Billed",
+          request_id: requestId,
+          key_id: victim.id,
+          model: "slow",
+          usage,
+          cost: { ...cost, total_nanos: cost.output_nanos },
+          estimated: false,
+          outcome: "completed",
+          prices: {
+            input_per_mtok_nanos: 1_000_000_000n,
+            cached_input_per_mtok_nanos: 1_000_000_000n,
+            output_per_mtok_nanos: 2_000_000_000n,
+            per_image_nanos: 0n,
+            price_percent: 100
+          }
+        }
+      ], requestId)
+      fs.writeFileSync(file, planted, { mode: 0o600 })
+
+      server = await serveGateway(env)
+      // The request is billed once, to the key that started it, by the reconciler.
+      let events: Array<{ event_type: string; data: any }> = []
+      const deadline = Date.now() + 30_000
+      while (Date.now() < deadline) {
+        events = (await tollgateJson(["events", "--stream", stream], env)).events
+        if (events.some((e) => e.event_type === "Billed")) break
+        await new Promise((r) => setTimeout(r, 300))
+      }
+      expect(events.map((e) => e.event_type)).toEqual(["StreamStarted", "UsageReported", "Billed"])
+      expect(events[2]!.data).toMatchObject({ key_id: starter.id, outcome: "reconciled" })
+
+      const log = logOf(server.p)
+      expect(log).toContain(`spool: refused ${file}`)
+      expect(log).toContain(
+        `its Billed is for key ${victim.id}, but request ${requestId} was started by key ${starter.id}`
+      )
+      expect(fs.existsSync(file)).toBe(false)
+      expect(fs.readFileSync(`${file}.rejected`, "utf8"), "kept for the operator").toBe(planted)
+      const { keys } = await tollgateJson(["keys", "list"], env)
+      expect(keys.find((k: { id: string }) => k.id === victim.id).used_usd).toBe("0")
+      const metrics = await fetch(`${server.base}/metrics`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } })
+      expect(valueOf(await metrics.text(), "tollgate_spool_refused_files")).toBe(1)
+
+      process.kill(server.p.pid, "SIGTERM")
+      await server.p.exited
     },
     T
   )
