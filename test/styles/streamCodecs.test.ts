@@ -227,6 +227,40 @@ describe("stream codecs read back what they write", () => {
     })
   }
 
+  it("chat: a new id at an index used before is a new call, the same id again the same call", () => {
+    const decoder = CODECS["chat.completions"].streamDecoder()
+    const chunk = (calls: Array<Record<string, unknown>>, finish: string | null = null): SseEvent => {
+      const data = JSON.stringify({
+        id: "c",
+        object: "chat.completion.chunk",
+        choices: [{ index: 0, delta: { tool_calls: calls }, finish_reason: finish }]
+      })
+      return { data }
+    }
+    const fn = (name: string | undefined, args: string) => ({ ...(name ? { name } : {}), arguments: args })
+    const ops = [
+      chunk([{ index: 0, id: "call_a", type: "function", function: fn("now", "") }]),
+      // call_a had no arguments: it gets "{}" as it ends.
+      chunk([{ index: 0, id: "call_b", type: "function", function: fn("weather", "") }]),
+      chunk([{ index: 0, id: "call_b", function: fn("weather", "{\"city\":") }]),
+      chunk([{ index: 0, id: "call_b", function: fn(undefined, "\"Paris\"}") }]),
+      chunk([{ index: 0, id: "call_b", function: fn(undefined, "") }]),
+      chunk([{ index: 1, id: "call_c", type: "function", function: fn("time", "{}") }]),
+      chunk([], "tool_calls")
+    ].flatMap((e) => decoder.push(e, parse(e)))
+    expect(said(ops).tools).toEqual([
+      { id: "call_a", name: "now", args: "{}" },
+      { id: "call_b", name: "weather", args: "{\"city\":\"Paris\"}" },
+      { id: "call_c", name: "time", args: "{}" }
+    ])
+    // Written back as chat, each call has an index of its own.
+    const { back, events } = roundTrip("chat.completions", ops)
+    expect(said(back).tools).toEqual(said(ops).tools)
+    const indexes = events.flatMap((e) => parse(e)?.choices?.[0]?.delta?.tool_calls ?? [])
+      .filter((c: { id?: string }) => c.id !== undefined).map((c: { index: number }) => c.index)
+    expect(indexes).toEqual([0, 1, 2])
+  })
+
   it("messages: tool ids the style cannot carry are written in a form it takes, and read back as they were", () => {
     const ops: Array<Op> = [
       { _tag: "Start", id: "msg_1" },

@@ -12,6 +12,8 @@ export const chatDecoder = (): StreamDecoder => {
    * "": at the finish (or [DONE]) it gets `{}`, what OpenAI itself sends and the SDKs parse.
    */
   const argless = new Set<number>()
+  /** The id of the call last started at each index: a new id there is a new call, and the earlier one is over. */
+  const idAt = new Map<number, string>()
   const flushArgless = (ops: Array<Op>) => {
     for (const index of argless) ops.push({ _tag: "ToolArgs", index, delta: "{}" })
     argless.clear()
@@ -37,8 +39,13 @@ export const chatDecoder = (): StreamDecoder => {
         if (Array.isArray(delta.tool_calls)) {
           for (const call of delta.tool_calls) {
             const index = Number(call.index ?? 0)
-            if (call.id) {
-              ops.push({ _tag: "ToolStart", index, id: String(call.id), name: String(call.function?.name ?? "") })
+            // A new id at an index is a new call (some servers number each call of a turn 0); the same id
+            // again (some repeat it in every chunk) is the call going on.
+            const id = call.id ? String(call.id) : undefined
+            if (id !== undefined && idAt.get(index) !== id) {
+              if (argless.delete(index)) ops.push({ _tag: "ToolArgs", index, delta: "{}" })
+              idAt.set(index, id)
+              ops.push({ _tag: "ToolStart", index, id, name: String(call.function?.name ?? "") })
               argless.add(index)
             }
             const args = call.function?.arguments

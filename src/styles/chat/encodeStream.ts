@@ -8,6 +8,7 @@ export const chatEmitter = ({ created, includeUsage, model }: EncoderOptions): S
   let id = "chatcmpl-tollgate"
   let started = false
   const toolIndex = new Map<number, number>()
+  let calls = 0
   let usage: Usage | undefined
   const chunk = (delta: Record<string, unknown>, finish: string | null = null): SseEvent =>
     unnamed({
@@ -45,7 +46,8 @@ export const chatEmitter = ({ created, includeUsage, model }: EncoderOptions): S
           break
         case "ToolStart": {
           ensureStart(out)
-          const index = toolIndex.size
+          // Each call its own index, in order, even when the ops use an index again for a new call.
+          const index = calls++
           toolIndex.set(op.index, index)
           out.push(
             chunk({ tool_calls: [{ index, id: op.id, type: "function", function: { name: op.name, arguments: "" } }] })
