@@ -604,6 +604,53 @@ describe("translation policy over HTTP", () => {
         expect(whole.output.find((o) => o.type === "function_call")).toMatchObject({ arguments: "{}" })
       }))
 
+    it.effect("calls of a chat upstream that share a tool-call index reach a Responses client as items of their own, each done", () =>
+      Effect.gen(function*() {
+        const { fake, openai } = yield* clients
+        // Some compatible chat servers number each call of a turn 0: a new id there is a new call.
+        const chunk = (delta: unknown, finish: string | null = null) => ({
+          data: {
+            id: "chatcmpl-r",
+            object: "chat.completion.chunk",
+            model: "gpt-upstream",
+            choices: [{ index: 0, delta, finish_reason: finish }]
+          }
+        })
+        const call = (id: string, name: string, args: string) => ({
+          tool_calls: [{ index: 0, id, type: "function", function: { name, arguments: args } }]
+        })
+        const more = (args: string) => ({ tool_calls: [{ index: 0, function: { arguments: args } }] })
+        fake.script("/v1/chat/completions", {
+          events: [
+            chunk({ role: "assistant", ...call("call_paris", "weather", "") }),
+            chunk(more("{\"city\":")),
+            chunk(more("\"Paris\"}")),
+            chunk(call("call_rome", "weather", "{\"city\":\"Rome\"}")),
+            chunk({}, "tool_calls"),
+            { data: "[DONE]" }
+          ]
+        })
+        const stream = openai.responses.stream({
+          model: "chat-only",
+          input: "weather in Paris and Rome?",
+          tools: [{ type: "function", name: "weather", parameters: weather, strict: true }]
+        })
+        const events: Array<{ type: string; output_index?: number; item?: any }> = []
+        stream.on("event", (e) => void events.push(e))
+        const response = yield* Effect.promise(() => stream.finalResponse())
+        const added = events.filter((e) => e.type === "response.output_item.added")
+        const done = events.filter((e) => e.type === "response.output_item.done")
+        expect(added.map((e) => [e.output_index, e.item.call_id])).toEqual([[0, "call_paris"], [1, "call_rome"]])
+        expect(done.map((e) => [e.output_index, e.item.call_id, e.item.arguments, e.item.status])).toEqual([
+          [0, "call_paris", "{\"city\":\"Paris\"}", "completed"],
+          [1, "call_rome", "{\"city\":\"Rome\"}", "completed"]
+        ])
+        expect(response.output.map((o) => o.type === "function_call" && [o.call_id, o.arguments, o.status])).toEqual([
+          ["call_paris", "{\"city\":\"Paris\"}", "completed"],
+          ["call_rome", "{\"city\":\"Rome\"}", "completed"]
+        ])
+      }))
+
     it.effect("an assistant's text and the calls after it reach a chat upstream as one message", () =>
       Effect.gen(function*() {
         const { fake, openai } = yield* clients

@@ -74,20 +74,25 @@ const toolId = fc.oneof(
 /**
  * Parallel calls as a chat-style upstream may send them: each call's start before its arguments, the
  * calls' pieces interleaved in any order (call 0's piece, call 1 starts, call 0's piece again, ...),
- * and pieces of text among them, `order` choosing whose next op comes.
+ * an index used again by a later call, and pieces of text among them, `order` choosing whose next op
+ * comes.
  */
 const interleaved = (
-  tools: ReadonlyArray<{ id: string; name: string; args: ReadonlyArray<string> }>,
+  tools: ReadonlyArray<{ id: string; name: string; args: ReadonlyArray<string>; slot: number }>,
   order: ReadonlyArray<number>,
   text: ReadonlyArray<string>
 ) => {
-  const queues = [
-    ...tools.map((t, i): Array<Op> => [
-      { _tag: "ToolStart", index: i, id: t.id, name: t.name },
-      ...t.args.map((a): Op => ({ _tag: "ToolArgs", index: i, delta: a }))
-    ]),
-    text.map((t): Op => ({ _tag: "Text", text: t }))
-  ]
+  // Calls in one slot share its index, one after the other: a new id at an index already used (some
+  // chat-style upstreams number each call of a turn 0), with the earlier call's pieces all sent before.
+  const slots = new Map<number, Array<Op>>()
+  for (const t of tools) {
+    slots.set(t.slot, [
+      ...(slots.get(t.slot) ?? []),
+      { _tag: "ToolStart", index: t.slot, id: t.id, name: t.name },
+      ...t.args.map((a): Op => ({ _tag: "ToolArgs", index: t.slot, delta: a }))
+    ])
+  }
+  const queues = [...slots.values(), text.map((t): Op => ({ _tag: "Text", text: t }))]
   const ops: Array<Op> = []
   let k = 0
   for (let live = queues.filter((q) => q.length > 0); live.length > 0; live = live.filter((q) => q.length > 0)) {
@@ -100,8 +105,13 @@ const stream = fc.record({
   text: fc.array(piece, { maxLength: 4 }),
   thinking: fc.array(piece, { maxLength: 3 }),
   tools: fc.uniqueArray(
-    fc.record({ id: toolId, name: fc.stringMatching(/^[a-z_]{1,10}$/), args: fc.array(piece, { maxLength: 3 }) }),
-    { maxLength: 3, selector: (t) => t.id }
+    fc.record({
+      id: toolId,
+      name: fc.stringMatching(/^[a-z_]{1,10}$/),
+      args: fc.array(piece, { maxLength: 3 }),
+      slot: fc.nat(2)
+    }),
+    { maxLength: 4, selector: (t) => t.id }
   ),
   order: fc.array(fc.nat(5), { maxLength: 12 }),
   /** Text after the calls (some compatible chat servers send it), interleaved with their pieces. */
@@ -259,6 +269,20 @@ describe("stream codecs read back what they write", () => {
     const indexes = events.flatMap((e) => parse(e)?.choices?.[0]?.delta?.tool_calls ?? [])
       .filter((c: { id?: string }) => c.id !== undefined).map((c: { index: number }) => c.index)
     expect(indexes).toEqual([0, 1, 2])
+  })
+
+  it("responses: a call started again with its own id at its index is the same item", () => {
+    const ops: Array<Op> = [
+      { _tag: "Start", id: "resp_1" },
+      { _tag: "ToolStart", index: 0, id: "call_a", name: "f" },
+      { _tag: "ToolArgs", index: 0, delta: "{\"a\":" },
+      { _tag: "ToolStart", index: 0, id: "call_a", name: "f" },
+      { _tag: "ToolArgs", index: 0, delta: "1}" },
+      { _tag: "Finish", reason: "tool_use" }
+    ]
+    const { back, events } = roundTrip("responses", ops)
+    wellFormedResponses(events)
+    expect(said(back).tools).toEqual([{ id: "call_a", name: "f", args: "{\"a\":1}" }])
   })
 
   it("messages: tool ids the style cannot carry are written in a form it takes, and read back as they were", () => {

@@ -79,6 +79,21 @@ export const responsesEmitter = ({ created, model, request, requestId }: Encoder
     out.push(ev("response.output_item.done", { output_index: outputIndex, item }))
     openReasoning = undefined
   }
+  /** A function call's last events: its whole arguments, then its item, done. */
+  const closeTool = (
+    out: Array<SseEvent>,
+    { item, outputIndex }: { item: Record<string, LooseJson>; outputIndex: number }
+  ) => {
+    out.push(
+      ev("response.function_call_arguments.done", {
+        item_id: item.id,
+        output_index: outputIndex,
+        arguments: item.arguments
+      })
+    )
+    item.status = "completed"
+    out.push(ev("response.output_item.done", { output_index: outputIndex, item }))
+  }
   const closeText = (out: Array<SseEvent>) => {
     if (!openText) return
     const { item, outputIndex } = openText
@@ -167,9 +182,18 @@ export const responsesEmitter = ({ created, model, request, requestId }: Encoder
           break
         }
         case "ToolStart": {
+          // The upstream's index names a call while it streams; a new id there is a new call (some
+          // chat-style upstreams number each call of a turn 0): the earlier one is done, the new one is
+          // an item of its own. The same id again is the same call.
+          const earlier = tools.get(op.index)
+          if (earlier?.item.call_id === op.id) break
           start(out)
           closeReasoning(out)
           closeText(out)
+          if (earlier) {
+            closeTool(out, earlier)
+            tools.delete(op.index)
+          }
           const item = {
             type: "function_call",
             id: requestId === undefined ? `fc_${op.id}` : `fc_${id.slice(5)}_${items.length}`,
@@ -210,17 +234,7 @@ export const responsesEmitter = ({ created, model, request, requestId }: Encoder
       start(out)
       closeReasoning(out)
       closeText(out)
-      for (const { item, outputIndex } of tools.values()) {
-        out.push(
-          ev("response.function_call_arguments.done", {
-            item_id: item.id,
-            output_index: outputIndex,
-            arguments: item.arguments
-          })
-        )
-        item.status = "completed"
-        out.push(ev("response.output_item.done", { output_index: outputIndex, item }))
-      }
+      for (const tool of tools.values()) closeTool(out, tool)
       const status = finish === "length" ? "incomplete" : "completed"
       out.push(
         ev(status === "incomplete" ? "response.incomplete" : "response.completed", { response: snapshot(status) })
