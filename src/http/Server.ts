@@ -16,7 +16,7 @@ import { otlpEndpoint } from "../observability/Tracing.ts"
 import { AnthropicHandlers } from "./AnthropicHandlers.ts"
 import { ApiKeyAuthLive, OperatorAuthLive, VendorAuthLive } from "./Auth.ts"
 import { BodyReaderLive } from "./body.ts"
-import { corsMiddleware } from "./cors.ts"
+import { corsHeadersOf, corsMiddleware } from "./cors.ts"
 import { DiscoveryHandlers } from "./DiscoveryHandlers.ts"
 import { EnvelopeMiddleware } from "./EnvelopeMiddleware.ts"
 import { envelopeOf } from "./ErrorEnvelope.ts"
@@ -185,9 +185,13 @@ export const NodeServerLive = Layer.scoped(
           // Once the server stops, a request that comes on a connection already open is refused (503,
           // and its connection closed): it is not served, and nothing waits for it.
           let stopping = false
+          // Refusals made here carry the CORS headers every other answer carries (a page can read them).
+          const corsOf = corsHeadersOf(config.file.server.cors_origins)
           const dispatch = (req: IncomingMessage, res: ServerResponse) => {
-            if (stopping) return refuseAndClose(req, res, STOPPING)
-            if (twoAuthorizations(req.rawHeaders)) return refuseAndClose(req, res, TWO_AUTHORIZATIONS)
+            if (stopping) return refuseAndClose(req, res, STOPPING, corsOf(req.headers.origin))
+            if (twoAuthorizations(req.rawHeaders)) {
+              return refuseAndClose(req, res, TWO_AUTHORIZATIONS, corsOf(req.headers.origin))
+            }
             // A protocol upgrade is not offered (h2c, websocket): the request is served as HTTP/1.1, and its
             // connection closed after the answer, since node:http drops whatever the client sent after it.
             if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false

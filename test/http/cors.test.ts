@@ -5,6 +5,7 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import * as http from "node:http"
 import { defaultConfigFile } from "../../src/config/defaults.ts"
 import { baseUrl, issueKey, makeTestGateway, TestGateway } from "../support/TestGateway.ts"
 
@@ -116,6 +117,39 @@ describe("CORS with several origins: every answer varies with Origin", () => {
             expect(answer.status, name).toBeLessThan(500)
             expect(answer.headers.get("access-control-allow-origin"), name).toBe(allowed)
             expect(varyOf(answer), name).toContain("origin")
+          }
+        }))
+
+      it.effect("a request refused before it is routed (two Authorization headers) carries them too", () =>
+        Effect.gen(function*() {
+          const base = new URL(yield* baseUrl)
+          const { secret } = yield* issueKey()
+          for (const origin of [OTHER, "https://evil.example.net"]) {
+            // fetch would join the two headers into one: node:http sends each on its own line.
+            const answer = yield* Effect.promise(() =>
+              new Promise<http.IncomingMessage>((resolve, reject) => {
+                const req = http.request({
+                  host: base.hostname,
+                  port: base.port,
+                  method: "POST",
+                  path: "/v1/chat/completions",
+                  headers: [
+                    ["origin", origin],
+                    ["authorization", `Bearer ${secret}`],
+                    ["authorization", `Bearer ${secret}`],
+                    ["content-type", "application/json"]
+                  ].flat()
+                }, (res) => {
+                  res.resume()
+                  res.on("end", () => resolve(res))
+                })
+                req.on("error", reject)
+                req.end(JSON.stringify({ model: "mock-gpt", messages: [{ role: "user", content: "hi" }] }))
+              })
+            )
+            expect(answer.statusCode).toBe(400)
+            expect(answer.headers["access-control-allow-origin"]).toBe(origin === OTHER ? OTHER : undefined)
+            expect(String(answer.headers.vary).toLowerCase()).toContain("origin")
           }
         }))
     }

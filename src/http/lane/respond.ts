@@ -47,10 +47,15 @@ export const writeEnvelope = (res: ServerResponse, e: EnvelopeError, requestId: 
  * `e` in the envelope, before anything of the request is served, and its connection closed after the
  * answer (whatever body the request has is not read).
  */
-export const refuseAndClose = (req: IncomingMessage, res: ServerResponse, e: EnvelopeError) => {
+export const refuseAndClose = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  e: EnvelopeError,
+  cors: HeaderMap = {}
+) => {
   res.shouldKeepAlive = false
   const requestId = newRequestId()
-  writeEnvelope(res, e, requestId, answerHeaders(req, requestId, {}))
+  writeEnvelope(res, e, requestId, answerHeaders(req, requestId, cors))
 }
 
 /** The head of an SSE answer; it leaves with the stream's first write. */
