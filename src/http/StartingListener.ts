@@ -8,6 +8,7 @@
 import * as Effect from "effect/Effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { corsHeadersOf } from "./cors.ts"
 import { envelopeOf } from "./ErrorEnvelope.ts"
 import { answerHeaders, refuseAndClose, writeJson } from "./lane/respond.ts"
 import { newRequestId } from "./RequestId.ts"
@@ -27,11 +28,14 @@ export const startingListener = (database: string) =>
       ),
       headers: { "retry-after": "5" }
     }
+    // The CORS headers the real server gives (a page can read why it was refused).
+    const corsOf = corsHeadersOf(config.file.server.cors_origins)
     const answer = (req: IncomingMessage, res: ServerResponse) => {
-      if (req.method !== "GET" || req.url !== "/livez") return refuseAndClose(req, res, notReady)
+      const cors = corsOf(req.headers.origin)
+      if (req.method !== "GET" || req.url !== "/livez") return refuseAndClose(req, res, notReady, cors)
       const requestId = newRequestId()
       res.shouldKeepAlive = false
-      writeJson(res, 200, LIVE, answerHeaders(req, requestId, {}))
+      writeJson(res, 200, LIVE, answerHeaders(req, requestId, cors))
     }
     const server = yield* Effect.acquireRelease(
       Effect.sync(() => createNodeServer(config.file.server)),

@@ -6,9 +6,12 @@
  */
 import { SqlError } from "@effect/sql/SqlError"
 import { Effect, Exit, Scope } from "effect"
+import * as fs from "node:fs"
 import * as net from "node:net"
+import * as path from "node:path"
 import OpenAI from "openai"
 import { afterAll, describe, expect, it } from "vitest"
+import { defaultConfigFile } from "../../src/config/defaults.ts"
 import { isUnreachable } from "../../src/db/awaitDatabase.ts"
 import {
   freePort,
@@ -68,6 +71,9 @@ const relay = (port: number, target: URL) => {
   }
 }
 
+/** A page allowed to call the gateway (server.cors_origins). */
+const PAGE = "https://app.example.com"
+
 describe.skipIf(backend() !== "postgres")("serve with its Postgres out of reach", () => {
   const scope = Effect.runSync(Scope.make())
   afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)), T)
@@ -81,8 +87,12 @@ describe.skipIf(backend() !== "postgres")("serve with its Postgres out of reach"
     const database = relay(relayPort, url)
     const port = await freePort()
     const base = `http://127.0.0.1:${port}`
+    // The built-in configuration, with CORS on: the refusals while waiting carry its headers too.
+    const configFile = path.join(tempDir("await-db-config"), "tollgate.yaml")
+    fs.writeFileSync(configFile, JSON.stringify({ ...defaultConfigFile, server: { cors_origins: [PAGE] } }))
     const p = start(["serve"], {
       DATABASE_URL: viaRelay.toString(),
+      TOLLGATE_CONFIG: configFile,
       TOLLGATE_DATA_DIR: tempDir("await-db"),
       TOLLGATE_PORT: String(port)
     })
@@ -92,6 +102,10 @@ describe.skipIf(backend() !== "postgres")("serve with its Postgres out of reach"
       const ready = await fetch(`${base}/readyz`)
       expect(ready.status).toBe(503)
       expect(((await ready.json()) as { error: { code: string } }).error.code).toBe("not_ready")
+      const fromPage = await fetch(`${base}/v1/models`, { headers: { origin: PAGE } })
+      expect(fromPage.status).toBe(503)
+      expect(fromPage.headers.get("access-control-allow-origin")).toBe(PAGE)
+      expect(fromPage.headers.get("vary")).toContain("Origin")
       const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: key.key, maxRetries: 0 })
       const refused = await client.chat.completions.create({
         model: "mock-gpt",
