@@ -87,15 +87,3 @@ export const redactJson = (value: unknown, redact: (text: string) => string): un
   }
   return value
 }
-
-/** An upstream's error body as text: parsed when it is JSON, then redacted either way. */
-export const redactedBody = (text: string, redact: (text: string) => string): unknown => {
-  if (text === "") return null
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(text)
-  } catch {
-    return redact(text) // not JSON: the text, redacted
-  }
-  return redactJson(parsed, redact)
-}

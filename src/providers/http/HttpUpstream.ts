@@ -16,7 +16,7 @@ import { Readable } from "node:stream"
 import type { Agent, Dispatcher } from "undici"
 import { authHeaderOf, type ProviderConfig } from "../../config/ConfigFile.ts"
 import { betaNames, forwardedBetas, LIST_HEADERS } from "../protocolHeaders.ts"
-import { redactedBody, redactorFor } from "../redact.ts"
+import { redactJson, redactorFor } from "../redact.ts"
 import {
   type ProtocolHeaders,
   type UpstreamBody,
@@ -208,7 +208,7 @@ const statusError = (request: UpstreamRequest, status: number, headers: Incoming
       new UpstreamError({
         kind: "status",
         status,
-        body: redactedBody(text, redactorFor(request.provider)),
+        body: redactJson(parseBody(text), redactorFor(request.provider)),
         message: `The upstream ${request.providerName} answered ${status}.`,
         ...(ra !== undefined ? { retryAfterMs: ra } : {})
       })
