@@ -350,6 +350,17 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
      * a time (the background fiber's and the reconciler's), so an entry is landed once, not landed by
      * one and found billed by the other.
      */
+    /**
+     * An entry that will never land, out of the waiting list; its file (if it has one) renamed
+     * `<file>.rejected` for the operator. Returns that name.
+     */
+    const setAside = (streamId: string, file: string | undefined) =>
+      Effect.suspend(() => {
+        waiting.delete(streamId)
+        if (file === undefined) return Effect.succeed(undefined)
+        const aside = `${file}.rejected`
+        return Effect.as(Effect.promise(() => fs.rename(file, aside).catch(() => undefined)), aside)
+      })
     const passes = yield* Effect.makeSemaphore(1)
     const drain = passes.withPermits(1)(Effect.gen(function*() {
       for (const [streamId, waiter] of [...waiting]) {
@@ -359,9 +370,7 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
         if (landed._tag === "Left") {
           if (landed.left._tag === "LedgerUnavailable") return false
           // Refused for a reason a retry will not change (a bug): parked for the operator, out of the way.
-          const parked = file ? `${file}.rejected` : undefined
-          if (file && parked) yield* Effect.promise(() => fs.rename(file, parked).catch(() => undefined))
-          waiting.delete(streamId)
+          const parked = yield* setAside(streamId, file)
           yield* Effect.logError(
             `spool: the event log refused ${streamId} (${landed.left.message}); ` +
               (parked ? `parked as ${parked}` : "dropped (it was in memory only)") +
@@ -372,10 +381,8 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
         const landing = landed.right
         if (landing._tag === "refused") {
           // Not the bill of the request as it started: never landed, like a file refused at start.
-          const aside = file ? `${file}.rejected` : undefined
-          if (file && aside) yield* Effect.promise(() => fs.rename(file, aside).catch(() => undefined))
-          waiting.delete(streamId)
-          if (file) refusedCount++
+          const aside = yield* setAside(streamId, file)
+          if (aside) refusedCount++
           yield* Effect.logWarning(
             `spool: refused ${file ?? streamId}: ${landing.why}; not landed, ` +
               (aside ? `moved aside as ${aside} for the operator` : "dropped (it was in memory only)") +
