@@ -57,8 +57,9 @@ export const logOutput = (
   let unreported = 0
   let broken = false
   let guarded = false
-  // The lines of this turn, not written yet, and whether their write is planned.
+  // The lines of this turn, not written yet, how many, and whether their write is planned.
   let waiting = ""
+  let waitingLines = 0
   let planned = false
   const guard = () => {
     if (guarded) return
@@ -70,7 +71,13 @@ export const logOutput = (
     if (waiting === "") return
     const text = waiting
     waiting = ""
-    if (broken || target.destroyed) return
+    const lines = waitingLines
+    waitingLines = 0
+    if (broken || target.destroyed) {
+      // stderr broke during the turn: its lines are dropped, and counted.
+      dropped += lines
+      return
+    }
     target.write(text)
   }
   return {
@@ -91,6 +98,7 @@ export const logOutput = (
         unreported = 0
       }
       waiting += line
+      waitingLines++
       if (waiting.length > BATCH_BYTES) flush()
       else if (!planned) {
         planned = true

@@ -78,6 +78,19 @@ describe("the log's output", () => {
     expect(out.dropped()).toBe(2)
   })
 
+  it("counts the lines of a turn in which stderr broke as dropped", () => {
+    const stderr = new FakeStderr()
+    const { later, turn } = turns()
+    const out = logOutput(stderr, 1000, later)
+    out.guard()
+    out.write("one\n")
+    out.write("two\n")
+    stderr.emit("error", Object.assign(new Error("write EPIPE"), { code: "EPIPE" }))
+    turn()
+    expect(stderr.written).toEqual([])
+    expect(out.dropped()).toBe(2)
+  })
+
   it("counts what waits for the end of the turn against the reader's limit", () => {
     const stderr = new FakeStderr()
     const out = logOutput(stderr, 10, () => {})
