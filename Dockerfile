@@ -34,5 +34,6 @@ VOLUME ["/var/lib/tollgate"]
 EXPOSE 8787
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch(`http://127.0.0.1:${process.env.TOLLGATE_PORT}/readyz`).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+ENV MALLOC_ARENA_MAX=1
 ENTRYPOINT ["node", "--max-semi-space-size=16", "--heap-growing-percent=100", "bin/tollgate.mjs"]
 CMD ["serve"]

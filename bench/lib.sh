@@ -8,10 +8,11 @@ PG_URL="${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}"
 WORK="$(mktemp -d -t "tollgate-$NAME-XXXX")"
 PIDS=()
 DB=""
-# Node as `npm start` and bin/tollgate.mjs's shebang run the server: a 16 MB semi-space, and the old
-# generation allowed to grow to twice what the last full collection kept (V8 lets it grow up to four
-# times by default) (docs/performance.md). SEMI_SPACE_MB and HEAP_GROWING_PERCENT measure others.
-SERVE_NODE=(node "--max-semi-space-size=${SEMI_SPACE_MB:-16}" "--heap-growing-percent=${HEAP_GROWING_PERCENT:-100}")
+# Node as `npm start` and bin/tollgate.mjs's shebang run the server: one malloc arena, a 16 MB
+# semi-space, and the old generation allowed to grow to twice what the last full collection kept (V8
+# lets it grow up to four times by default) (docs/performance.md). MALLOC_ARENA_MAX, SEMI_SPACE_MB
+# and HEAP_GROWING_PERCENT measure others.
+SERVE_NODE=(env "MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-1}" node "--max-semi-space-size=${SEMI_SPACE_MB:-16}" "--heap-growing-percent=${HEAP_GROWING_PERCENT:-100}")
 NODE_FLAGS=()  # more node flags for the server (bench:profile: --cpu-prof)
 SERVE_ARGS=()  # serve's own arguments (bench: --workers N)
 

@@ -49,7 +49,7 @@ const baseEnv = (extra) => {
 const serve = async (env) => {
   const port = await freePort()
   const child = spawn(process.execPath, ["--max-semi-space-size=16", "--heap-growing-percent=100", bin, "serve"], {
-    env: baseEnv({ ...env, TOLLGATE_PORT: String(port) }),
+    env: baseEnv({ MALLOC_ARENA_MAX: "1", ...env, TOLLGATE_PORT: String(port) }),
     stdio: ["ignore", "pipe", "pipe"]
   })
   started.push(child)

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=16 --heap-growing-percent=100
+#!/usr/bin/env -S MALLOC_ARENA_MAX=1 node --max-semi-space-size=16 --heap-growing-percent=100
 // The `tollgate` command. It runs one bundle of the TypeScript sources and the packages they use
 // (dist/bin/tollgate.mjs, built with esbuild), rebuilt whenever a source or this file is newer than
 // it, or package-lock.json names other packages than those it was built with. One file loads in about
@@ -7,6 +7,10 @@
 // outside (it finds its WebAssembly and data files beside its own modules), and so do the build
 // tools and undici (bundled, the streams it carries were measured 15-30% slower at 50 connections).
 // If the bundle cannot be built, the sources run through tsx's loader instead.
+//
+// The line above runs it with one malloc arena (MALLOC_ARENA_MAX=1): glibc gives each thread that
+// allocates an arena of its own and keeps what is freed there, so the threads V8 compiles on and the
+// embedded database's kept tens of MB more at rest, and no slower (docs/performance.md).
 //
 // The bundle is what runs, so it is trusted only as far as its file and folders are: it is written
 // 0644 whatever the umask (its folders 0755), created new under a name of its own and renamed into

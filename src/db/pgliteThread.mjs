@@ -7,9 +7,18 @@
 // through tsx or under the test runner. Messages in: { id, op: "query" | "exec" | "syncs" | "abort" |
 // "close", sql, params, options }; out: { id, ok: true, result } or { id, ok: false, error }, { ready: true }
 // (or { ready: false, error }) once the database is open, and { id, fatal } when this thread can go no further.
-import { PGlite } from "@electric-sql/pglite"
 import { fsyncSync } from "node:fs"
+import { setFlagsFromString } from "node:v8"
 import { parentPort, workerData } from "node:worker_threads"
+
+// V8 compiles PGlite's hot functions with its optimizing compiler on as many background threads as
+// it likes; each thread's scratch memory, freed, stays with that thread's malloc arena, so the
+// process kept about 40 MB more at rest (docs/performance.md). One compilation task keeps that in
+// one arena (with `MALLOC_ARENA_MAX=1`, as `npm start` and bin/tollgate.mjs run, reused there).
+// The flag is V8's, for the whole process; only PGlite runs WebAssembly here. Set before PGlite
+// is loaded, which is why it is imported below, not above.
+setFlagsFromString("--wasm-num-compilation-tasks=1")
+const { PGlite } = await import("@electric-sql/pglite")
 
 /** An error as a plain object: its message and every primitive field (Postgres's code, constraint, ...). */
 const plainError = (e) => {
