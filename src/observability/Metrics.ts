@@ -18,6 +18,7 @@ const BATCH_BUCKETS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]
 /** Readings of state other services own, taken when Prometheus scrapes. */
 export interface GaugeSources {
   requestsInFlight?: () => number
+  requestsWaitingToStart?: () => number
   writerQueueDepth?: () => number
   spoolDepth?: () => number
   spoolRefused?: () => number
@@ -117,6 +118,12 @@ export const makeMetrics = (options: { readonly processMetrics: boolean } = { pr
     name: "tollgate_streams_in_flight",
     help: "Streams this process is relaying.",
     registers
+  })
+  new Gauge({
+    name: "tollgate_requests_waiting_to_start",
+    help: "Generation requests received and waiting, in arrival order, for their turn to start.",
+    registers,
+    collect: reading("requestsWaitingToStart")
   })
   new Gauge({
     name: "tollgate_event_writer_queue_depth",

@@ -44,9 +44,14 @@ export interface RequestRecord {
   finished: boolean
 }
 
-export const newRecord = (requestId: string, method: string, path: string): RequestRecord => ({
+export const newRecord = (
+  requestId: string,
+  method: string,
+  path: string,
+  startedAt = performance.now()
+): RequestRecord => ({
   requestId,
-  startedAt: performance.now(),
+  startedAt,
   method,
   path,
   status: 0,

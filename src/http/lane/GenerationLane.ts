@@ -194,9 +194,10 @@ export class GenerationLane extends Effect.Service<GenerationLane>()("Http/Gener
         })
       })
 
-    const serve = (endpoint: Endpoint, req: IncomingMessage, res: ServerResponse) => {
+    /** Serves a request that arrived at `arrivedAt` (performance.now(); its wait to start counts in its times). */
+    const serve = (endpoint: Endpoint, req: IncomingMessage, res: ServerResponse, arrivedAt?: number) => {
       const requestId = newRequestId()
-      const record = newRecord(requestId, "POST", pathOf(req.url ?? "/"))
+      const record = newRecord(requestId, "POST", pathOf(req.url ?? "/"), arrivedAt)
       const cors = corsOf(req.headers.origin)
       const headers = () => answerHeaders(req, requestId, cors)
       if (hostMissing(req)) {
@@ -266,10 +267,22 @@ export class GenerationLane extends Effect.Service<GenerationLane>()("Http/Gener
       })
     }
 
+    /**
+     * A request whose client left while it waited to start (startGate.ts): nothing of it ran, nothing
+     * is billed; its access line says 499.
+     */
+    const leftWaiting = (req: IncomingMessage, arrivedAt: number) => {
+      const record = newRecord(newRequestId(), "POST", pathOf(req.url ?? "/"), arrivedAt)
+      record.status = 499
+      record.code = "client_closed"
+      supervisor.fork(requestLog.finish(record))
+    }
+
     return {
       /** The generation endpoint the lane serves this request at, if it serves it. */
       endpointOf: (req: IncomingMessage) => laneEndpointOf(req.method, req.url),
-      serve
+      serve,
+      leftWaiting
     } as const
   })
 }) {}

@@ -1,0 +1,111 @@
+/**
+ * A burst of generation requests that arrive in one turn of the event loop (written while the gateway
+ * was stopped with SIGSTOP, then let go): at most a turn's allowance (32) start in that turn, the rest
+ * in the following turns (src/http/lane/startGate.ts). Every request whose client stays is answered in
+ * full and billed once; a request whose client left while it waited is neither served nor billed,
+ * only logged as a 499.
+ */
+import * as net from "node:net"
+import { afterAll, describe, expect, it } from "vitest"
+import { freePort, logLines, migratedDataDir, start, T, tollgateJson, waitForHttp } from "../support/Processes.ts"
+
+const STAYING = 40
+/**
+ * Clients that send their request and leave at once. At most 32 requests start in the turn they all
+ * arrive in, and 32 more in the next, before the gateway reads the ends of the connections: at least
+ * LEAVING - 64 of these are still waiting when it sees their clients gone.
+ */
+const LEAVING = 120
+const PER_TURN = 32
+
+/** A streamed chat request, as raw HTTP/1.1 that asks the server to close the connection after it. */
+const request = (key: string, i: number) => {
+  const body = JSON.stringify({ model: "mock-gpt", stream: true, messages: [{ role: "user", content: `burst ${i}` }] })
+  return `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\n` +
+    `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+}
+
+/** Everything the server sends on `socket` until it closes the connection. */
+const answerOf = (socket: net.Socket) =>
+  new Promise<string>((resolve, reject) => {
+    let text = ""
+    socket.on("data", (c: Buffer) => (text += c.toString("utf8")))
+    socket.once("error", reject)
+    socket.once("close", () => resolve(text))
+  })
+
+/**
+ * Resolves once `socket` has been answered a `GET /livez`, on a connection kept open: the gateway has
+ * accepted it (it accepts one connection a turn), so the requests that follow all arrive in one turn.
+ */
+const accepted = (socket: net.Socket) =>
+  new Promise<void>((resolve, reject) => {
+    let text = ""
+    const onData = (c: Buffer) => {
+      text += c.toString("latin1")
+      const head = text.indexOf("\r\n\r\n")
+      const length = /content-length: (\d+)/i.exec(text)
+      if (head >= 0 && length && text.length >= head + 4 + Number(length[1])) {
+        socket.off("data", onData)
+        resolve()
+      }
+    }
+    socket.on("data", onData)
+    socket.once("error", reject)
+    socket.write("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+  })
+
+describe("a burst of generation requests in one turn", () => {
+  const sockets: Array<net.Socket> = []
+  let stopped: number | undefined
+  afterAll(() => {
+    if (stopped !== undefined) process.kill(stopped, "SIGCONT")
+    for (const s of sockets) s.destroy()
+  })
+
+  it("starts them a turn's allowance at a time: those whose clients stay are answered and billed once, the others not served", async () => {
+    const port = await freePort()
+    const env = { TOLLGATE_DATA_DIR: migratedDataDir("burst-requests") }
+    const key = await tollgateJson(["keys", "create", "--quota-usd", "10"], env)
+    const gateway = start(["serve"], { ...env, TOLLGATE_PORT: String(port), TOLLGATE_LOG_LEVEL: "info" })
+    await waitForHttp(`http://127.0.0.1:${port}`, gateway)
+
+    for (let i = 0; i < STAYING + LEAVING; i++) sockets.push(net.connect({ host: "127.0.0.1", port }))
+    await Promise.all(sockets.map(accepted))
+    const staying = sockets.slice(0, STAYING)
+    const leaving = sockets.slice(STAYING)
+    const answers = staying.map(answerOf)
+
+    process.kill(gateway.pid, "SIGSTOP")
+    stopped = gateway.pid
+    sockets.forEach((s, i) => s.write(request(key.key, i)))
+    await Promise.all(leaving.map((s) => new Promise<void>((resolve) => s.end(resolve))))
+    for (const s of leaving) s.destroy()
+    process.kill(gateway.pid, "SIGCONT")
+    stopped = undefined
+
+    for (const answer of await Promise.all(answers)) {
+      expect(answer.startsWith("HTTP/1.1 200 OK\r\n"), answer.slice(0, 300)).toBe(true)
+      expect(answer).toContain("data: [DONE]")
+    }
+
+    process.kill(gateway.pid, "SIGTERM")
+    expect((await gateway.exited).code).toBe(0)
+    // A request not served: its client left before its turn; its line has no key (it was never
+    // authenticated) and nothing of it reached the log of events.
+    const access = logLines(gateway).filter((l) => l.endpoint === "/v1/chat/completions")
+    const notServed = access.filter((l) => l.status === 499 && l.key_id === undefined)
+    expect(notServed.every((l) => l.code === "client_closed")).toBe(true)
+    expect(notServed.length).toBeGreaterThanOrEqual(LEAVING - 2 * PER_TURN)
+    expect(access.length).toBe(STAYING + LEAVING)
+
+    // Every request served (the staying ones, and any leaving one that started before its client
+    // left) is billed exactly once.
+    const events: Array<{ event_type: string; stream_id: string }> =
+      (await tollgateJson(["events", "--limit", "2000"], env)).events
+    const served = STAYING + LEAVING - notServed.length
+    expect(new Set(events.filter((e) => e.stream_id.startsWith("request-")).map((e) => e.stream_id)).size).toBe(served)
+    expect(events.filter((e) => e.event_type === "StreamStarted").length).toBe(served)
+    expect(events.filter((e) => e.event_type === "Billed").length).toBe(served)
+  }, T)
+})
