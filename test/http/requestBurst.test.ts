@@ -63,49 +63,55 @@ describe("a burst of generation requests in one turn", () => {
     for (const s of sockets) s.destroy()
   })
 
-  it("starts them a turn's allowance at a time: those whose clients stay are answered and billed once, the others not served", async () => {
-    const port = await freePort()
-    const env = { TOLLGATE_DATA_DIR: migratedDataDir("burst-requests") }
-    const key = await tollgateJson(["keys", "create", "--quota-usd", "10"], env)
-    const gateway = start(["serve"], { ...env, TOLLGATE_PORT: String(port), TOLLGATE_LOG_LEVEL: "info" })
-    await waitForHttp(`http://127.0.0.1:${port}`, gateway)
+  it(
+    "starts them a turn's allowance at a time: those whose clients stay are answered and billed once, the others not served",
+    async () => {
+      const port = await freePort()
+      const env = { TOLLGATE_DATA_DIR: migratedDataDir("burst-requests") }
+      const key = await tollgateJson(["keys", "create", "--quota-usd", "10"], env)
+      const gateway = start(["serve"], { ...env, TOLLGATE_PORT: String(port), TOLLGATE_LOG_LEVEL: "info" })
+      await waitForHttp(`http://127.0.0.1:${port}`, gateway)
 
-    for (let i = 0; i < STAYING + LEAVING; i++) sockets.push(net.connect({ host: "127.0.0.1", port }))
-    await Promise.all(sockets.map(accepted))
-    const staying = sockets.slice(0, STAYING)
-    const leaving = sockets.slice(STAYING)
-    const answers = staying.map(answerOf)
+      for (let i = 0; i < STAYING + LEAVING; i++) sockets.push(net.connect({ host: "127.0.0.1", port }))
+      await Promise.all(sockets.map(accepted))
+      const staying = sockets.slice(0, STAYING)
+      const leaving = sockets.slice(STAYING)
+      const answers = staying.map(answerOf)
 
-    process.kill(gateway.pid, "SIGSTOP")
-    stopped = gateway.pid
-    sockets.forEach((s, i) => s.write(request(key.key, i)))
-    await Promise.all(leaving.map((s) => new Promise<void>((resolve) => s.end(resolve))))
-    for (const s of leaving) s.destroy()
-    process.kill(gateway.pid, "SIGCONT")
-    stopped = undefined
+      process.kill(gateway.pid, "SIGSTOP")
+      stopped = gateway.pid
+      sockets.forEach((s, i) => s.write(request(key.key, i)))
+      await Promise.all(leaving.map((s) => new Promise<void>((resolve) => s.end(resolve))))
+      for (const s of leaving) s.destroy()
+      process.kill(gateway.pid, "SIGCONT")
+      stopped = undefined
 
-    for (const answer of await Promise.all(answers)) {
-      expect(answer.startsWith("HTTP/1.1 200 OK\r\n"), answer.slice(0, 300)).toBe(true)
-      expect(answer).toContain("data: [DONE]")
-    }
+      for (const answer of await Promise.all(answers)) {
+        expect(answer.startsWith("HTTP/1.1 200 OK\r\n"), answer.slice(0, 300)).toBe(true)
+        expect(answer).toContain("data: [DONE]")
+      }
 
-    process.kill(gateway.pid, "SIGTERM")
-    expect((await gateway.exited).code).toBe(0)
-    // A request not served: its client left before its turn; its line has no key (it was never
-    // authenticated) and nothing of it reached the log of events.
-    const access = logLines(gateway).filter((l) => l.endpoint === "/v1/chat/completions")
-    const notServed = access.filter((l) => l.status === 499 && l.key_id === undefined)
-    expect(notServed.every((l) => l.code === "client_closed")).toBe(true)
-    expect(notServed.length).toBeGreaterThanOrEqual(LEAVING - 2 * PER_TURN)
-    expect(access.length).toBe(STAYING + LEAVING)
+      process.kill(gateway.pid, "SIGTERM")
+      expect((await gateway.exited).code).toBe(0)
+      // A request not served: its client left before its turn; its line has no key (it was never
+      // authenticated) and nothing of it reached the log of events.
+      const access = logLines(gateway).filter((l) => l.endpoint === "/v1/chat/completions")
+      const notServed = access.filter((l) => l.status === 499 && l.key_id === undefined)
+      expect(notServed.every((l) => l.code === "client_closed")).toBe(true)
+      expect(notServed.length).toBeGreaterThanOrEqual(LEAVING - 2 * PER_TURN)
+      expect(access.length).toBe(STAYING + LEAVING)
 
-    // Every request served (the staying ones, and any leaving one that started before its client
-    // left) is billed exactly once.
-    const events: Array<{ event_type: string; stream_id: string }> =
-      (await tollgateJson(["events", "--limit", "2000"], env)).events
-    const served = STAYING + LEAVING - notServed.length
-    expect(new Set(events.filter((e) => e.stream_id.startsWith("request-")).map((e) => e.stream_id)).size).toBe(served)
-    expect(events.filter((e) => e.event_type === "StreamStarted").length).toBe(served)
-    expect(events.filter((e) => e.event_type === "Billed").length).toBe(served)
-  }, T)
+      // Every request served (the staying ones, and any leaving one that started before its client
+      // left) is billed exactly once.
+      const events: Array<{ event_type: string; stream_id: string }> =
+        (await tollgateJson(["events", "--limit", "2000"], env)).events
+      const served = STAYING + LEAVING - notServed.length
+      expect(new Set(events.filter((e) => e.stream_id.startsWith("request-")).map((e) => e.stream_id)).size).toBe(
+        served
+      )
+      expect(events.filter((e) => e.event_type === "StreamStarted").length).toBe(served)
+      expect(events.filter((e) => e.event_type === "Billed").length).toBe(served)
+    },
+    T
+  )
 })
