@@ -15,8 +15,8 @@ import { parentPort, workerData } from "node:worker_threads"
 // it likes; each thread's scratch memory, freed, stays with that thread's malloc arena, so the
 // process kept about 40 MB more at rest (docs/performance.md). One compilation task keeps that in
 // one arena (with `MALLOC_ARENA_MAX=1`, as `npm start` and bin/tollgate.mjs run, reused there).
-// The flag is V8's, for the whole process; only PGlite runs WebAssembly here. Set before PGlite
-// is loaded, which is why it is imported below, not above.
+// The flag is V8's, for the whole process (undici's small HTTP parser is WebAssembly too, compiled at
+// start). Set before PGlite is loaded, which is why it is imported below, not above.
 setFlagsFromString("--wasm-num-compilation-tasks=1")
 const { PGlite } = await import("@electric-sql/pglite")
 

@@ -34,7 +34,7 @@ describe("start gate", () => {
     expect(gate.waiting()).toBe(0)
   })
 
-  it("queues a request that comes while others wait, even with allowance left, behind them", async () => {
+  it("queues a request that comes while others wait behind them", async () => {
     const started: Array<string> = []
     const gate = startGate<string>(2, (s) => started.push(s))
     for (const s of ["a", "b", "c", "d", "e"]) gate.offer(s)
@@ -44,6 +44,18 @@ describe("start gate", () => {
     expect(started).toEqual(["a", "b", "c", "d"])
     await nextTurn()
     expect(started).toEqual(["a", "b", "c", "d", "e", "f"])
+  })
+
+  it("keeps a long queue's order while it is emptied and compacted, with more arriving", async () => {
+    const started: Array<number> = []
+    const gate = startGate<number>(8, (n) => started.push(n))
+    let next = 1
+    for (; next <= 3_000; next++) gate.offer(next)
+    for (let turn = 0; gate.waiting() > 0; turn++) {
+      if (turn % 2 === 0) gate.offer(next++) // one more every other turn: the queue empties slowly
+      await nextTurn()
+    }
+    expect(started).toEqual(Array.from({ length: next - 1 }, (_, i) => i + 1))
   })
 
   it("gives each turn a new allowance once the queue is empty", async () => {

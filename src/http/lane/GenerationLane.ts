@@ -269,12 +269,11 @@ export class GenerationLane extends Effect.Service<GenerationLane>()("Http/Gener
 
     /**
      * A request whose client left while it waited to start (startGate.ts): nothing of it ran, nothing
-     * is billed; its access line says 499.
+     * is billed; its access line says 499, as for a client that leaves before its answer.
      */
     const leftWaiting = (req: IncomingMessage, arrivedAt: number) => {
       const record = newRecord(newRequestId(), "POST", pathOf(req.url ?? "/"), arrivedAt)
       record.status = 499
-      record.code = "client_closed"
       supervisor.fork(requestLog.finish(record))
     }
 

@@ -34,6 +34,9 @@ export const startGate = <A>(perTurn: number, start: (item: A) => void): StartGa
   const nextTurn = () => {
     turnScheduled = false
     startedThisTurn = 0
+    // The next turn is scheduled before any start: what is counted now is reset then, and the queue
+    // goes on even if a start throws.
+    if (head < queue.length) schedule()
     while (head < queue.length && startedThisTurn < perTurn) {
       const item = queue[head]!
       queue[head++] = undefined as A // let it go
@@ -42,8 +45,10 @@ export const startGate = <A>(perTurn: number, start: (item: A) => void): StartGa
     if (head === queue.length) {
       queue.length = 0
       head = 0
+    } else if (head >= 1024 && head * 2 >= queue.length) {
+      queue.splice(0, head) // a queue that never empties does not keep the holes of those started
+      head = 0
     }
-    // Counted until the next check phase, so the allowance covers the requests of one whole turn.
     if (startedThisTurn > 0) schedule()
   }
   const schedule = () => {
