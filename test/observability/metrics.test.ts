@@ -133,6 +133,7 @@ describe("metrics", () => {
         expect(delta(after, "tollgate_event_writer_commit_seconds_count")).toBeGreaterThan(0)
         expect(valueOf(after, "tollgate_requests_in_flight")).toBe(0)
         expect(valueOf(after, "tollgate_streams_in_flight")).toBe(0)
+        expect(after).toMatch(/^tollgate_requests_waiting_to_start 0$/m) // exposed, and nothing waits
         expect(valueOf(after, "tollgate_spool_depth")).toBe(0)
         // Never a key id in a label.
         expect(after).not.toContain(key.keyId)
