@@ -114,4 +114,43 @@ describe("a burst of generation requests in one turn", () => {
     },
     T
   )
+
+  it(
+    "a burst the server's stop catches: each request is answered in full or refused 503, none is lost, the served are billed once",
+    async () => {
+      const BURST = 100
+      const port = await freePort()
+      const env = { TOLLGATE_DATA_DIR: migratedDataDir("burst-stop") }
+      const key = await tollgateJson(["keys", "create", "--quota-usd", "10"], env)
+      const gateway = start(["serve"], { ...env, TOLLGATE_PORT: String(port) })
+      await waitForHttp(`http://127.0.0.1:${port}`, gateway)
+      const burst = Array.from({ length: BURST }, () => net.connect({ host: "127.0.0.1", port }))
+      sockets.push(...burst)
+      await Promise.all(burst.map(accepted))
+      const answers = burst.map(answerOf)
+
+      // The requests and the SIGTERM reach the gateway together: those it has started finish, the
+      // ones still waiting for their turn find it stopping.
+      process.kill(gateway.pid, "SIGSTOP")
+      stopped = gateway.pid
+      burst.forEach((s, i) => s.write(request(key.key, i)))
+      process.kill(gateway.pid, "SIGTERM")
+      process.kill(gateway.pid, "SIGCONT")
+      stopped = undefined
+
+      const texts = await Promise.all(answers)
+      const served = texts.filter((t) => t.startsWith("HTTP/1.1 200 OK\r\n"))
+      const refused = texts.filter((t) => t.startsWith("HTTP/1.1 503 "))
+      expect(served.length + refused.length, texts.find((t) => !/^HTTP\/1\.1 (200|503) /.test(t))).toBe(BURST)
+      for (const t of served) expect(t).toContain("data: [DONE]")
+      expect(refused.length).toBeGreaterThan(0) // the stop came while some waited (36 of 100 here)
+      for (const t of refused) expect(t).toContain("server_stopping")
+      expect((await gateway.exited).code).toBe(0)
+
+      const events: Array<{ event_type: string }> = (await tollgateJson(["events", "--limit", "2000"], env)).events
+      expect(events.filter((e) => e.event_type === "StreamStarted").length).toBe(served.length)
+      expect(events.filter((e) => e.event_type === "Billed").length).toBe(served.length)
+    },
+    T
+  )
 })
