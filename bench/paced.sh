@@ -90,7 +90,7 @@ for conns in ${PACED_CONNS:-2000}; do
         FP=$!; wait_http "http://127.0.0.1:$P/health"
         run_target floor "http://127.0.0.1:$P" "$FP" "$conns"
         kill "$FP"; wait "$FP" 2>/dev/null || true ;;
-      pg | pg_w[0-9] | embedded)
+      pg | pg_w[0-9]* | embedded)
         P=$(free_port)
         if [[ "$t" == embedded ]]; then DBE="TOLLGATE_DATA_DIR=$WORK/data"; else DBE="DATABASE_URL=$DB_URL"; fi
         SERVE_ARGS=(); [[ "$t" == pg_w* ]] && SERVE_ARGS=(--workers "${t#pg_w}")

@@ -21,7 +21,7 @@ import { BodyReaderLive } from "./body.ts"
 import { corsHeadersOf, corsMiddleware } from "./cors.ts"
 import { DiscoveryHandlers } from "./DiscoveryHandlers.ts"
 import { EnvelopeMiddleware } from "./EnvelopeMiddleware.ts"
-import { envelopeOf } from "./ErrorEnvelope.ts"
+import { type EnvelopeError, envelopeOf } from "./ErrorEnvelope.ts"
 import { HealthHandlers } from "./HealthHandlers.ts"
 import { GenerationLane } from "./lane/GenerationLane.ts"
 import { refuseAndClose, serverStopping } from "./lane/respond.ts"
@@ -205,19 +205,19 @@ export const NodeServerLive = Layer.scoped(
           let stopping = false
           // Refusals made here carry the CORS headers every other answer carries (a page can read them).
           const corsOf = corsHeadersOf(config.file.server.cors_origins)
+          const refuse = (req: IncomingMessage, res: ServerResponse, e: EnvelopeError) =>
+            refuseAndClose(req, res, e, corsOf(req.headers.origin))
           // A request that waited to start finds the server as it is then: stopping (refused, as one
           // arriving then is), or its client gone (not served).
           const gate = startGate<Arrived>(STARTS_PER_TURN, ({ at, endpoint, req, res }) => {
-            if (stopping) refuseAndClose(req, res, STOPPING, corsOf(req.headers.origin))
+            if (stopping) refuse(req, res, STOPPING)
             else if (req.destroyed || res.destroyed || req.socket.destroyed) lane.leftWaiting(req, at)
             else lane.serve(endpoint, req, res, at)
           })
           metrics.sources.requestsWaitingToStart = gate.waiting
           const dispatch = (req: IncomingMessage, res: ServerResponse) => {
-            if (stopping) return refuseAndClose(req, res, STOPPING, corsOf(req.headers.origin))
-            if (twoAuthorizations(req.rawHeaders)) {
-              return refuseAndClose(req, res, TWO_AUTHORIZATIONS, corsOf(req.headers.origin))
-            }
+            if (stopping) return refuse(req, res, STOPPING)
+            if (twoAuthorizations(req.rawHeaders)) return refuse(req, res, TWO_AUTHORIZATIONS)
             // A protocol upgrade is not offered (h2c, websocket): the request is served as HTTP/1.1, and its
             // connection closed after the answer, since node:http drops whatever the client sent after it.
             if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false

@@ -345,12 +345,6 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
       )
 
     /**
-     * One pass over the waiting entries. Returns false when the log is still unreachable (the pass
-     * stops at the first such failure), true when everything that could land has landed. One pass at
-     * a time (the background fiber's and the reconciler's), so an entry is landed once, not landed by
-     * one and found billed by the other.
-     */
-    /**
      * An entry that will never land, out of the waiting list; its file (if it has one) renamed
      * `<file>.rejected` for the operator. Returns that name.
      */
@@ -361,6 +355,13 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
         const aside = `${file}.rejected`
         return Effect.as(Effect.promise(() => fs.rename(file, aside).catch(() => undefined)), aside)
       })
+
+    /**
+     * One pass over the waiting entries. Returns false when the log is still unreachable (the pass
+     * stops at the first such failure), true when everything that could land has landed. One pass at
+     * a time (the background fiber's and the reconciler's), so an entry is landed once, not landed by
+     * one and found billed by the other.
+     */
     const passes = yield* Effect.makeSemaphore(1)
     const drain = passes.withPermits(1)(Effect.gen(function*() {
       for (const [streamId, waiter] of [...waiting]) {

@@ -41,6 +41,16 @@ const configFor = (url: string): ConfigFileEncoded => ({
 })
 
 const weather = { type: "object", properties: { city: { type: "string" } }, required: ["city"] }
+
+/** The chunks a chat upstream streams for completion `id`: one choice's delta, and its finish. */
+const chatChunks = (id: string) => (delta: unknown, finish: string | null = null) => ({
+  data: {
+    id,
+    object: "chat.completion.chunk",
+    model: "gpt-upstream",
+    choices: [{ index: 0, delta, finish_reason: finish }]
+  }
+})
 const ANTHROPIC_ID = /^[a-zA-Z0-9_-]+$/
 
 const TestLayer = withFakeUpstream((url) => makeTestGateway(configFor(url)))
@@ -436,13 +446,7 @@ describe("translation policy over HTTP", () => {
     it.effect("reasoning text from a chat upstream streams to a messages client as a thinking block", () =>
       Effect.gen(function*() {
         const { anthropic, fake } = yield* clients
-        const chunk = (delta: unknown, finish: string | null = null) => ({
-          data: {
-            id: "chatcmpl-r",
-            object: "chat.completion.chunk",
-            choices: [{ index: 0, delta, finish_reason: finish }]
-          }
-        })
+        const chunk = chatChunks("chatcmpl-r")
         fake.script("/v1/chat/completions", {
           events: [
             chunk({ role: "assistant", reasoning_content: "Think" }),
@@ -564,14 +568,7 @@ describe("translation policy over HTTP", () => {
 
         // A chat upstream (some compatible servers) that gives such a call "" as its arguments: "{}" too.
         const call = { id: "call_n", type: "function", function: { name: "now", arguments: "" } }
-        const chunk = (delta: unknown, finish: string | null = null) => ({
-          data: {
-            id: "chatcmpl-n",
-            object: "chat.completion.chunk",
-            model: "gpt-upstream",
-            choices: [{ index: 0, delta, finish_reason: finish }]
-          }
-        })
+        const chunk = chatChunks("chatcmpl-n")
         fake.script(
           "/v1/chat/completions",
           {
@@ -608,14 +605,7 @@ describe("translation policy over HTTP", () => {
       Effect.gen(function*() {
         const { fake, openai } = yield* clients
         // Some compatible chat servers number each call of a turn 0: a new id there is a new call.
-        const chunk = (delta: unknown, finish: string | null = null) => ({
-          data: {
-            id: "chatcmpl-r",
-            object: "chat.completion.chunk",
-            model: "gpt-upstream",
-            choices: [{ index: 0, delta, finish_reason: finish }]
-          }
-        })
+        const chunk = chatChunks("chatcmpl-r")
         const call = (id: string, name: string, args: string) => ({
           tool_calls: [{ index: 0, id, type: "function", function: { name, arguments: args } }]
         })

@@ -60,13 +60,9 @@ export const startGate = <A>(perTurn: number, start: (item: A) => void): StartGa
 
   return {
     offer: (item) => {
-      if (head === queue.length && startedThisTurn < perTurn) {
-        begin(item)
-        schedule()
-      } else {
-        queue.push(item)
-        schedule()
-      }
+      if (head === queue.length && startedThisTurn < perTurn) begin(item)
+      else queue.push(item)
+      schedule()
     },
     waiting: () => queue.length - head
   }
