@@ -18,13 +18,13 @@ import { otlpEndpoint } from "../observability/Tracing.ts"
 import { AnthropicHandlers } from "./AnthropicHandlers.ts"
 import { ApiKeyAuthLive, OperatorAuthLive, VendorAuthLive } from "./Auth.ts"
 import { BodyReaderLive } from "./body.ts"
-import { corsHeadersOf, corsMiddleware } from "./cors.ts"
+import { corsMiddleware } from "./cors.ts"
 import { DiscoveryHandlers } from "./DiscoveryHandlers.ts"
 import { EnvelopeMiddleware } from "./EnvelopeMiddleware.ts"
-import { type EnvelopeError, envelopeOf } from "./ErrorEnvelope.ts"
+import { envelopeOf } from "./ErrorEnvelope.ts"
 import { HealthHandlers } from "./HealthHandlers.ts"
 import { GenerationLane } from "./lane/GenerationLane.ts"
-import { refuseAndClose, serverStopping } from "./lane/respond.ts"
+import { serverStopping } from "./lane/respond.ts"
 import { startGate } from "./lane/startGate.ts"
 import { MetricsHandlers } from "./MetricsHandlers.ts"
 import { OpenAiHandlers } from "./OpenAiHandlers.ts"
@@ -201,23 +201,20 @@ export const NodeServerLive = Layer.scoped(
             ? NodeHttpServer.makeHandler(httpApp)
             : NodeHttpServer.makeHandler(httpApp, middleware))
           // Once the server stops, a request that comes on a connection already open is refused (503,
-          // and its connection closed): it is not served, and nothing waits for it.
+          // and its connection closed): it is not served, and nothing waits for it. A refusal made here
+          // has its access line, as every request has.
           let stopping = false
-          // Refusals made here carry the CORS headers every other answer carries (a page can read them).
-          const corsOf = corsHeadersOf(config.file.server.cors_origins)
-          const refuse = (req: IncomingMessage, res: ServerResponse, e: EnvelopeError) =>
-            refuseAndClose(req, res, e, corsOf(req.headers.origin))
           // A request that waited to start finds the server as it is then: stopping (refused, as one
           // arriving then is), or its client gone (not served).
           const gate = startGate<Arrived>(STARTS_PER_TURN, ({ at, endpoint, req, res }) => {
-            if (stopping) refuse(req, res, STOPPING)
+            if (stopping) lane.refuse(req, res, STOPPING, at)
             else if (req.destroyed || res.destroyed || req.socket.destroyed) lane.leftWaiting(req, at)
             else lane.serve(endpoint, req, res, at)
           })
           metrics.sources.requestsWaitingToStart = gate.waiting
           const dispatch = (req: IncomingMessage, res: ServerResponse) => {
-            if (stopping) return refuse(req, res, STOPPING)
-            if (twoAuthorizations(req.rawHeaders)) return refuse(req, res, TWO_AUTHORIZATIONS)
+            if (stopping) return lane.refuse(req, res, STOPPING)
+            if (twoAuthorizations(req.rawHeaders)) return lane.refuse(req, res, TWO_AUTHORIZATIONS)
             // A protocol upgrade is not offered (h2c, websocket): the request is served as HTTP/1.1, and its
             // connection closed after the answer, since node:http drops whatever the client sent after it.
             if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false

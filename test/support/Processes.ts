@@ -182,7 +182,6 @@ export const waitForHttp = async (base: string, p: Proc, timeoutMs = 60_000) => 
   }
 }
 
-/** Resolves with the exit of `p`, or undefined if it has not exited after `ms`. */
 /** `tollgate serve` with `env` on a free port, once it answers: the process and its base URL. */
 export const serveGateway = async (env: Record<string, string>) => {
   const port = await freePort()
@@ -192,6 +191,7 @@ export const serveGateway = async (env: Record<string, string>) => {
   return { p, base }
 }
 
+/** Resolves with the exit of `p`, or undefined if it has not exited after `ms`. */
 export const exitWithin = (p: Proc, ms: number) => Promise.race([p.exited, sleep(ms).then(() => undefined)])
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))

@@ -39,11 +39,19 @@ import { authenticateApiKey } from "../Auth.ts"
 import { bodyLimitsOf, readJsonBody } from "../body.ts"
 import { corsHeadersOf } from "../cors.ts"
 import { HOST_REQUIRED, hostMissing, pathOf } from "../EnvelopeMiddleware.ts"
-import { causeToEnvelope } from "../ErrorEnvelope.ts"
+import { causeToEnvelope, type EnvelopeError } from "../ErrorEnvelope.ts"
 import { asApiError, type GatewayRefusal } from "../gatewayErrors.ts"
 import { newRequestId } from "../RequestId.ts"
 import { anthropicVersionProblem, DROPPED_PARAMS_HEADER, protocolHeadersOf, readFields } from "./fields.ts"
-import { answerHeaders, type HeaderMap, serverStopping, writeEnvelope, writeJson, writeSseHead } from "./respond.ts"
+import {
+  answerHeaders,
+  type HeaderMap,
+  refuseAndClose,
+  serverStopping,
+  writeEnvelope,
+  writeJson,
+  writeSseHead
+} from "./respond.ts"
 import { laneEndpointOf } from "./routes.ts"
 
 /** The fiber id a client's departure interrupts a request with. */
@@ -277,11 +285,26 @@ export class GenerationLane extends Effect.Service<GenerationLane>()("Http/Gener
       supervisor.fork(requestLog.finish(record))
     }
 
+    /**
+     * A request of any endpoint refused before anything of it is served (the server stopping, two
+     * Authorization headers): `e` in the envelope, its connection closed, and its access line (no key:
+     * it was never authenticated; nothing is billed). Written at once, so a line is not lost to the
+     * process's exit when the refusal is the stop's.
+     */
+    const refuse = (req: IncomingMessage, res: ServerResponse, e: EnvelopeError, arrivedAt?: number) => {
+      const record = newRecord(newRequestId(), req.method ?? "GET", pathOf(req.url ?? "/"), arrivedAt)
+      record.status = e.status
+      if (e.code !== null) record.code = e.code
+      refuseAndClose(req, res, e, corsOf(req.headers.origin), record.requestId)
+      supervisor.fork(requestLog.finish(record))
+    }
+
     return {
       /** The generation endpoint the lane serves this request at, if it serves it. */
       endpointOf: (req: IncomingMessage) => laneEndpointOf(req.method, req.url),
       serve,
-      leftWaiting
+      leftWaiting,
+      refuse
     } as const
   })
 }) {}

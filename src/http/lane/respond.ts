@@ -51,10 +51,10 @@ export const refuseAndClose = (
   req: IncomingMessage,
   res: ServerResponse,
   e: EnvelopeError,
-  cors: HeaderMap = {}
+  cors: HeaderMap = {},
+  requestId = newRequestId()
 ) => {
   res.shouldKeepAlive = false
-  const requestId = newRequestId()
   writeEnvelope(res, e, requestId, answerHeaders(req, requestId, cors))
 }
 
