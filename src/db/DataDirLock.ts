@@ -1,6 +1,9 @@
 /**
  * Only one process may open an embedded PGlite data folder. The lock is a file created exclusively
- * (O_EXCL) holding the owner's PID; a lock whose process is gone is stale and taken over.
+ * (O_EXCL) naming its owner: its PID and, where the system tells them (Linux's /proc), the machine's
+ * boot and the time the process started in it. A lock whose process is gone is stale and taken over;
+ * so is one whose PID now belongs to another process (after a crash and a restart of the machine, or
+ * once PIDs have wrapped round), which the boot or the start time tells apart.
  */
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
@@ -21,14 +24,46 @@ const alive = (pid: number) => {
   }
 }
 
-/** The PID holding the data folder, if a live process holds it. */
-export const holderOf = (dataDir: string): number | undefined => {
+const readOr = (file: string) => {
   try {
-    const pid = Number(fs.readFileSync(lockPath(dataDir), "utf8").trim())
-    return Number.isInteger(pid) && pid > 0 && alive(pid) ? pid : undefined
+    return fs.readFileSync(file, "utf8")
   } catch {
     return undefined
   }
+}
+
+/** This boot of the machine, where the system says it (Linux). */
+const bootId = (): string | undefined => readOr("/proc/sys/kernel/random/boot_id")?.trim() || undefined
+
+/**
+ * When process `pid` started, in clock ticks since the boot (field 22 of /proc/<pid>/stat, counted
+ * after the command name, which may hold spaces and parentheses), where the system says it.
+ */
+export const startTimeOf = (pid: number): string | undefined => {
+  const stat = readOr(`/proc/${pid}/stat`)
+  if (stat === undefined) return undefined
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]
+}
+
+/** The lock's text for this process: `<pid> <boot id> <start time>`, `-` for what is not known. */
+export const lockText = (pid = process.pid) => `${pid} ${bootId() ?? "-"} ${startTimeOf(pid) ?? "-"}\n`
+
+/** The PID a lock names, if it still is the process that wrote it. */
+const ownerOf = (text: string): number | undefined => {
+  const [first, boot, started] = text.trim().split(/\s+/)
+  const pid = Number(first)
+  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return undefined
+  const now = bootId()
+  if (boot !== undefined && boot !== "-" && now !== undefined && boot !== now) return undefined
+  const start = startTimeOf(pid)
+  if (started !== undefined && started !== "-" && start !== undefined && started !== start) return undefined
+  return pid
+}
+
+/** The PID holding the data folder, if a live process holds it. */
+export const holderOf = (dataDir: string): number | undefined => {
+  const text = readOr(lockPath(dataDir))
+  return text === undefined ? undefined : ownerOf(text)
 }
 
 const tryLock = (dataDir: string): Effect.Effect<void, DataDirBusy | DataDir.DataDirUnsafe> =>
@@ -41,7 +76,7 @@ const tryLock = (dataDir: string): Effect.Effect<void, DataDirBusy | DataDir.Dat
     Effect.suspend((): Effect.Effect<void, DataDirBusy | DataDir.DataDirUnsafe> => {
       for (let attempt = 0; attempt < 3; attempt++) {
         try {
-          fs.writeFileSync(lockPath(dataDir), String(process.pid), { flag: "wx", mode: DataDir.PRIVATE_FILE_MODE })
+          fs.writeFileSync(lockPath(dataDir), lockText(), { flag: "wx", mode: DataDir.PRIVATE_FILE_MODE })
           return Effect.void
         } catch (e) {
           if ((e as NodeJS.ErrnoException).code !== "EEXIST") {
@@ -58,7 +93,7 @@ const tryLock = (dataDir: string): Effect.Effect<void, DataDirBusy | DataDir.Dat
               })
             )
           }
-          fs.rmSync(lockPath(dataDir), { force: true }) // stale: its process is gone
+          fs.rmSync(lockPath(dataDir), { force: true }) // stale: its process is gone, or its PID is another's now
         }
       }
       return Effect.die(new Error(`cannot lock ${dataDir}`))
@@ -70,7 +105,7 @@ export const acquire = (dataDir: string) =>
   Effect.acquireRelease(tryLock(dataDir), () =>
     Effect.sync(() => {
       try {
-        if (fs.readFileSync(lockPath(dataDir), "utf8").trim() === String(process.pid)) fs.rmSync(lockPath(dataDir))
+        if (fs.readFileSync(lockPath(dataDir), "utf8") === lockText()) fs.rmSync(lockPath(dataDir))
       } catch {
         // already gone
       }

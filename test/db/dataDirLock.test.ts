@@ -1,0 +1,105 @@
+/**
+ * The embedded data folder's lock: held by a live process, it refuses a second one; left by a process
+ * that is gone, or naming a PID that another process has now (a crash, then a restart of the machine
+ * or PIDs wrapped round), it is stale and taken over, by `serve` and by the CLI alike.
+ */
+import { Effect, Exit } from "effect"
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { acquire, holderOf, lockPath, lockText, startTimeOf } from "../../src/db/DataDirLock.ts"
+import { migratedDataDir, T, tempDir, tollgate } from "../support/Processes.ts"
+
+/** A live process that is not a gateway, and its PID. */
+const children: Array<ChildProcess> = []
+const bystander = async () => {
+  const child = spawn(process.execPath, ["-e", "setInterval(() => {}, 1000)"], { stdio: ["ignore", "pipe", "ignore"] })
+  children.push(child)
+  await new Promise((resolve) => child.once("spawn", resolve))
+  return child.pid!
+}
+afterAll(() => {
+  for (const child of children) child.kill("SIGKILL")
+})
+
+const folder = (label: string, lock: string) => {
+  const dir = path.join(tempDir(label), "data")
+  fs.mkdirSync(dir, { mode: 0o700 })
+  fs.writeFileSync(lockPath(dir), lock, { mode: 0o600 })
+  return dir
+}
+
+/** Takes the folder's lock in this process and lets it go: the exit, and the lock's text while held. */
+const takeAndRelease = (dir: string) =>
+  Effect.runPromise(
+    Effect.exit(Effect.scoped(Effect.zipRight(acquire(dir), Effect.sync(() => fs.readFileSync(lockPath(dir), "utf8")))))
+  )
+
+const linux = startTimeOf(process.pid) !== undefined
+
+describe("the data folder's lock", () => {
+  it("names this process, and is gone once let go", async () => {
+    const dir = folder("lock-own", "")
+    fs.rmSync(lockPath(dir))
+    const held = await takeAndRelease(dir)
+    expect(held).toEqual(Exit.succeed(lockText()))
+    expect(lockText().split(" ")[0]).toBe(String(process.pid))
+    expect(fs.existsSync(lockPath(dir))).toBe(false)
+  })
+
+  it("held by a live process, refuses another", async () => {
+    const pid = await bystander()
+    for (const lock of [lockText(pid), `${pid}`]) {
+      const dir = folder("lock-busy", lock)
+      expect(holderOf(dir)).toBe(pid)
+      const exit = await takeAndRelease(dir)
+      expect(Exit.isFailure(exit) && String(exit.cause)).toMatch(new RegExp(`in use by process ${pid}`))
+      expect(fs.readFileSync(lockPath(dir), "utf8")).toBe(lock)
+    }
+  })
+
+  it("left by a process that is gone, is taken over", async () => {
+    const child = spawn(process.execPath, ["-e", ""])
+    const gone = child.pid!
+    await new Promise((resolve) => child.once("exit", resolve))
+    for (const lock of [lockText(gone), `${gone}`]) {
+      const dir = folder("lock-gone", lock)
+      expect(holderOf(dir)).toBeUndefined()
+      expect(await takeAndRelease(dir)).toEqual(Exit.succeed(lockText()))
+    }
+  })
+
+  it.skipIf(!linux)(
+    "naming a PID that another process has now (another start, another boot), is taken over",
+    async () => {
+      const pid = await bystander()
+      const [, boot, started] = lockText(pid).trim().split(" ")
+      for (
+        const lock of [
+          `${pid} ${boot} ${Number(started) - 1}\n`,
+          `${pid} 00000000-0000-0000-0000-000000000000 ${started}\n`
+        ]
+      ) {
+        const dir = folder("lock-reused", lock)
+        expect(holderOf(dir)).toBeUndefined()
+        expect(await takeAndRelease(dir)).toEqual(Exit.succeed(lockText()))
+      }
+    }
+  )
+
+  it.skipIf(!linux)(
+    "left by a gateway that crashed, with its PID another process's now: the CLI works on the folder",
+    async () => {
+      const pid = await bystander()
+      const dir = migratedDataDir("lock-cli")
+      const [, boot, started] = lockText(pid).trim().split(" ")
+      fs.writeFileSync(lockPath(dir), `${pid} ${boot} ${Number(started) - 1}\n`, { mode: 0o600 })
+      const r = await tollgate(["keys", "list", "--json"], { TOLLGATE_DATA_DIR: dir })
+      expect(r.code, r.stderr).toBe(0)
+      expect(JSON.parse(r.stdout).keys).toBeInstanceOf(Array)
+      expect(fs.existsSync(lockPath(dir))).toBe(false)
+    },
+    T
+  )
+})
