@@ -10,6 +10,7 @@
  * constant time from the headers before a byte of the body is read (a request without it is answered
  * 401 and its connection closed), and a body is at most 1 MiB.
  */
+import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
@@ -22,6 +23,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import * as path from "node:path"
 import { digest } from "../canonical/digest.ts"
 import { PRIVATE_FILE_MODE } from "../db/DataDir.ts"
+import { holderOf } from "../db/DataDirLock.ts"
 import { exportPages, ndjson } from "../ledger/Export.ts"
 import { ExportRequest, Operation, OperationFailed, run } from "./operations.ts"
 
@@ -166,10 +168,20 @@ const readInfo = (dataDir: string, pid: number): OperatorInfo | undefined => {
   }
 }
 
-const endpointOf = (dataDir: string, pid: number) =>
+/**
+ * The process that held the data folder has let it go (stopped, or failed to start) before it
+ * offered its endpoint: the command can open the folder itself.
+ */
+export class HolderGone extends Data.TaggedError("HolderGone")<{ readonly message: string }> {}
+
+/** The endpoint of `pid`, the folder's holder, once it offers one (a server may still be starting). */
+export const endpointOf = (dataDir: string, pid: number) =>
   Effect.gen(function*() {
     let info = readInfo(dataDir, pid)
-    for (let i = 0; !info && i < 100; i++) { // the server may still be starting
+    for (let i = 0; !info && i < 100; i++) {
+      if (holderOf(dataDir) !== pid) {
+        return yield* new HolderGone({ message: `process ${pid} no longer holds the data folder ${dataDir}` })
+      }
       yield* Effect.sleep("100 millis")
       info = readInfo(dataDir, pid)
     }
@@ -210,7 +222,9 @@ export const remoteExport = <E>(
   onBytes: (bytes: Uint8Array) => Effect.Effect<void, E>
 ) =>
   Effect.gen(function*() {
-    const { port, token } = yield* endpointOf(dataDir, pid)
+    const { port, token } = yield* endpointOf(dataDir, pid).pipe(
+      Effect.catchTag("HolderGone", (e) => new OperationFailed({ message: `${e.message}; run the export again` }))
+    )
     const cut = (e: unknown) =>
       new OperationFailed({
         message: `the export from the running server (pid ${pid}) was cut short: ${(e as Error).message}`

@@ -12,9 +12,9 @@ import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as Database from "../db/Database.ts"
 import { AccountsLive } from "../main.ts"
 import { human } from "./format.ts"
-import { type Operation, type OperationFailed, run } from "./operations.ts"
+import { type Operation, OperationFailed, run } from "./operations.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
-import { line, locate, withDatabase } from "./where.ts"
+import { line, locate, type Where, withDatabase } from "./where.ts"
 
 export const json = Options.boolean("json").pipe(Options.withDescription("print the result as JSON"))
 export const list = (s: string) => s.split(",").map((x) => x.trim()).filter((x) => x !== "")
@@ -30,19 +30,22 @@ export type Local = Layer.Layer.Success<typeof LocalLive>
 
 /**
  * Runs an operation where the data is: in the server holding the embedded folder, or in this process
- * (`local`, by default the operation itself, run with the gateway's services).
+ * (`local`, by default the operation itself, run with the gateway's services). A holder that lets the
+ * folder go before it answers (it stopped, or failed to start) sends the command back to the start:
+ * it looks again where the data is.
  */
 export const execute = (
   op: Operation,
   local: Effect.Effect<unknown, OperationFailed, Local> = run(op) as Effect.Effect<unknown, OperationFailed, Local>
-) =>
-  Effect.gen(function*() {
-    const where = yield* locate
-    const result = where.servedBy !== undefined
-      ? yield* OperatorEndpoint.remote(where.dataDir, where.servedBy, op)
-      : yield* local.pipe(Effect.provide(LocalLive))
-    return { where, result }
-  })
+) => {
+  const here = local.pipe(Effect.provide(LocalLive))
+  const at = (where: Where): Effect.Effect<unknown, Effect.Effect.Error<typeof here> | OperatorEndpoint.HolderGone> =>
+    where.servedBy === undefined ? here : OperatorEndpoint.remote(where.dataDir, where.servedBy, op)
+  return Effect.flatMap(locate, (where) => Effect.map(at(where), (result) => ({ where, result }))).pipe(
+    Effect.retry({ times: 2, while: (e) => e._tag === "HolderGone" }),
+    Effect.catchTag("HolderGone", (gone) => new OperationFailed({ message: `${gone.message}; run the command again` }))
+  )
+}
 
 export const print =
   (op: Operation, asJson: boolean) => ({ where, result }: Effect.Effect.Success<ReturnType<typeof execute>>) =>
