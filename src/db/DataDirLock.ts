@@ -1,9 +1,11 @@
 /**
  * Only one process may open an embedded PGlite data folder. The lock is a file created exclusively
  * (O_EXCL) naming its owner: its PID and, where the system tells them (Linux's /proc), the machine's
- * boot and the time the process started in it. A lock whose process is gone is stale and taken over;
- * so is one whose PID now belongs to another process (after a crash and a restart of the machine, or
- * once PIDs have wrapped round), which the boot or the start time tells apart.
+ * boot, the time the process started in it and its PID namespace. A lock whose process is gone is
+ * stale and taken over; so is one whose PID now belongs to another process (after a crash and a
+ * restart of the machine, or once PIDs have wrapped round), which the boot or the start time tells
+ * apart. A lock written in another PID namespace (a container, seen from the host) names a PID this
+ * process cannot look at: it is judged by the boot alone, and otherwise held while that PID is taken here.
  */
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
@@ -35,29 +37,52 @@ const readOr = (file: string) => {
 /** This boot of the machine, where the system says it (Linux). */
 const bootId = (): string | undefined => readOr("/proc/sys/kernel/random/boot_id")?.trim() || undefined
 
-/**
- * When process `pid` started, in clock ticks since the boot (field 22 of /proc/<pid>/stat, counted
- * after the command name, which may hold spaces and parentheses), where the system says it.
- */
-export const startTimeOf = (pid: number): string | undefined => {
-  const stat = readOr(`/proc/${pid}/stat`)
-  if (stat === undefined) return undefined
-  return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]
+/** This process's PID namespace (`pid:[4026531836]`), where the system says it. */
+const pidNamespace = (): string | undefined => {
+  try {
+    return fs.readlinkSync("/proc/self/ns/pid")
+  } catch {
+    return undefined
+  }
 }
 
-/** The lock's text for this process: `<pid> <boot id> <start time>`, `-` for what is not known. */
-export const lockText = (pid = process.pid) => `${pid} ${bootId() ?? "-"} ${startTimeOf(pid) ?? "-"}\n`
+/**
+ * Process `pid`'s state and start time (clock ticks since the boot): fields 3 and 22 of
+ * /proc/<pid>/stat, counted after the command name, which may hold spaces and parentheses.
+ */
+const statOf = (pid: number): { readonly state: string; readonly started: string } | undefined => {
+  const stat = readOr(`/proc/${pid}/stat`)
+  if (stat === undefined) return undefined
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return { state: fields[0]!, started: fields[19]! }
+}
 
-/** The PID a lock names, if it still is the process that wrote it. */
+/** When process `pid` started, where the system says it. */
+export const startTimeOf = (pid: number): string | undefined => statOf(pid)?.started
+
+/**
+ * The lock's text for process `pid`: `<pid> <boot id> <start time> <PID namespace>`, `-` for what is
+ * not known.
+ */
+export const lockText = (pid = process.pid) =>
+  `${pid} ${bootId() ?? "-"} ${startTimeOf(pid) ?? "-"} ${pidNamespace() ?? "-"}\n`
+
+const known = (field: string | undefined): field is string => field !== undefined && field !== "-"
+
+/** The PID a lock names, if it still is the process that wrote it (or, seen from another namespace, may be). */
 const ownerOf = (text: string): number | undefined => {
-  const [first, boot, started] = text.trim().split(/\s+/)
+  const [first, boot, started, namespace] = text.trim().split(/\s+/)
   const pid = Number(first)
   if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return undefined
+  // No process outlives its machine's boot.
   const now = bootId()
-  if (boot !== undefined && boot !== "-" && now !== undefined && boot !== now) return undefined
-  const start = startTimeOf(pid)
-  if (started !== undefined && started !== "-" && start !== undefined && started !== start) return undefined
-  return pid
+  if (known(boot) && now !== undefined && boot !== now) return undefined
+  const ours = pidNamespace()
+  if (known(namespace) && ours !== undefined && namespace !== ours) return pid
+  const stat = statOf(pid)
+  if (stat === undefined) return pid
+  if (stat.state === "Z") return undefined // exited, not yet reaped by its parent
+  return known(started) && started !== stat.started ? undefined : pid
 }
 
 /** The PID holding the data folder, if a live process holds it. */
@@ -66,18 +91,20 @@ export const holderOf = (dataDir: string): number | undefined => {
   return text === undefined ? undefined : ownerOf(text)
 }
 
-const tryLock = (dataDir: string): Effect.Effect<void, DataDirBusy | DataDir.DataDirUnsafe> =>
+/** Takes the lock: the text written in it. */
+const tryLock = (dataDir: string): Effect.Effect<string, DataDirBusy | DataDir.DataDirUnsafe> =>
   Effect.zipRight(
     // Checked before the lock is written in it: never through a link, never in another user's folder.
     Effect.zipRight(
       DataDir.makeDirsEffect(dataDir),
       DataDir.checkFolder(dataDir, "the data folder", { tighten: false })
     ),
-    Effect.suspend((): Effect.Effect<void, DataDirBusy | DataDir.DataDirUnsafe> => {
+    Effect.suspend((): Effect.Effect<string, DataDirBusy | DataDir.DataDirUnsafe> => {
+      const text = lockText()
       for (let attempt = 0; attempt < 3; attempt++) {
         try {
-          fs.writeFileSync(lockPath(dataDir), lockText(), { flag: "wx", mode: DataDir.PRIVATE_FILE_MODE })
-          return Effect.void
+          fs.writeFileSync(lockPath(dataDir), text, { flag: "wx", mode: DataDir.PRIVATE_FILE_MODE })
+          return Effect.succeed(text)
         } catch (e) {
           if ((e as NodeJS.ErrnoException).code !== "EEXIST") {
             return Effect.fail(DataDir.unusable(`write the data folder's lock ${lockPath(dataDir)}`, e))
@@ -102,11 +129,11 @@ const tryLock = (dataDir: string): Effect.Effect<void, DataDirBusy | DataDir.Dat
 
 /** Holds the data folder for the lifetime of the scope. */
 export const acquire = (dataDir: string) =>
-  Effect.acquireRelease(tryLock(dataDir), () =>
+  Effect.asVoid(Effect.acquireRelease(tryLock(dataDir), (text) =>
     Effect.sync(() => {
       try {
-        if (fs.readFileSync(lockPath(dataDir), "utf8") === lockText()) fs.rmSync(lockPath(dataDir))
+        if (fs.readFileSync(lockPath(dataDir), "utf8") === text) fs.rmSync(lockPath(dataDir))
       } catch {
         // already gone
       }
-    }))
+    })))

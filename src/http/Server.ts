@@ -204,11 +204,11 @@ export const NodeServerLive = Layer.scoped(
           // and its connection closed): it is not served, and nothing waits for it. A refusal made here
           // has its access line, as every request has.
           let stopping = false
-          // A request that waited to start finds the server as it is then: stopping (refused, as one
-          // arriving then is), or its client gone (not served).
+          // A request that waited to start finds the server as it is then: its client gone (not
+          // served), or stopping (refused, as one arriving then is).
           const gate = startGate<Arrived>(STARTS_PER_TURN, ({ at, endpoint, req, res }) => {
-            if (stopping) lane.refuse(req, res, STOPPING, at)
-            else if (req.destroyed || res.destroyed || req.socket.destroyed) lane.leftWaiting(req, at)
+            if (req.destroyed || res.destroyed || req.socket.destroyed) lane.leftWaiting(req, at)
+            else if (stopping) lane.refuse(req, res, STOPPING, at)
             else lane.serve(endpoint, req, res, at)
           })
           metrics.sources.requestsWaitingToStart = gate.waiting

@@ -4,24 +4,12 @@
  * or PIDs wrapped round), it is stale and taken over, by `serve` and by the CLI alike.
  */
 import { Effect, Exit } from "effect"
-import { type ChildProcess, spawn } from "node:child_process"
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { afterAll, describe, expect, it } from "vitest"
-import { acquire, holderOf, lockPath, lockText, startTimeOf } from "../../src/db/DataDirLock.ts"
-import { migratedDataDir, T, tempDir, tollgate } from "../support/Processes.ts"
-
-/** A live process that is not a gateway, and its PID. */
-const children: Array<ChildProcess> = []
-const bystander = async () => {
-  const child = spawn(process.execPath, ["-e", "setInterval(() => {}, 1000)"], { stdio: ["ignore", "pipe", "ignore"] })
-  children.push(child)
-  await new Promise((resolve) => child.once("spawn", resolve))
-  return child.pid!
-}
-afterAll(() => {
-  for (const child of children) child.kill("SIGKILL")
-})
+import { describe, expect, it } from "vitest"
+import { acquire, holderOf, lockPath, lockText } from "../../src/db/DataDirLock.ts"
+import { hasProc, idleProcess, migratedDataDir, T, tempDir, tollgate } from "../support/Processes.ts"
 
 const folder = (label: string, lock: string) => {
   const dir = path.join(tempDir(label), "data")
@@ -36,8 +24,6 @@ const takeAndRelease = (dir: string) =>
     Effect.exit(Effect.scoped(Effect.zipRight(acquire(dir), Effect.sync(() => fs.readFileSync(lockPath(dir), "utf8")))))
   )
 
-const linux = startTimeOf(process.pid) !== undefined
-
 describe("the data folder's lock", () => {
   it("names this process, and is gone once let go", async () => {
     const dir = folder("lock-own", "")
@@ -49,7 +35,7 @@ describe("the data folder's lock", () => {
   })
 
   it("held by a live process, refuses another", async () => {
-    const pid = await bystander()
+    const { pid } = await idleProcess()
     for (const lock of [lockText(pid), `${pid}`]) {
       const dir = folder("lock-busy", lock)
       expect(holderOf(dir)).toBe(pid)
@@ -70,10 +56,10 @@ describe("the data folder's lock", () => {
     }
   })
 
-  it.skipIf(!linux)(
+  it.skipIf(!hasProc)(
     "naming a PID that another process has now (another start, another boot), is taken over",
     async () => {
-      const pid = await bystander()
+      const { pid } = await idleProcess()
       const [, boot, started] = lockText(pid).trim().split(" ")
       for (
         const lock of [
@@ -88,11 +74,27 @@ describe("the data folder's lock", () => {
     }
   )
 
-  it.skipIf(!linux)(
+  it.skipIf(!hasProc)(
+    "written in another PID namespace (a container), is held while its PID is taken here",
+    async () => {
+      const { pid } = await idleProcess()
+      const [, boot, started] = lockText(pid).trim().split(" ")
+      const dir = folder("lock-namespace", `${pid} ${boot} ${Number(started) - 1} pid:[1]\n`)
+      expect(holderOf(dir)).toBe(pid)
+      const exit = await takeAndRelease(dir)
+      expect(Exit.isFailure(exit) && String(exit.cause)).toMatch(new RegExp(`in use by process ${pid}`))
+      // From another boot of the machine it is stale wherever it was written.
+      const before = folder("lock-namespace-boot", `${pid} 00000000-0000-0000-0000-000000000000 ${started} pid:[1]\n`)
+      expect(holderOf(before)).toBeUndefined()
+    }
+  )
+
+  it.skipIf(!hasProc)(
     "left by a gateway that crashed, with its PID another process's now: the CLI works on the folder",
     async () => {
-      const pid = await bystander()
+      const { pid } = await idleProcess()
       const dir = migratedDataDir("lock-cli")
+      fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
       const [, boot, started] = lockText(pid).trim().split(" ")
       fs.writeFileSync(lockPath(dir), `${pid} ${boot} ${Number(started) - 1}\n`, { mode: 0o600 })
       const r = await tollgate(["keys", "list", "--json"], { TOLLGATE_DATA_DIR: dir })

@@ -30,7 +30,7 @@ const PER_TURN = 32
 
 /**
  * `promise`, or a failure naming `what` after `ms`: a stage that never ends says which it was, rather
- * than the test's own timeout.
+ * than the test's own timeout (which is above the sum of its stages' bounds).
  */
 const within = <A>(promise: Promise<A>, ms: number, what: string) => {
   let timer: ReturnType<typeof setTimeout> | undefined
@@ -153,7 +153,7 @@ describe("a burst of generation requests in one turn", () => {
       expect(events.filter((e) => e.event_type === "StreamStarted").length).toBe(served)
       expect(events.filter((e) => e.event_type === "Billed").length).toBe(served)
     },
-    T
+    3 * T
   )
 
   it(
@@ -204,6 +204,6 @@ describe("a burst of generation requests in one turn", () => {
       expect(events.filter((e) => e.event_type === "StreamStarted").length).toBe(served.length)
       expect(events.filter((e) => e.event_type === "Billed").length).toBe(served.length)
     },
-    T
+    3 * T
   )
 })

@@ -85,6 +85,18 @@ export const start = (
   return { child, pid, output: () => ({ stdout, stderr }), exited }
 }
 
+/** Whether the system has /proc (Linux): the data folder's lock then names its process fully. */
+export const hasProc = fs.existsSync("/proc/self/stat")
+
+/** A live process that does nothing (not a gateway), killed when the test file ends. */
+export const idleProcess = async (): Promise<ChildProcess & { readonly pid: number }> => {
+  const child = spawn(process.execPath, ["-e", "setInterval(() => {}, 1000)"], { stdio: "ignore" })
+  await new Promise((resolve, reject) => child.once("spawn", resolve).once("error", reject))
+  running.set(child.pid!, child)
+  child.once("exit", () => running.delete(child.pid!))
+  return child as ChildProcess & { readonly pid: number }
+}
+
 export interface Ran {
   readonly code: number | null
   readonly stdout: string

@@ -288,8 +288,8 @@ export class GenerationLane extends Effect.Service<GenerationLane>()("Http/Gener
     /**
      * A request of any endpoint refused before anything of it is served (the server stopping, two
      * Authorization headers): `e` in the envelope, its connection closed, and its access line (no key:
-     * it was never authenticated; nothing is billed). Written at once, so a line is not lost to the
-     * process's exit when the refusal is the stop's.
+     * it was never authenticated; nothing is billed). The fork writes the line as it starts (a forked
+     * fiber runs at once until it waits, and this one never waits), also while the server stops.
      */
     const refuse = (req: IncomingMessage, res: ServerResponse, e: EnvelopeError, arrivedAt?: number) => {
       const record = newRecord(newRequestId(), req.method ?? "GET", pathOf(req.url ?? "/"), arrivedAt)
