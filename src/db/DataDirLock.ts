@@ -1,11 +1,12 @@
 /**
- * Only one process may open an embedded PGlite data folder. The lock is a file created exclusively
- * (O_EXCL) naming its owner: its PID and, where the system tells them (Linux's /proc), the machine's
- * boot, the time the process started in it and its PID namespace. A lock whose process is gone is
- * stale and taken over; so is one whose PID now belongs to another process (after a crash and a
- * restart of the machine, or once PIDs have wrapped round), which the boot or the start time tells
- * apart. A lock written in another PID namespace (a container, seen from the host) names a PID this
- * process cannot look at: it is judged by the boot alone, and otherwise held while that PID is taken here.
+ * Only one process may open an embedded PGlite data folder. The lock is a file created whole, in one
+ * step that fails if it exists (`create`), naming its owner: its PID and, where the system tells them
+ * (Linux's /proc), the machine's boot, the time the process started in it and its PID namespace. A
+ * lock whose process is gone is stale and taken over; so is one whose PID now belongs to another
+ * process (after a crash and a restart of the machine, or once PIDs have wrapped round), which the
+ * boot or the start time tells apart. A lock written in another PID namespace (a container, seen from
+ * the host) names a PID this process cannot look at: it is judged by the boot alone, and otherwise
+ * held while that PID is taken here.
  */
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
@@ -100,32 +101,74 @@ const tryLock = (dataDir: string): Effect.Effect<string, DataDirBusy | DataDir.D
       DataDir.checkFolder(dataDir, "the data folder", { tighten: false })
     ),
     Effect.suspend((): Effect.Effect<string, DataDirBusy | DataDir.DataDirUnsafe> => {
+      const lock = lockPath(dataDir)
       const text = lockText()
-      for (let attempt = 0; attempt < 3; attempt++) {
+      for (let attempt = 0; attempt < 5; attempt++) {
         try {
-          fs.writeFileSync(lockPath(dataDir), text, { flag: "wx", mode: DataDir.PRIVATE_FILE_MODE })
+          create(lock, text)
           return Effect.succeed(text)
         } catch (e) {
           if ((e as NodeJS.ErrnoException).code !== "EEXIST") {
-            return Effect.fail(DataDir.unusable(`write the data folder's lock ${lockPath(dataDir)}`, e))
+            return Effect.fail(DataDir.unusable(`write the data folder's lock ${lock}`, e))
           }
-          const pid = holderOf(dataDir)
-          if (pid !== undefined && pid !== process.pid) {
-            return Effect.fail(
-              new DataDirBusy({
-                pid,
-                message: `the data folder ${dataDir} is in use by process ${pid}: an embedded database opens in one ` +
-                  `process at a time. Stop that process first, give this one its own TOLLGATE_DATA_DIR, or use ` +
-                  `Postgres (DATABASE_URL) to run several gateways on one database`
-              })
-            )
-          }
-          fs.rmSync(lockPath(dataDir), { force: true }) // stale: its process is gone, or its PID is another's now
         }
+        const seen = readOr(lock)
+        if (seen === undefined) continue // let go meanwhile
+        const pid = ownerOf(seen)
+        if (pid !== undefined && pid !== process.pid) {
+          return Effect.fail(
+            new DataDirBusy({
+              pid,
+              message: `the data folder ${dataDir} is in use by process ${pid}: an embedded database opens in one ` +
+                `process at a time. Stop that process first, give this one its own TOLLGATE_DATA_DIR, or use ` +
+                `Postgres (DATABASE_URL) to run several gateways on one database`
+            })
+          )
+        }
+        takeOver(lock, seen)
       }
       return Effect.die(new Error(`cannot lock ${dataDir}`))
     })
   )
+
+/**
+ * Creates the lock with its text in one step: written beside it, then linked to its name, which
+ * fails if the name exists. So no process ever reads a lock without its owner. Where the file system
+ * has no hard links, the lock is created exclusively, then written.
+ */
+export const create = (lock: string, text: string) => {
+  const beside = `${lock}.${process.pid}`
+  fs.writeFileSync(beside, text, { mode: DataDir.PRIVATE_FILE_MODE })
+  try {
+    fs.linkSync(beside, lock)
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code
+    if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP" && code !== "ENOSYS") throw e
+    fs.writeFileSync(lock, text, { flag: "wx", mode: DataDir.PRIVATE_FILE_MODE })
+  } finally {
+    fs.rmSync(beside, { force: true })
+  }
+}
+
+/**
+ * Removes a stale lock (its process gone, or its PID another's now) if it is still the one judged:
+ * it is moved aside in one step and read there; a lock another process took meanwhile is put back.
+ */
+export const takeOver = (lock: string, stale: string) => {
+  const aside = `${lock}.stale.${process.pid}`
+  try {
+    fs.renameSync(lock, aside)
+  } catch {
+    return // let go meanwhile
+  }
+  try {
+    if (readOr(aside) !== stale) fs.linkSync(aside, lock)
+  } catch {
+    // a third process has taken the name meanwhile: it holds the folder
+  } finally {
+    fs.rmSync(aside, { force: true })
+  }
+}
 
 /** Holds the data folder for the lifetime of the scope. */
 export const acquire = (dataDir: string) =>

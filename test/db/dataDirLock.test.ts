@@ -8,7 +8,7 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
-import { acquire, holderOf, lockPath, lockText } from "../../src/db/DataDirLock.ts"
+import { acquire, create, holderOf, lockPath, lockText, takeOver } from "../../src/db/DataDirLock.ts"
 import { hasProc, idleProcess, migratedDataDir, T, tempDir, tollgate } from "../support/Processes.ts"
 
 const folder = (label: string, lock: string) => {
@@ -32,6 +32,22 @@ describe("the data folder's lock", () => {
     expect(held).toEqual(Exit.succeed(lockText()))
     expect(lockText().split(" ")[0]).toBe(String(process.pid))
     expect(fs.existsSync(lockPath(dir))).toBe(false)
+  })
+
+  it("is created whole or not at all, and taken over only as it was judged", () => {
+    const dir = folder("lock-steps", "")
+    const lock = lockPath(dir)
+    fs.rmSync(lock)
+    create(lock, "1 a b c\n")
+    expect(fs.readFileSync(lock, "utf8")).toBe("1 a b c\n")
+    expect(() => create(lock, "2 a b c\n")).toThrow(/EEXIST/)
+    expect(fs.readFileSync(lock, "utf8")).toBe("1 a b c\n")
+    // A lock taken by another process after this one judged the old one stale is put back.
+    takeOver(lock, "0 old lock\n")
+    expect(fs.readFileSync(lock, "utf8")).toBe("1 a b c\n")
+    takeOver(lock, "1 a b c\n")
+    expect(fs.existsSync(lock)).toBe(false)
+    expect(fs.readdirSync(dir)).toEqual([]) // nothing left beside it
   })
 
   it("held by a live process, refuses another", async () => {
