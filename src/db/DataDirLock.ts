@@ -35,17 +35,23 @@ const readOr = (file: string) => {
   }
 }
 
+/** `read()`, read the first time it is asked for: what does not change while the process runs. */
+const once = <A>(read: () => A) => {
+  let value: { readonly a: A } | undefined
+  return () => (value ??= { a: read() }).a
+}
+
 /** This boot of the machine, where the system says it (Linux). */
-const bootId = (): string | undefined => readOr("/proc/sys/kernel/random/boot_id")?.trim() || undefined
+const bootId = once((): string | undefined => readOr("/proc/sys/kernel/random/boot_id")?.trim() || undefined)
 
 /** This process's PID namespace (`pid:[4026531836]`), where the system says it. */
-const pidNamespace = (): string | undefined => {
+const pidNamespace = once((): string | undefined => {
   try {
     return fs.readlinkSync("/proc/self/ns/pid")
   } catch {
     return undefined
   }
-}
+})
 
 /**
  * Process `pid`'s state and start time (clock ticks since the boot): fields 3 and 22 of
@@ -58,15 +64,12 @@ const statOf = (pid: number): { readonly state: string; readonly started: string
   return { state: fields[0]!, started: fields[19]! }
 }
 
-/** When process `pid` started, where the system says it. */
-export const startTimeOf = (pid: number): string | undefined => statOf(pid)?.started
-
 /**
  * The lock's text for process `pid`: `<pid> <boot id> <start time> <PID namespace>`, `-` for what is
  * not known.
  */
 export const lockText = (pid = process.pid) =>
-  `${pid} ${bootId() ?? "-"} ${startTimeOf(pid) ?? "-"} ${pidNamespace() ?? "-"}\n`
+  `${pid} ${bootId() ?? "-"} ${statOf(pid)?.started ?? "-"} ${pidNamespace() ?? "-"}\n`
 
 const known = (field: string | undefined): field is string => field !== undefined && field !== "-"
 

@@ -24,6 +24,30 @@ const takeAndRelease = (dir: string) =>
     Effect.exit(Effect.scoped(Effect.zipRight(acquire(dir), Effect.sync(() => fs.readFileSync(lockPath(dir), "utf8")))))
   )
 
+/** A folder whose lock is `lock`, which names a process that is gone: taken over by this process. */
+const expectTakenOver = async (label: string, lock: string) => {
+  const dir = folder(label, lock)
+  expect(holderOf(dir)).toBeUndefined()
+  expect(await takeAndRelease(dir)).toEqual(Exit.succeed(lockText()))
+}
+
+/** A folder whose lock is `lock`, held by live process `pid`: refused to this one, and left as it is. */
+const expectHeld = async (label: string, lock: string, pid: number) => {
+  const dir = folder(label, lock)
+  expect(holderOf(dir)).toBe(pid)
+  const exit = await takeAndRelease(dir)
+  expect(Exit.isFailure(exit) && String(exit.cause)).toMatch(new RegExp(`in use by process ${pid}`))
+  expect(fs.readFileSync(lockPath(dir), "utf8")).toBe(lock)
+}
+
+/** The boot and start time a lock of live process `pid` names. */
+const identityOf = (pid: number) => {
+  const [, boot, started] = lockText(pid).trim().split(" ")
+  return { boot: boot!, started: Number(started) }
+}
+
+const OTHER_BOOT = "00000000-0000-0000-0000-000000000000"
+
 describe("the data folder's lock", () => {
   it("names this process, and is gone once let go", async () => {
     const dir = folder("lock-own", "")
@@ -52,41 +76,23 @@ describe("the data folder's lock", () => {
 
   it("held by a live process, refuses another", async () => {
     const { pid } = await idleProcess()
-    for (const lock of [lockText(pid), `${pid}`]) {
-      const dir = folder("lock-busy", lock)
-      expect(holderOf(dir)).toBe(pid)
-      const exit = await takeAndRelease(dir)
-      expect(Exit.isFailure(exit) && String(exit.cause)).toMatch(new RegExp(`in use by process ${pid}`))
-      expect(fs.readFileSync(lockPath(dir), "utf8")).toBe(lock)
-    }
+    for (const lock of [lockText(pid), `${pid}`]) await expectHeld("lock-busy", lock, pid)
   })
 
   it("left by a process that is gone, is taken over", async () => {
     const child = spawn(process.execPath, ["-e", ""])
     const gone = child.pid!
     await new Promise((resolve) => child.once("exit", resolve))
-    for (const lock of [lockText(gone), `${gone}`]) {
-      const dir = folder("lock-gone", lock)
-      expect(holderOf(dir)).toBeUndefined()
-      expect(await takeAndRelease(dir)).toEqual(Exit.succeed(lockText()))
-    }
+    for (const lock of [lockText(gone), `${gone}`]) await expectTakenOver("lock-gone", lock)
   })
 
   it.skipIf(!hasProc)(
     "naming a PID that another process has now (another start, another boot), is taken over",
     async () => {
       const { pid } = await idleProcess()
-      const [, boot, started] = lockText(pid).trim().split(" ")
-      for (
-        const lock of [
-          `${pid} ${boot} ${Number(started) - 1}\n`,
-          `${pid} 00000000-0000-0000-0000-000000000000 ${started}\n`
-        ]
-      ) {
-        const dir = folder("lock-reused", lock)
-        expect(holderOf(dir)).toBeUndefined()
-        expect(await takeAndRelease(dir)).toEqual(Exit.succeed(lockText()))
-      }
+      const { boot, started } = identityOf(pid)
+      await expectTakenOver("lock-reused", `${pid} ${boot} ${started - 1}\n`)
+      await expectTakenOver("lock-reused", `${pid} ${OTHER_BOOT} ${started}\n`)
     }
   )
 
@@ -94,14 +100,10 @@ describe("the data folder's lock", () => {
     "written in another PID namespace (a container), is held while its PID is taken here",
     async () => {
       const { pid } = await idleProcess()
-      const [, boot, started] = lockText(pid).trim().split(" ")
-      const dir = folder("lock-namespace", `${pid} ${boot} ${Number(started) - 1} pid:[1]\n`)
-      expect(holderOf(dir)).toBe(pid)
-      const exit = await takeAndRelease(dir)
-      expect(Exit.isFailure(exit) && String(exit.cause)).toMatch(new RegExp(`in use by process ${pid}`))
+      const { boot, started } = identityOf(pid)
+      await expectHeld("lock-namespace", `${pid} ${boot} ${started - 1} pid:[1]\n`, pid)
       // From another boot of the machine it is stale wherever it was written.
-      const before = folder("lock-namespace-boot", `${pid} 00000000-0000-0000-0000-000000000000 ${started} pid:[1]\n`)
-      expect(holderOf(before)).toBeUndefined()
+      await expectTakenOver("lock-namespace-boot", `${pid} ${OTHER_BOOT} ${started} pid:[1]\n`)
     }
   )
 
@@ -111,8 +113,8 @@ describe("the data folder's lock", () => {
       const { pid } = await idleProcess()
       const dir = migratedDataDir("lock-cli")
       fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
-      const [, boot, started] = lockText(pid).trim().split(" ")
-      fs.writeFileSync(lockPath(dir), `${pid} ${boot} ${Number(started) - 1}\n`, { mode: 0o600 })
+      const { boot, started } = identityOf(pid)
+      fs.writeFileSync(lockPath(dir), `${pid} ${boot} ${started - 1}\n`, { mode: 0o600 })
       const r = await tollgate(["keys", "list", "--json"], { TOLLGATE_DATA_DIR: dir })
       expect(r.code, r.stderr).toBe(0)
       expect(JSON.parse(r.stdout).keys).toBeInstanceOf(Array)

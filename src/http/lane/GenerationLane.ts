@@ -276,28 +276,30 @@ export class GenerationLane extends Effect.Service<GenerationLane>()("Http/Gener
     }
 
     /**
-     * A request whose client left while it waited to start (startGate.ts): nothing of it ran, nothing
-     * is billed; its access line says 499, as for a client that leaves before its answer.
+     * The access line of a request not served (no key: it was never authenticated; nothing is billed),
+     * and its request id. The fork writes the line as it starts (a forked fiber runs at once until it
+     * waits, and this one never waits), also while the server stops.
      */
-    const leftWaiting = (req: IncomingMessage, arrivedAt: number) => {
-      const record = newRecord(newRequestId(), "POST", pathOf(req.url ?? "/"), arrivedAt)
-      record.status = 499
+    const notServed = (req: IncomingMessage, status: number, code: string | null, arrivedAt?: number) => {
+      const record = newRecord(newRequestId(), req.method ?? "POST", pathOf(req.url ?? "/"), arrivedAt)
+      record.status = status
+      if (code !== null) record.code = code
       supervisor.fork(requestLog.finish(record))
+      return record.requestId
     }
 
     /**
-     * A request of any endpoint refused before anything of it is served (the server stopping, two
-     * Authorization headers): `e` in the envelope, its connection closed, and its access line (no key:
-     * it was never authenticated; nothing is billed). The fork writes the line as it starts (a forked
-     * fiber runs at once until it waits, and this one never waits), also while the server stops.
+     * A request whose client left while it waited to start (startGate.ts): nothing of it ran; its
+     * access line says 499, as for a client that leaves before its answer.
      */
-    const refuse = (req: IncomingMessage, res: ServerResponse, e: EnvelopeError, arrivedAt?: number) => {
-      const record = newRecord(newRequestId(), req.method ?? "GET", pathOf(req.url ?? "/"), arrivedAt)
-      record.status = e.status
-      if (e.code !== null) record.code = e.code
-      refuseAndClose(req, res, e, corsOf(req.headers.origin), record.requestId)
-      supervisor.fork(requestLog.finish(record))
-    }
+    const leftWaiting = (req: IncomingMessage, arrivedAt: number) => void notServed(req, 499, null, arrivedAt)
+
+    /**
+     * A request of any endpoint refused before anything of it is served (the server stopping, two
+     * Authorization headers): `e` in the envelope, its connection closed, and its access line.
+     */
+    const refuse = (req: IncomingMessage, res: ServerResponse, e: EnvelopeError, arrivedAt?: number) =>
+      refuseAndClose(req, res, e, corsOf(req.headers.origin), notServed(req, e.status, e.code, arrivedAt))
 
     return {
       /** The generation endpoint the lane serves this request at, if it serves it. */
