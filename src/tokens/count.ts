@@ -1,11 +1,11 @@
 /**
- * Counting tokens when an upstream does not say: the o200k_base encoding (OpenAI's current one,
- * through `gpt-tokenizer`), a close count for every modern model family. The encoding's tables take
- * about 70 MB and half a second to load, so they are loaded on first use only: most calls are billed
- * from the upstream's own usage and never need them.
+ * Counting tokens when an upstream does not say: the o200k_base encoding (OpenAI's current one), a
+ * close count for every modern model family, counted by `o200k.ts` from `gpt-tokenizer`'s vocabulary.
+ * Its table takes about 6 MB and a tenth of a second to load, so it is loaded on first use only: most
+ * calls are billed from the upstream's own usage and never need it.
  *
- * Tokenizing is synchronous work, about 60 ms a megabyte here, so a long text is counted in pieces of
- * 4096 characters (a quarter of a millisecond each) with the event loop served between pieces
+ * Tokenizing is synchronous work, 60 to 90 ms a million characters here, so a long text is counted in
+ * pieces of 4096 characters (a quarter of a millisecond each) with the event loop served between pieces
  * (`setImmediate`: `Effect.yieldNow` would resume on a microtask, before any socket is read); every
  * other request and stream keeps moving while a multi-megabyte prompt is counted, for about a third
  * more time than one piece would take. Pieces whose counts are remembered (`countTokensOf`) are
@@ -13,6 +13,7 @@
  */
 import * as Effect from "effect/Effect"
 import { digest } from "../canonical/digest.ts"
+import { type Count, loadCounter } from "./o200k.ts"
 /** Named in events beside every count made here. */
 export const ESTIMATOR = "o200k_base"
 
@@ -25,16 +26,13 @@ export const PIECE_CHARS = 4096
 /** How far past a piece's end a cut looks for a word's start, so no token is split between two pieces. */
 const CUT_SEARCH = 1024
 
-type Count = (text: string) => number
 let loading: Promise<Count> | undefined
 /** The counter, once loaded: counts then run without a promise's turn. */
 let loaded: Count | undefined
-// Text such as "<|endoftext|>" in a prompt is counted as text, never refused as a special token.
-const asText = { disallowedSpecial: new Set<string>() }
 
 const counter = () =>
-  loading ??= import("gpt-tokenizer/encoding/o200k_base").then(
-    (m): Count => (loaded = (text) => m.countTokens(text, asText)),
+  loading ??= loadCounter().then(
+    (count) => (loaded = count),
     (e) => {
       loading = undefined // tried again next time
       throw e
