@@ -48,9 +48,9 @@ for (const [i, c] of [..."ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
  */
 export const counterOf = (file: Uint8Array): Count => {
   let lines = 0
-  for (const byte of file) if (byte === 0x0a) lines++
+  for (let at = file.indexOf(0x0a); at !== -1; at = file.indexOf(0x0a, at + 1)) lines++
   // Every token's bytes, one after another: token i is pool[starts[i], starts[i + 1]).
-  const pool = new Uint8Array(Math.ceil(file.length * 0.75))
+  const decoded = new Uint8Array(Math.ceil(file.length * 0.75))
   const starts = new Uint32Array(lines + 2)
   const ranks = new Int32Array(lines + 1)
   let tokens = 0
@@ -62,11 +62,11 @@ export const counterOf = (file: Uint8Array): Count => {
     for (; at < file.length && file[at] !== 0x20; at++) {
       const digit = BASE64[file[at]!] ?? -1
       if (digit === -1) continue // "=" padding
-      bits = (bits << 6) | digit
+      bits = ((bits << 6) | digit) & 0x3fff // the bits not yet written, and this digit's
       held += 6
       if (held >= 8) {
         held -= 8
-        pool[used++] = (bits >> held) & 0xff
+        decoded[used++] = (bits >> held) & 0xff
       }
     }
     let rank = 0
@@ -76,6 +76,7 @@ export const counterOf = (file: Uint8Array): Count => {
     ranks[tokens++] = rank
   }
   starts[tokens] = used
+  const pool = decoded.slice(0, used)
   // Token indexes by the hash of their bytes, probed linearly; -1 is an empty slot. Less than half
   // full, so a lookup seldom probes more than twice.
   let size = 1
