@@ -159,6 +159,29 @@ describe("the key cache", () => {
         expect(store.byId(keyId)).toMatchObject({ quotaNanos: usd(2), usedNanos: usd(0.75) })
       }))
 
+    it.effect("a catch-up pages through thousands of events that change no key to the change after them", () =>
+      Effect.gen(function*() {
+        const store = yield* KeyStore
+        const sql = yield* SqlClient.SqlClient
+        const keyId = (yield* issue(1)).key.keyId
+        yield* settled
+        yield* store.catchUp
+        // More events than one page of the catch-up (5,000) that name no key, as requests' do; then
+        // the key's row changed by another process, and an event that names the key.
+        yield* sql`INSERT INTO event_log (event_id, stream_id, stream_version, event_type, data, occurred_at)
+            SELECT gen_random_uuid(), 'request-req_filler_' || g, 1, 'OutputCheckpointed', '{}'::jsonb, now()
+              FROM generate_series(1, 5100) AS g`
+        yield* sql`UPDATE api_keys SET quota_nanos = ${usd(3).toString()}::bigint WHERE key_id = ${keyId}`
+        yield* bill(keyId, "req_after_the_filler", 0n)
+        yield* settled
+        const read = store.rowsRead()
+        yield* store.catchUp
+        expect(store.byId(keyId)!.quotaNanos).toBe(usd(3))
+        expect(store.rowsRead() - read).toBe(1) // the one key's row, not the filler's
+        yield* store.catchUp
+        expect(store.rowsRead() - read).toBe(1) // nothing new
+      }))
+
     it.effect("admission reads the cache the layer build shares, not one of its own", () =>
       Effect.gen(function*() {
         const store = yield* KeyStore
