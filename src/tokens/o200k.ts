@@ -18,8 +18,9 @@ import { createRequire } from "node:module"
 /** Counts the tokens of a text. */
 export type Count = (text: string) => number
 
-/** How many words' counts are kept (a few hundred kilobytes). */
+/** How many short words' counts are kept, and how long a short word is: a few hundred kilobytes. */
 const RECENT_WORDS = 4096
+const RECENT_WORD_CHARS = 32
 
 /** The bytes from which a word's merges are taken from a heap rather than by scanning. */
 const LONG_WORD = 128
@@ -223,8 +224,8 @@ export const counterOf = (file: Uint8Array): Count => {
     return n < LONG_WORD ? mergeByScan(n) : mergeByHeap(n)
   }
 
-  // The counts of the words seen last (words recur: a text's common words, an agent's identifiers),
-  // forgotten all at once when full.
+  // The counts of the short words seen last (words recur: a text's common words, an agent's
+  // identifiers), forgotten all at once when full; a long word is not kept, so the whole stays small.
   const recent = new Map<string, number>()
   return (text) => {
     let total = 0
@@ -232,8 +233,10 @@ export const counterOf = (file: Uint8Array): Count => {
       let tokens = recent.get(word)
       if (tokens === undefined) {
         tokens = countWord(word)
-        if (recent.size >= RECENT_WORDS) recent.clear()
-        recent.set(word, tokens)
+        if (word.length <= RECENT_WORD_CHARS) {
+          if (recent.size >= RECENT_WORDS) recent.clear()
+          recent.set(word, tokens)
+        }
       }
       total += tokens
     }
