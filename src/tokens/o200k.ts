@@ -4,7 +4,7 @@
  * (the pattern that splits text into words, numbers, punctuation and spaces); its own encoder keeps the
  * vocabulary as 200,000 JavaScript strings in a Map, about 60 MB of a process's memory once loaded.
  * Here the tokens' bytes lie in one buffer, found through an open-addressing hash table of typed
- * arrays: about 6 MB. Each word is looked up whole, and merged byte pair by byte pair (lowest rank
+ * arrays: about 4 MB. Each word is looked up whole, and merged byte pair by byte pair (lowest rank
  * first, the leftmost of equals, as tiktoken does) when it is not one token; a long word's merges come
  * from a heap, so a run of thousands of CJK characters (one word to the pre-tokenizer) is counted in
  * milliseconds rather than the tenth of a second a scan for each merge takes. Special tokens such as
@@ -45,15 +45,15 @@ for (const [i, c] of [..."ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 
 /**
  * Builds the counter from the vocabulary file's bytes: each line `<base64 bytes> <rank>`, decoded in
- * place (no string a line, so loading leaves nothing behind but the table).
+ * place (no string a line, so loading leaves nothing behind but the table). The ranks are the lines'
+ * order (0, 1, 2, ...), so a token's rank is its index; a file whose ranks are not is refused.
  */
-export const counterOf = (file: Uint8Array): Count => {
+const counterOf = (file: Uint8Array): Count => {
   let lines = 0
   for (let at = file.indexOf(0x0a); at !== -1; at = file.indexOf(0x0a, at + 1)) lines++
-  // Every token's bytes, one after another: token i is pool[starts[i], starts[i + 1]).
+  // Every token's bytes, one after another: the token of rank i is pool[starts[i], starts[i + 1]).
   const decoded = new Uint8Array(Math.ceil(file.length * 0.75))
   const starts = new Uint32Array(lines + 2)
-  const ranks = new Int32Array(lines + 1)
   let tokens = 0
   let used = 0
   for (let at = 0; at < file.length;) {
@@ -74,7 +74,8 @@ export const counterOf = (file: Uint8Array): Count => {
     for (at++; at < file.length && file[at] !== 0x0a; at++) rank = rank * 10 + file[at]! - 0x30
     at++
     if (used === starts[tokens]) continue // an empty line
-    ranks[tokens++] = rank
+    if (rank !== tokens) throw new Error(`o200k_base's vocabulary: rank ${rank} on the line of rank ${tokens}`)
+    tokens++
   }
   starts[tokens] = used
   const pool = decoded.slice(0, used)
@@ -90,8 +91,18 @@ export const counterOf = (file: Uint8Array): Count => {
     table[slot] = i
   }
 
-  /** The rank of the token whose bytes are bytes[from, to), or NONE. */
-  const rankOf = (bytes: Uint8Array, from: number, to: number): number => {
+  // Scratch space reused by every count: a word's UTF-8 bytes, and what its merges keep per part
+  // (for a short word, parts by position: their starts and the ranks of the pairs they begin; for a
+  // long one, parts by their first byte: the next part's start, the previous one's, the pair's rank).
+  const encoder = new TextEncoder()
+  let bytes = new Uint8Array(1024)
+  let startsOf = new Int32Array(1025)
+  let before = new Int32Array(1025)
+  let pairRanks = new Int32Array(1025)
+  let heap = new Float64Array(3 * 1025)
+
+  /** The rank of the token whose bytes are the word's bytes[from, to), or NONE. */
+  const rankOf = (from: number, to: number): number => {
     const length = to - from
     for (let slot = hashOf(bytes, from, to) & mask;; slot = (slot + 1) & mask) {
       const token = table[slot]!
@@ -105,19 +116,9 @@ export const counterOf = (file: Uint8Array): Count => {
           break
         }
       }
-      if (same) return ranks[token]!
+      if (same) return token
     }
   }
-
-  // Scratch space reused by every count: a word's UTF-8 bytes, and what its merges keep per part
-  // (for a short word, parts by position: their starts and the ranks of the pairs they begin; for a
-  // long one, parts by their first byte: the next part's start, the previous one's, the pair's rank).
-  const encoder = new TextEncoder()
-  let bytes = new Uint8Array(1024)
-  let startsOf = new Int32Array(1025)
-  let before = new Int32Array(1025)
-  let pairRanks = new Int32Array(1025)
-  let heap = new Float64Array(3 * 1025)
 
   /**
    * The tokens of bytes[0, n) (not one token): its parts start as single bytes (each one a token), and
@@ -127,7 +128,7 @@ export const counterOf = (file: Uint8Array): Count => {
   const mergeByScan = (n: number): number => {
     let parts = n
     for (let i = 0; i <= n; i++) startsOf[i] = i
-    for (let i = 0; i < n - 1; i++) pairRanks[i] = rankOf(bytes, i, i + 2)
+    for (let i = 0; i < n - 1; i++) pairRanks[i] = rankOf(i, i + 2)
     pairRanks[n - 1] = NONE
     for (;;) {
       let lowest = NONE
@@ -143,8 +144,8 @@ export const counterOf = (file: Uint8Array): Count => {
       startsOf.copyWithin(at + 1, at + 2, parts + 1)
       pairRanks.copyWithin(at + 1, at + 2, parts)
       parts--
-      pairRanks[at] = at + 1 < parts ? rankOf(bytes, startsOf[at]!, startsOf[at + 2]!) : NONE
-      if (at > 0) pairRanks[at - 1] = rankOf(bytes, startsOf[at - 1]!, startsOf[at + 1]!)
+      pairRanks[at] = at + 1 < parts ? rankOf(startsOf[at]!, startsOf[at + 2]!) : NONE
+      if (at > 0) pairRanks[at - 1] = rankOf(startsOf[at - 1]!, startsOf[at + 1]!)
     }
   }
 
@@ -181,31 +182,36 @@ export const counterOf = (file: Uint8Array): Count => {
       heap[i] = last
       return top
     }
+    // Parts by their first byte: the next part's start, the previous part's, and the rank of the pair
+    // the part begins.
+    const next = startsOf
+    const previous = before
+    const rankAt = pairRanks
     // A key orders by rank, then by position (ranks are below 2^18, positions below 2^32).
     const rank = (a: number) => {
-      const b = startsOf[a]!
-      const r = b < n ? rankOf(bytes, a, startsOf[b]!) : NONE
-      pairRanks[a] = r
+      const b = next[a]!
+      const r = b < n ? rankOf(a, next[b]!) : NONE
+      rankAt[a] = r
       if (r !== NONE) push(r * 4294967296 + a)
     }
     for (let i = 0; i < n; i++) {
-      startsOf[i] = i + 1 // the next part's start
-      before[i] = i - 1
+      next[i] = i + 1
+      previous[i] = i - 1
     }
     for (let i = 0; i < n; i++) rank(i)
     let parts = n
     while (size > 0) {
       const key = pop()
       const a = key % 4294967296
-      if (pairRanks[a] !== (key - a) / 4294967296) continue // merged away or ranked again since
-      const b = startsOf[a]!
-      const c = startsOf[b]!
-      pairRanks[b] = NONE // part b is no more
-      startsOf[a] = c
-      if (c < n) before[c] = a
+      if (rankAt[a] !== (key - a) / 4294967296) continue // merged away or ranked again since
+      const b = next[a]!
+      const c = next[b]!
+      rankAt[b] = NONE // part b is no more
+      next[a] = c
+      if (c < n) previous[c] = a
       parts--
       rank(a)
-      if (before[a]! >= 0) rank(before[a]!)
+      if (previous[a]! >= 0) rank(previous[a]!)
     }
     return parts
   }
@@ -220,7 +226,7 @@ export const counterOf = (file: Uint8Array): Count => {
       heap = new Float64Array(3 * (bytes.length + 1))
     }
     const n = encoder.encodeInto(word, bytes).written
-    if (n <= 1 || rankOf(bytes, 0, n) !== NONE) return 1
+    if (n <= 1 || rankOf(0, n) !== NONE) return 1
     return n < LONG_WORD ? mergeByScan(n) : mergeByHeap(n)
   }
 
@@ -244,5 +250,5 @@ export const counterOf = (file: Uint8Array): Count => {
   }
 }
 
-/** Reads the vocabulary and builds the counter (about 5 MB; about 100 milliseconds). */
+/** Reads the vocabulary and builds the counter (about 4 MB, in about 100 milliseconds). */
 export const loadCounter = async (): Promise<Count> => counterOf(await readFile(vocabularyFile()))
