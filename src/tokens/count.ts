@@ -1,7 +1,7 @@
 /**
  * Counting tokens when an upstream does not say: the o200k_base encoding (OpenAI's current one), a
  * close count for every modern model family, counted by `o200k.ts` from `gpt-tokenizer`'s vocabulary.
- * Its table takes about 4 MB and a tenth of a second to load, so it is loaded on first use only: most
+ * Its table takes about 4 MB and about 50 ms to load, so it is loaded on first use only: most
  * calls are billed from the upstream's own usage and never need it.
  *
  * Tokenizing is synchronous work, 60 to 90 ms a million characters here, so a long text is counted in
