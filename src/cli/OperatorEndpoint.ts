@@ -32,7 +32,7 @@ export const operatorFile = (dataDir: string) => path.join(dataDir, "operator.js
 /** The largest operation body the door reads. */
 export const MAX_OPERATION_BYTES = 1024 * 1024
 
-interface OperatorInfo {
+export interface OperatorInfo {
   readonly pid: number
   readonly port: number
   readonly token: string
@@ -212,19 +212,17 @@ export const remote = (dataDir: string, pid: number, op: Operation) =>
   })
 
 /**
- * Runs `events export` in the server holding the data folder and hands the JSON Lines to `onBytes` as
+ * Runs `events export` in the server at `endpoint` (found by `endpointOf` first, so that a holder gone
+ * before it answered is known before anything is written) and hands the JSON Lines to `onBytes` as
  * they arrive (the next piece is read once `onBytes` has finished with this one).
  */
 export const remoteExport = <E>(
-  dataDir: string,
-  pid: number,
+  endpoint: OperatorInfo,
   request: ExportRequest,
   onBytes: (bytes: Uint8Array) => Effect.Effect<void, E>
 ) =>
   Effect.gen(function*() {
-    const { port, token } = yield* endpointOf(dataDir, pid).pipe(
-      Effect.catchTag("HolderGone", (e) => new OperationFailed({ message: `${e.message}; run the export again` }))
-    )
+    const { pid, port, token } = endpoint
     const cut = (e: unknown) =>
       new OperationFailed({
         message: `the export from the running server (pid ${pid}) was cut short: ${(e as Error).message}`

@@ -29,21 +29,30 @@ export const LocalLive = AccountsLive.pipe(
 export type Local = Layer.Layer.Success<typeof LocalLive>
 
 /**
- * Runs an operation where the data is: in the server holding the embedded folder, or in this process
- * (`local`, by default the operation itself, run with the gateway's services). A holder that lets the
+ * Runs `f` where the data is (`locate`), and says where that was. A holder that lets the embedded
  * folder go before it answers (it stopped, or failed to start) sends the command back to the start:
  * it looks again where the data is.
+ */
+export const whereTheDataIs = <A, E, R>(f: (where: Where) => Effect.Effect<A, E | OperatorEndpoint.HolderGone, R>) =>
+  Effect.flatMap(locate, (where) => Effect.map(f(where), (result) => ({ where, result }))).pipe(
+    Effect.retry({ times: 2, while: (e) => e instanceof OperatorEndpoint.HolderGone }),
+    Effect.catchIf(
+      (e): e is OperatorEndpoint.HolderGone => e instanceof OperatorEndpoint.HolderGone,
+      (gone) => new OperationFailed({ message: `${gone.message}; run the command again` })
+    )
+  )
+
+/**
+ * Runs an operation where the data is: in the server holding the embedded folder, or in this process
+ * (`local`, by default the operation itself, run with the gateway's services).
  */
 export const execute = (
   op: Operation,
   local: Effect.Effect<unknown, OperationFailed, Local> = run(op) as Effect.Effect<unknown, OperationFailed, Local>
 ) => {
   const here = local.pipe(Effect.provide(LocalLive))
-  const at = (where: Where): Effect.Effect<unknown, Effect.Effect.Error<typeof here> | OperatorEndpoint.HolderGone> =>
+  return whereTheDataIs((where) =>
     where.servedBy === undefined ? here : OperatorEndpoint.remote(where.dataDir, where.servedBy, op)
-  return Effect.flatMap(locate, (where) => Effect.map(at(where), (result) => ({ where, result }))).pipe(
-    Effect.retry({ times: 2, while: (e) => e._tag === "HolderGone" }),
-    Effect.catchTag("HolderGone", (gone) => new OperationFailed({ message: `${gone.message}; run the command again` }))
   )
 }
 

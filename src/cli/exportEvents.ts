@@ -110,9 +110,9 @@ type Write = (data: string | Uint8Array) => Effect.Effect<void, OperationFailed 
 export const fromLog = (request: ExportRequest) => (write: Write) =>
   Stream.runForEachChunk(exportPages(request), (page) => write(ndjson(page)))
 
-/** The lines read by the server holding the embedded folder. */
-export const fromServer = (dataDir: string, pid: number, request: ExportRequest) => (write: Write) =>
-  OperatorEndpoint.remoteExport(dataDir, pid, request, write)
+/** The lines read by the server holding the embedded folder, at its operator endpoint. */
+export const fromServer = (endpoint: OperatorEndpoint.OperatorInfo, request: ExportRequest) => (write: Write) =>
+  OperatorEndpoint.remoteExport(endpoint, request, write)
 
 /**
  * Writes the lines of `source` to `sink` as they come, with progress on the terminal when

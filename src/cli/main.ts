@@ -28,6 +28,7 @@ import { stderrOutput } from "../observability/LogOutput.ts"
 import { exportEvents, fileSink, fromLog, fromServer, stdoutSink } from "./exportEvents.ts"
 import { migrateCommand } from "./migrate.ts"
 import { type ExportRequest, type Operation, OperationFailed, UsageProblem } from "./operations.ts"
+import { endpointOf } from "./OperatorEndpoint.ts"
 import { progress, progressWanted } from "./progress.ts"
 import { serve } from "./serve.ts"
 import {
@@ -42,7 +43,7 @@ import { line, locate, withDatabase } from "./where.ts"
 import { isWorker, supervise } from "./workers.ts"
 
 import { keyId, keys, vendors } from "./accountCommands.ts"
-import { described, execute, json, LocalLive, operation, opt, print } from "./execute.ts"
+import { described, execute, json, LocalLive, operation, opt, print, whereTheDataIs } from "./execute.ts"
 
 // ---- commands -----------------------------------------------------------------------------------
 
@@ -100,12 +101,15 @@ const eventsExport = Command.make("export", {
       since: yield* day("--from", opt(o.from), false),
       until: yield* day("--to", opt(o.to), true)
     }
-    const where = yield* locate
+    // The server holding the embedded folder is found (its endpoint offered) before anything is written.
+    const { result: endpoint, where } = yield* whereTheDataIs((where) =>
+      where.servedBy === undefined ? Effect.succeed(undefined) : endpointOf(where.dataDir, where.servedBy)
+    )
     const sink = Option.isSome(o.out) ? yield* fileSink(o.out.value) : stdoutSink
     // Progress on the terminal, unless the lines themselves go there.
     const shown = progressWanted(false) && (Option.isSome(o.out) || process.stdout.isTTY !== true)
-    const count = where.servedBy !== undefined
-      ? yield* exportEvents(fromServer(where.dataDir, where.servedBy, request), sink, shown)
+    const count = endpoint !== undefined
+      ? yield* exportEvents(fromServer(endpoint, request), sink, shown)
       : yield* exportEvents(fromLog(request), sink, shown).pipe(Effect.provide(LocalLive))
     yield* Console.error(`${line(where)}\nwrote ${count} events to ${Option.getOrElse(o.out, () => "standard output")}`)
   }).pipe(Effect.catchTag("OutputClosed", () => Effect.void))).pipe(

@@ -39,12 +39,15 @@ describe.skipIf(!hasProc)("a command whose data folder's holder goes away", () =
       expect(Exit.isFailure(exit) && String(exit.cause)).toMatch(/no longer holds the data folder/)
     }))
 
-  it("runs the command in the CLI's own process instead", async () => {
-    const { dir, holder } = await heldFolder("holder-gone-cli")
-    // The CLI reads operator.json while it waits for the endpoint: made a FIFO, that read tells the
-    // test when the CLI is waiting (the open below completes then), and the holder is stopped only then.
+  /**
+   * Runs the CLI with `args` on a folder whose holder is stopped while the CLI waits for its endpoint:
+   * the CLI reads operator.json while it waits; made a FIFO, that read tells the test when the CLI is
+   * waiting (the open below completes then), and the holder is stopped only then.
+   */
+  const afterTheHolderGoes = async (label: string, args: ReadonlyArray<string>) => {
+    const { dir, holder } = await heldFolder(label)
     execFileSync("mkfifo", ["-m", "600", operatorFile(dir)])
-    const cli = start(["keys", "list", "--json"], { TOLLGATE_DATA_DIR: dir })
+    const cli = start(args, { TOLLGATE_DATA_DIR: dir })
     const opened = fs.promises.open(operatorFile(dir), "w")
     const first = await Promise.race([opened, cli.exited])
     if (!("close" in first)) {
@@ -56,8 +59,21 @@ describe.skipIf(!hasProc)("a command whose data folder's holder goes away", () =
     await ended(holder)
     await first.close()
     const { code } = await cli.exited
-    const { stdout, stderr } = cli.output()
+    return { code, ...cli.output() }
+  }
+
+  it("runs the command in the CLI's own process instead", async () => {
+    const { code, stderr, stdout } = await afterTheHolderGoes("holder-gone-cli", ["keys", "list", "--json"])
     expect(code, stderr).toBe(0)
     expect(JSON.parse(stdout).keys).toBeInstanceOf(Array)
+  }, T)
+
+  it("exports the log from the CLI's own process instead", async () => {
+    const { code, stderr, stdout } = await afterTheHolderGoes("holder-gone-export", ["events", "export"])
+    expect(code, stderr).toBe(0)
+    // It says what it wrote, and wrote that: the folder's own log, as JSON Lines.
+    const lines = stdout.split("\n").filter((l) => l !== "")
+    expect(stderr).toContain(`wrote ${lines.length} events to standard output`)
+    for (const line of lines) expect(JSON.parse(line)).toHaveProperty("event_type")
   }, T)
 })
