@@ -12,6 +12,7 @@
 import { execFileSync } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
+import { pieceEnd } from "../src/tokens/count.ts"
 
 type Counter = "o200k.ts" | "gpt-tokenizer" | "none"
 
@@ -61,7 +62,11 @@ const measure = async (which: Counter) => {
   }
   const t = performance.now()
   let wideTotal = 0
-  for (let from = 0; from < wide.length; from += 4096) wideTotal += count(wide.slice(from, from + 4096))
+  for (let from = 0; from < wide.length;) {
+    const end = pieceEnd(wide, from)
+    wideTotal += count(wide.slice(from, end))
+    from = end
+  }
   const wideMs = performance.now() - t
   return {
     which,

@@ -12,9 +12,9 @@ import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as Database from "../db/Database.ts"
 import { AccountsLive } from "../main.ts"
 import { human } from "./format.ts"
-import { type Operation, OperationFailed, run } from "./operations.ts"
+import { type Operation, type OperationFailed, run } from "./operations.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
-import { line, locate, type Where, withDatabase } from "./where.ts"
+import { line, whereTheDataIs, withDatabase } from "./where.ts"
 
 export const json = Options.boolean("json").pipe(Options.withDescription("print the result as JSON"))
 export const list = (s: string) => s.split(",").map((x) => x.trim()).filter((x) => x !== "")
@@ -27,20 +27,6 @@ export const LocalLive = AccountsLive.pipe(
 )
 
 export type Local = Layer.Layer.Success<typeof LocalLive>
-
-/**
- * Runs `f` where the data is (`locate`), and says where that was. A holder that lets the embedded
- * folder go before it answers (it stopped, or failed to start) sends the command back to the start:
- * it looks again where the data is.
- */
-export const whereTheDataIs = <A, E, R>(f: (where: Where) => Effect.Effect<A, E | OperatorEndpoint.HolderGone, R>) =>
-  Effect.flatMap(locate, (where) => Effect.map(f(where), (result) => ({ where, result }))).pipe(
-    Effect.retry({ times: 2, while: (e) => e instanceof OperatorEndpoint.HolderGone }),
-    Effect.catchIf(
-      (e): e is OperatorEndpoint.HolderGone => e instanceof OperatorEndpoint.HolderGone,
-      (gone) => new OperationFailed({ message: `${gone.message}; run the command again` })
-    )
-  )
 
 /**
  * Runs an operation where the data is: in the server holding the embedded folder, or in this process

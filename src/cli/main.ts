@@ -39,11 +39,11 @@ import {
   toleratePipeClose,
   withTerminalConsole
 } from "./terminal.ts"
-import { line, locate, withDatabase } from "./where.ts"
+import { line, locate, whereTheDataIs, withDatabase } from "./where.ts"
 import { isWorker, supervise } from "./workers.ts"
 
 import { keyId, keys, vendors } from "./accountCommands.ts"
-import { described, execute, json, LocalLive, operation, opt, print, whereTheDataIs } from "./execute.ts"
+import { described, execute, json, LocalLive, operation, opt, print } from "./execute.ts"
 
 // ---- commands -----------------------------------------------------------------------------------
 

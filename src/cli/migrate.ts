@@ -16,7 +16,7 @@ import { migrate, migrationsDir } from "../db/Migrations.ts"
 import { OperationFailed } from "./operations.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
 import { progress, progressWanted } from "./progress.ts"
-import { line, locate, type Where } from "./where.ts"
+import { line, type Where, whereTheDataIs } from "./where.ts"
 
 /** The migrations this version carries, as [id, name]. */
 const known = () =>
@@ -60,24 +60,24 @@ const report = (where: Where, ran: ReadonlyArray<readonly [number, string]>, jso
       ].join("\n")
   )
 
-/** `migrate` on a folder a server holds: nothing to do, or what to do. */
+/**
+ * `migrate` on a folder a server holds: nothing to do, or what to do. A server that lets the folder go
+ * before it answers sends the command back to look again (`whereTheDataIs`).
+ */
 const throughServer = (where: Where, pid: number, json: boolean) =>
   Effect.gen(function*() {
     const applied = yield* OperatorEndpoint.remote(where.dataDir, pid, { _tag: "migrations.applied" }).pipe(
       Effect.map((ids) => ids as ReadonlyArray<number>),
-      Effect.orElseSucceed(() => undefined)
+      Effect.catchTag("OperationFailed", () => Effect.succeed(undefined))
     )
     const message = whileServing(where.database.location, pid, known(), applied)
     if (message === undefined) return yield* report(where, [], json)
     return yield* new OperationFailed({ message })
   })
 
-export const migrateCommand = Command.make("migrate", {
-  json: Options.boolean("json").pipe(Options.withDescription("print the result as JSON"))
-}, ({ json }) =>
+/** `migrate` in this process, with progress on a terminal. */
+const here = (where: Where, json: boolean) =>
   Effect.gen(function*() {
-    const where = yield* locate
-    if (where.servedBy !== undefined) return yield* throughServer(where, where.servedBy, json)
     const bar = progress("migrating", "migrations", { enabled: progressWanted(json) })
     let started = 0
     const ran = yield* migrate(undefined, (id, name) => bar.note(`applying migration ${id}_${name} (${++started})`))
@@ -91,4 +91,17 @@ export const migrateCommand = Command.make("migrate", {
         Effect.ensuring(Effect.sync(bar.end))
       )
     yield* report(where, ran, json)
-  })).pipe(Command.withDescription("apply pending migrations (serve applies them at start too)"))
+  })
+
+export const migrateCommand = Command.make(
+  "migrate",
+  {
+    json: Options.boolean("json").pipe(Options.withDescription("print the result as JSON"))
+  },
+  ({ json }) =>
+    Effect.asVoid(
+      whereTheDataIs((where) =>
+        where.servedBy !== undefined ? throughServer(where, where.servedBy, json) : here(where, json)
+      )
+    )
+).pipe(Command.withDescription("apply pending migrations (serve applies them at start too)"))

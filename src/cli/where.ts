@@ -9,7 +9,8 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { holderOf } from "../db/DataDirLock.ts"
 import { databaseLine, type DatabaseName, describeDatabase } from "../db/describe.ts"
-import type { Operation } from "./operations.ts"
+import { type Operation, OperationFailed } from "./operations.ts"
+import { HolderGone } from "./OperatorEndpoint.ts"
 
 export interface Where {
   readonly database: DatabaseName
@@ -29,6 +30,20 @@ export const locate: Effect.Effect<Where, never> = Effect.gen(function*() {
     servedBy: holder !== undefined && holder !== process.pid ? holder : undefined
   }
 }).pipe(Effect.orDie)
+
+/**
+ * Runs `f` where the data is (`locate`), and says where that was. A holder that lets the embedded
+ * folder go before it answers (it stopped, or failed to start) sends the command back to the start:
+ * it looks again where the data is.
+ */
+export const whereTheDataIs = <A, E, R>(f: (where: Where) => Effect.Effect<A, E | HolderGone, R>) =>
+  Effect.flatMap(locate, (where) => Effect.map(f(where), (result) => ({ where, result }))).pipe(
+    Effect.retry({ times: 2, while: (e) => e instanceof HolderGone }),
+    Effect.catchIf(
+      (e): e is HolderGone => e instanceof HolderGone,
+      (gone) => new OperationFailed({ message: `${gone.message}; run the command again` })
+    )
+  )
 
 /** The key under which a command's list goes in `--json`, next to `database`. */
 const listKeys: Partial<Record<Operation["_tag"], string>> = {

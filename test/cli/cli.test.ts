@@ -9,6 +9,7 @@ import { Effect, Exit, Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { holderOf } from "../../src/db/DataDirLock.ts"
 import {
   exitWithin,
   freePort,
@@ -300,7 +301,7 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder while 
     async () => {
       expect(devKey).toMatch(KEY)
       expect(server.output().stdout.match(/export TOLLGATE_KEY=/g)).toHaveLength(1)
-      expect(fs.readFileSync(path.join(dir, "tollgate.lock"), "utf8").split(" ")[0]).toBe(String(server.pid))
+      expect(holderOf(dir)).toBe(server.pid)
       const operator = path.join(dir, "operator.json")
       for (let i = 0; i < 100 && !fs.existsSync(operator); i++) await sleep(100)
       expect(JSON.parse(fs.readFileSync(operator, "utf8")).pid).toBe(server.pid)
@@ -389,7 +390,7 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder while 
     expect(second.code).not.toBeNull()
     expect(second.stderr + second.stdout).toContain(`process ${server.pid}`)
     expect(second.stderr + second.stdout).toContain(dir)
-    expect(fs.readFileSync(path.join(dir, "tollgate.lock"), "utf8").split(" ")[0]).toBe(String(server.pid))
+    expect(holderOf(dir)).toBe(server.pid)
     expect((await chat(base, devKey)).status).toBe(200)
   }, T)
 

@@ -68,6 +68,12 @@ describe.skipIf(!hasProc)("a command whose data folder's holder goes away", () =
     expect(JSON.parse(stdout).keys).toBeInstanceOf(Array)
   }, T)
 
+  it("migrates from the CLI's own process instead", async () => {
+    const { code, stderr, stdout } = await afterTheHolderGoes("holder-gone-migrate", ["migrate", "--json"])
+    expect(code, stderr).toBe(0)
+    expect(JSON.parse(stdout)).toMatchObject({ applied: [], database: { backend: "embedded" } })
+  }, T)
+
   it("exports the log from the CLI's own process instead", async () => {
     const { code, stderr, stdout } = await afterTheHolderGoes("holder-gone-export", ["events", "export"])
     expect(code, stderr).toBe(0)

@@ -51,7 +51,7 @@ export const refuseAndClose = (
   req: IncomingMessage,
   res: ServerResponse,
   e: EnvelopeError,
-  cors: HeaderMap = {},
+  cors: HeaderMap,
   requestId = newRequestId()
 ) => {
   res.shouldKeepAlive = false
