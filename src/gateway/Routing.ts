@@ -101,6 +101,19 @@ export const makeRouter = (catalog: CatalogService) => {
         })
       )
     }
+    if (
+      g.endpoint === "images.generations" && g.body.stream !== undefined && g.body.stream !== null &&
+      g.body.stream !== false
+    ) {
+      // Its partial images would arrive as events this gateway neither relays nor bills.
+      return Either.left(
+        new BadRequest({
+          param: "stream",
+          code: "unsupported_parameter",
+          message: "Streamed image generation is not supported through this gateway; send the request without `stream`."
+        })
+      )
+    }
     if (g.endpoint === "responses" && g.body.background === true) {
       // Its answer (and its usage) arrives after this call ends, where the gateway cannot bill it.
       return Either.left(

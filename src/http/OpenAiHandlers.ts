@@ -5,6 +5,7 @@ import { KeyStore } from "../accounts/KeyStore.ts"
 import { AuthenticationFailed, InvalidRequest, NotFound } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { CurrentKey } from "../api/security.ts"
+import { echoedModel } from "./gatewayErrors.ts"
 import { servedByLane } from "./lane/routes.ts"
 import { pagedStyle, pageOf, wholeList } from "./modelPages.ts"
 
@@ -34,7 +35,7 @@ export const OpenAiHandlers = HttpApiBuilder.group(GatewayApi, "openai", (handle
           const model = catalog.find(yield* currentKey, path.id)
           if (!model) {
             return yield* new NotFound({
-              message: `The model \`${path.id}\` does not exist or this key may not use it.`,
+              message: `The model \`${echoedModel(path.id)}\` does not exist or this key may not use it.`,
               code: "model_not_found",
               param: "model"
             })

@@ -2,6 +2,7 @@
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
+import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServer from "@effect/platform/HttpServer"
 import { ServeError } from "@effect/platform/HttpServerError"
 import * as Effect from "effect/Effect"
@@ -59,6 +60,9 @@ export const HttpAppLive = Layer.unwrapEffect(
       Layer.provide(corsMiddleware(config.file.server.cors_origins)),
       Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
       Layer.provide(ApiLive),
+      // A path parameter (a model's name, a key's id) of any length the request line may carry reaches its
+      // handler, which answers for it (404), rather than the router's default bound of 100 characters.
+      Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: 16 * 1024 })),
       HttpMiddleware.withTracerDisabledWhen(
         Option.isNone(endpoint) ? () => true : (request) => request.url === "/livez" || request.url === "/readyz"
       )
@@ -123,6 +127,13 @@ const twoAuthorizations = (raw: ReadonlyArray<string>) => {
   }
   return false
 }
+
+/** A request line of HTTP/0.9 or 2.0, which node:http's parser takes as it takes HTTP/1.x. */
+const NOT_HTTP_1 = envelopeOf(
+  400,
+  "The request is not valid HTTP/1.1 (its request line names another version of HTTP).",
+  "malformed_request"
+)
 
 const TWO_AUTHORIZATIONS = envelopeOf(
   400,
@@ -214,6 +225,7 @@ export const NodeServerLive = Layer.scoped(
           metrics.sources.requestsWaitingToStart = gate.waiting
           const dispatch = (req: IncomingMessage, res: ServerResponse) => {
             if (stopping) return lane.refuse(req, res, STOPPING)
+            if (req.httpVersionMajor !== 1) return lane.refuse(req, res, NOT_HTTP_1)
             if (twoAuthorizations(req.rawHeaders)) return lane.refuse(req, res, TWO_AUTHORIZATIONS)
             // A protocol upgrade is not offered (h2c, websocket): the request is served as HTTP/1.1, and its
             // connection closed after the answer, since node:http drops whatever the client sent after it.

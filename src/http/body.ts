@@ -325,6 +325,16 @@ export const BodyReaderLive = Layer.effect(
 const MAX_MESSAGE = 500
 
 /**
+ * A schema's message in words a client reads: `Expected { readonly role: string; ... }, actual "Hi"`
+ * (the schema's own type, written out) becomes `expected an object, actual "Hi"`.
+ */
+const plainMessage = (message: string): string => {
+  const m = /^Expected (ReadonlyArray<|readonly \[|\{)[^]*?, actual ([^]*)$/.exec(message)
+  if (m === null) return message
+  return `expected ${m[1] === "{" ? "an object" : "an array"}, actual ${m[2]}`
+}
+
+/**
  * Decodes the fields the gateway needs, as a value: the decoded fields, or the first problem as an
  * InvalidRequest with its path as `param`. No effect: the generation lane calls it on every request.
  */
@@ -337,7 +347,7 @@ export const fieldsDecoder = <A, I>(schema: Schema.Schema<A, I>) => {
     const param = issue && issue.path.length > 0 ? issue.path.map(String).join(".") : undefined
     const message = issue?.message === "is missing"
       ? `\`${param}\` is required.`
-      : `\`${param ?? "body"}\`: ${issue?.message}`
+      : `\`${param ?? "body"}\`: ${plainMessage(issue?.message ?? "")}`
     // The schema's message quotes the value it got, which may be as large as the body.
     const short = message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE)}…` : message
     return Either.left(new InvalidRequest({ message: short, ...(param ? { param } : {}) }))

@@ -22,6 +22,9 @@ import type {
 /** The most of a client's value an error message quotes back. */
 const MAX_ECHOED = 200
 
+/** A client's model name as an error message quotes it: its first 200 characters (a name may be a megabyte). */
+export const echoedModel = (model: string) => model.length > MAX_ECHOED ? `${model.slice(0, MAX_ECHOED)}…` : model
+
 export type GatewayRefusal =
   | BadRequest
   | TooLarge
@@ -44,7 +47,7 @@ export const toApiError = (e: GatewayRefusal) => {
     case "ModelNotFound":
       return new NotFound({
         message: `The model \`${
-          e.model.length > MAX_ECHOED ? `${e.model.slice(0, MAX_ECHOED)}…` : e.model
+          echoedModel(e.model)
         }\` does not exist or this key may not use it. GET /v1/models lists the models it may use.`,
         code: "model_not_found",
         param: "model"

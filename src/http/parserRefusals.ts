@@ -2,7 +2,8 @@
  * What node:http refuses before a request reaches the API (a request line or header it cannot parse,
  * headers past 16 KB, a body framed two ways, a request that took too long to arrive, an `Expect` it
  * does not know, a CONNECT) answered in the common error envelope with a request id, as every other error is,
- * instead of Node's bare status line. The connection is closed after it, as Node does.
+ * instead of Node's bare status line. The connection is closed after it, as Node does. And the
+ * `100 Continue` of a request that asks for one, sent only once its body is read.
  */
 import { STATUS_CODES } from "node:http"
 import type { IncomingMessage, Server, ServerResponse } from "node:http"
@@ -70,6 +71,24 @@ export const answerParserRefusals = (server: Server) => {
       envelopeOf(405, "This server does not open tunnels (CONNECT).", "method_not_allowed"),
       { allow: "GET, POST, DELETE, PATCH" }
     ))
+  })
+  // `Expect: 100-continue`: the 100 goes out when the body is first read, not as the headers arrive,
+  // so a request refused before its body is read (no key, a wrong method) is answered without asking
+  // the client to send the body. An answer that goes out before the 100 closes the connection: the
+  // client may or may not send the body after it, and the next request must not be read from it.
+  server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {
+    const keepAlive = res.shouldKeepAlive
+    res.shouldKeepAlive = false
+    const read = req._read
+    req._read = function(size) {
+      req._read = read
+      if (!res.headersSent) {
+        res.shouldKeepAlive = keepAlive
+        res.writeContinue()
+      }
+      return read.call(this, size)
+    }
+    server.emit("request", req, res)
   })
   // An `Expect` other than 100-continue: 417 (RFC 9110 §10.1.1), in the envelope.
   server.on("checkExpectation", (req: IncomingMessage, res: ServerResponse) => {

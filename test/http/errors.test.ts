@@ -271,6 +271,23 @@ describe("error envelope over HTTP (default config)", () => {
         }
       }))
 
+    it.effect("a path parameter of any length reaches its handler: 401 without a key, 404 for a name nothing has", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        const vendor = yield* registerVendor(["keys:read"])
+        for (const length of [100, 101, 5_000]) {
+          const name = "m".repeat(length)
+          const model = yield* send(base, "GET", `/v1/models/${name}`, { headers: bearer(secret) })
+          expectEnvelope(model, { status: 404, code: "model_not_found", param: "model" }, `model name of ${length}`)
+          expect(model.text.length).toBeLessThan(1000)
+          const anonymous = yield* send(base, "GET", `/v1/models/${name}`, { headers: {} })
+          expectEnvelope(anonymous, { status: 401, code: "missing_api_key" }, `model name of ${length}, no key`)
+          const key = yield* send(base, "GET", `/api/keys/key_${name}`, { headers: bearer(vendor.token) })
+          expectEnvelope(key, { status: 404, code: "key_not_found" }, `key id of ${length}`)
+        }
+      }))
+
     it.effect("a known path with the wrong method is 405 method_not_allowed with Allow, before authentication", () =>
       Effect.gen(function*() {
         const base = yield* baseUrl
@@ -377,9 +394,15 @@ describe("error envelope over HTTP (default config)", () => {
         add(chat, "model", { model: "", messages: msg("user") })
         add(chat, "messages", { model: "mock-gpt" }, /`messages` is required/)
         add(chat, "messages", { model: "mock-gpt", messages: [] }, /messages/)
-        add(chat, "messages", { model: "mock-gpt", messages: "Hi" }, /messages/)
+        add(chat, "messages", { model: "mock-gpt", messages: "Hi" }, /^`messages`: expected an array, actual "Hi"$/)
+        add(chat, "messages.0", { model: "mock-gpt", messages: [5] }, /^`messages.0`: expected an object, actual 5$/)
         add(chat, "messages.0.role", { model: "mock-gpt", messages: [{ content: "Hi" }] })
-        add(chat, "messages.0.content", { model: "mock-gpt", messages: [{ role: "user", content: 5 }] })
+        add(
+          chat,
+          "messages.0.content",
+          { model: "mock-gpt", messages: [{ role: "user", content: 5 }] },
+          /expected a string, an array of content parts or null/
+        )
         add(chat, "messages.0.content", { model: "mock-gpt", messages: [{ role: "user", content: { a: 1 } }] })
         add(chat, "max_tokens", { ...chatBody, max_tokens: -1 }, /max_tokens/)
         add(chat, "max_tokens", { ...chatBody, max_tokens: 0 })
@@ -388,6 +411,14 @@ describe("error envelope over HTTP (default config)", () => {
         add(chat, "max_completion_tokens", { ...chatBody, max_completion_tokens: -3 })
         add(chat, "n", { ...chatBody, n: 9 })
         add(chat, "stream", { ...chatBody, stream: "yes" })
+        // The gateway sets `include_usage` in it: an object, or nothing (never a string spread into keys).
+        add(chat, "stream_options", { ...chatBody, stream: true, stream_options: "x" }, /expected an object/)
+        add(chat, "stream_options", { ...chatBody, stream: true, stream_options: ["a", "b"] })
+        add(chat, "stream_options.include_usage", {
+          ...chatBody,
+          stream: true,
+          stream_options: { include_usage: "yes" }
+        })
         // sampling, in the style's documented ranges, whatever the upstream would accept
         add(chat, "temperature", { ...chatBody, temperature: 2.5 }, /temperature/)
         add(chat, "temperature", { ...chatBody, temperature: "hot" })
@@ -413,7 +444,12 @@ describe("error envelope over HTTP (default config)", () => {
         add(messages, "messages", { ...messagesBody, messages: [] })
         // Roles are the upstream's to check (a mid-conversation "system" turn is a beta of Anthropic's); a missing one is not.
         add(messages, "messages.0.role", { ...messagesBody, messages: [{ content: "Hi" }] })
-        add(messages, "messages.0.content", { ...messagesBody, messages: [{ role: "user", content: 5 }] })
+        add(
+          messages,
+          "messages.0.content",
+          { ...messagesBody, messages: [{ role: "user", content: 5 }] },
+          /expected a string or an array of content blocks/
+        )
         add(messages, "model", { max_tokens: 16, messages: msg("user") })
         add(messages, "temperature", { ...messagesBody, temperature: 1.5 }, /temperature/)
         add(messages, "top_p", { ...messagesBody, top_p: -1 })
@@ -814,6 +850,25 @@ describe("error envelope over HTTP (default config)", () => {
           )
         }
         yield* expectNothingBilled(base, secret)
+      }))
+
+    it.effect("a streamed image generation is 400 unsupported_parameter naming `stream`; nothing billed", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        const images = GENERATION_ENDPOINTS[3]!
+        for (const stream of [true, "yes", 1]) {
+          const reply = yield* call(base, images, bearer(secret), { ...images.body, stream, partial_images: 2 })
+          expectEnvelope(
+            reply,
+            { status: 400, code: "unsupported_parameter", param: "stream", message: /Streamed image generation/ },
+            `stream: ${JSON.stringify(stream)}`
+          )
+        }
+        yield* expectNothingBilled(base, secret)
+        for (const stream of [false, null]) {
+          expectSuccess(yield* call(base, images, bearer(secret), { ...images.body, stream }), 200, `stream: ${stream}`)
+        }
       }))
 
     it.effect("a cross-style call is translated; a field the other style lacks is a 400 naming it", () =>

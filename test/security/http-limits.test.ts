@@ -177,6 +177,52 @@ describe("HTTP limits", () => {
         }
       }))
 
+    it.effect("Expect: 100-continue gets its 100 once the body is read; a request refused before that gets no 100", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const port = portOf(base)
+        const { secret } = yield* issueKey()
+        const body = JSON.stringify(chat("Continue"))
+        const headers = {
+          "content-type": "application/json",
+          "content-length": Buffer.byteLength(body),
+          expect: "100-continue"
+        }
+        // Without a key: the 401 is the first answer, the body never asked for, the connection closed.
+        const refused = yield* Effect.promise(() =>
+          rawExchange(port, [head("POST", "/v1/chat/completions", headers)], 5_000)
+        )
+        expect(refused.status).toBe(401)
+        expect(refused.text).not.toContain("100 Continue")
+        expect(rawHeaders(refused).connection).toBe("close")
+        expect(refused.closed).toBe(true)
+        // With one: the 100 first, then the body is sent and the call is answered.
+        const continued = (socket: net.Socket) =>
+          new Promise<void>((resolve, reject) => {
+            const timer = setTimeout(() => reject(new Error("no 100 Continue within 5 s")), 5_000)
+            const seen = (c: Buffer) => {
+              if (!c.toString("latin1").includes("100 Continue")) return
+              clearTimeout(timer)
+              socket.off("data", seen)
+              resolve()
+            }
+            socket.on("data", seen)
+          })
+        const served = yield* Effect.promise(() =>
+          rawExchange(port, [
+            head("POST", "/v1/chat/completions", {
+              ...headers,
+              authorization: `Bearer ${secret}`,
+              connection: "close"
+            }),
+            continued,
+            body
+          ], 5_000)
+        )
+        expect(served.text).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /)
+        expect(served.text).toContain("chat.completion")
+      }))
+
     it.effect("a body that arrived in time is read, not cut off, after a stall of the process past the body timeout", () =>
       Effect.gen(function*() {
         const base = yield* baseUrl
@@ -254,6 +300,19 @@ describe("HTTP limits", () => {
           ["a request line that is not HTTP", ["GARBAGE\r\n\r\n"], 400, "malformed_request"],
           ["an unknown method", ["BREW /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"], 400, "malformed_request"],
           ["an HTTP/1.1 request without Host", ["GET /v1/models HTTP/1.1\r\n\r\n"], 400, "malformed_request"],
+          // Node's parser takes these request lines as it takes HTTP/1.x.
+          [
+            "an HTTP/2.0 request line",
+            ["GET /v1/models HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n"],
+            400,
+            "malformed_request"
+          ],
+          [
+            "an HTTP/0.9 request line",
+            ["GET /v1/models HTTP/0.9\r\nHost: 127.0.0.1\r\n\r\n"],
+            400,
+            "malformed_request"
+          ],
           // Node drops a CONNECT without a word unless the server answers it.
           ["a CONNECT", ["CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n"], 405, "method_not_allowed"],
           [

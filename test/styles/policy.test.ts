@@ -197,6 +197,31 @@ describe("messages -> chat (Claude Code on a chat model)", () => {
       .toBe("output_config.format")
   })
 
+  it("names the field an image source lacks", () => {
+    const image = (source: Json) => ({
+      model: "m",
+      max_tokens: 5,
+      messages: [{ role: "user", content: [{ type: "image", source }] }]
+    })
+    const refusal = (source: Json) => {
+      try {
+        messagesRequestToChat(image(source), chat, makePolicy())
+      } catch (e) {
+        return e as { param: string; message: string }
+      }
+      throw new Error("not refused")
+    }
+    expect(refusal({ type: "base64", media_type: "image/png" })).toMatchObject({
+      param: "messages.0.content.0.source.data",
+      message: expect.stringMatching(/base64 image source needs its `data`/)
+    })
+    expect(refusal({ type: "url" })).toMatchObject({ param: "messages.0.content.0.source.url" })
+    expect(refusal({ type: "file", file_id: "f" })).toMatchObject({
+      param: "messages.0.content.0.source.type",
+      message: expect.stringMatching(/"file" have no equivalent/)
+    })
+  })
+
   it("refuses every dropped field under translation: strict", () => {
     expect(refusedParam(() => messagesRequestToChat(claudeCode, chat, makePolicy("strict")))).toBe("context_management")
   })
@@ -378,6 +403,12 @@ describe("responses -> messages and chat (Codex and the Agents SDK)", () => {
     expect(out.thinking).toEqual({ type: "enabled", budget_tokens: 2000 })
     expect(dropped).toEqual(["input.*.reasoning"])
     expect(unsealThinking("gAAAA", "t")).toBeUndefined()
+  })
+
+  it("an item reference without an id is refused naming it", () => {
+    const body = { model: "m", input: [{ type: "item_reference" }] }
+    expect(refusedParam(() => responsesRequestToMessages(body, messages, makePolicy()))).toBe("input.0.id")
+    expect(() => responsesRequestToChat(body, chat, makePolicy())).toThrow(/needs the item's `id`/)
   })
 
   it("maps structured output on both routes; truncation and verbosity are hints", () => {

@@ -11,13 +11,21 @@ import { inRange, OpenAiSampling } from "./sampling.ts"
  */
 export const ChatMessage = Schema.Struct({
   role: Schema.String,
-  content: Schema.optional(Schema.NullOr(Schema.Union(Schema.String, Schema.Array(Schema.Unknown))))
+  content: Schema.optional(
+    Schema.NullOr(Schema.Union(Schema.String, Schema.Array(Schema.Unknown))).annotations({
+      message: () => ({ message: "expected a string, an array of content parts or null", override: true })
+    })
+  )
 })
 
 export const ChatCompletionRequest = Schema.Struct({
   model: Schema.String.pipe(Schema.minLength(1)),
   messages: Schema.Array(ChatMessage).pipe(Schema.minItems(1)),
   stream: Schema.optional(Schema.NullOr(Schema.Boolean)),
+  /** An object: the gateway sets `include_usage` in it upstream (the client's other options go as sent). */
+  stream_options: Schema.optional(Schema.NullOr(Schema.Struct({
+    include_usage: Schema.optional(Schema.NullOr(Schema.Boolean))
+  }))),
   max_tokens: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.positive()))),
   max_completion_tokens: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.positive()))),
   n: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.between(1, 8)))),

@@ -19,7 +19,9 @@ export const ACCEPTED_ANTHROPIC_VERSIONS: ReadonlyArray<string> = [ANTHROPIC_VER
  */
 export const AnthropicMessage = Schema.Struct({
   role: Schema.String,
-  content: Schema.Union(Schema.String, Schema.Array(Schema.Unknown))
+  content: Schema.Union(Schema.String, Schema.Array(Schema.Unknown)).annotations({
+    message: () => ({ message: "expected a string or an array of content blocks", override: true })
+  })
 })
 
 export const MessagesRequest = Schema.Struct({

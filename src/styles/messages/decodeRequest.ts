@@ -62,6 +62,8 @@ const readSource = (source: unknown, param: string): ImageSource => {
     return { kind: "base64", mediaType: String(source.media_type ?? "image/png"), data: source.data }
   }
   if (source.type === "url" && typeof source.url === "string") return { kind: "url", url: source.url }
+  if (source.type === "base64") return refuse(`${param}.data`, "a base64 image source needs its `data` as a string")
+  if (source.type === "url") return refuse(`${param}.url`, "a url image source needs its `url` as a string")
   return refuse(`${param}.type`, `image sources of type "${String(source.type)}" have no equivalent`)
 }
 

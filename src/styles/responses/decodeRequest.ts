@@ -141,6 +141,7 @@ const readItems = (input: unknown): Array<Turn> => {
       })
     } else if (type === "item_reference") {
       // Items the gateway stored were put in place before this (gateway/StoredItems.ts).
+      if (typeof raw.id !== "string") refuse(`${p}.id`, "an item reference needs the item's `id` as a string")
       refuse(
         `${p}.id`,
         `no item with id '${String(raw.id).slice(0, 200)}' is stored for this key; send the item itself (the ` +
