@@ -14,6 +14,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type { LooseJson } from "../canonical/Json.ts"
 import { isConnectRefusal } from "../db/errors.ts"
@@ -212,6 +213,13 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         return { appended, committed }
       })
 
+    /** The end of an outage that began at `since` (a commit landed, or the database answered the probe). */
+    const answersAgain = (since: number) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        Effect.logInfo(
+          `event log: the database answers again after ${Math.round((now - since) / 1000)} s; calls are served`
+        ))
+
     /** Answers a committed batch's appends, then tells the listeners; one that throws stops nothing. */
     const settle = (
       jobs: ReadonlyArray<Job>,
@@ -234,12 +242,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
             }
           }
         }
-        const back = wasDown === undefined ?
-          Effect.void :
-          Effect.flatMap(Clock.currentTimeMillis, (now) =>
-            Effect.logInfo(
-              `event log: the database answers again after ${Math.round((now - wasDown) / 1000)} s; calls are served`
-            ))
+        const back = wasDown === undefined ? Effect.void : answersAgain(wasDown)
         return failed.length === 0
           ? back
           : Effect.zipRight(back, Effect.logError("an event log listener or an append's observer failed", ...failed))
@@ -319,6 +322,27 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     }).pipe(Effect.uninterruptible)
     const loop = Effect.forever(Effect.zipRight(appendsWaiting, writeBatch))
     yield* Effect.forkScoped(loop)
+
+    // Only a commit ends an outage, and a replica out of its load balancer's rotation (not ready) gets
+    // no call to commit: while commits fail for want of the database, it is asked every second, and
+    // its answer ends the outage as a commit would.
+    const probe = Effect.suspend(() => {
+      if (unavailableSince === undefined) return Effect.void
+      return sql`SELECT 1`.pipe(
+        Effect.timeout("1 second"),
+        Effect.matchCauseEffect({
+          onFailure: () => Effect.void,
+          onSuccess: () =>
+            Effect.suspend(() => {
+              const since = unavailableSince
+              if (since === undefined) return Effect.void
+              unavailableSince = undefined
+              return answersAgain(since)
+            })
+        })
+      )
+    })
+    yield* Effect.forkScoped(Effect.repeat(probe, Schedule.spaced("1 second")))
 
     /**
      * Appends through the writer. With `confirmWithinMs`, an append not confirmed in that time fails

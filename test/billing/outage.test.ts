@@ -471,6 +471,52 @@ describe.skipIf(backend() !== "postgres").concurrent("billing through database o
     return { succeeded: succeeded.length, outageMs: upAt - downAt }
   }
 
+  it("after an outage no call reaches, the gateway is ready again once the database answers", async ({ expect }) => {
+    // A load balancer that routes by /readyz sends a replica nothing while it is not ready: nothing but
+    // the database's answer may end the outage.
+    const cluster = await startCluster()
+    try {
+      const database = "outage_idle"
+      await cluster.createDatabase(database)
+      const dir = tempDir("outage-idle")
+      const config = path.join(dir, "tollgate.yaml")
+      fs.writeFileSync(
+        config,
+        [
+          "providers:",
+          `  oai: { style: openai, base_url: "${fake.url}/v1", api_key: k }`,
+          "models:",
+          "  gpt: { deployments: [{ provider: oai }], pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" } }",
+          "server_options:",
+          "  default: { models: [gpt] }"
+        ].join("\n")
+      )
+      const env = {
+        DATABASE_URL: cluster.url(database),
+        TOLLGATE_CONFIG: config,
+        TOLLGATE_DATA_DIR: path.join(dir, "data")
+      }
+      const server = await serve(env)
+      const key = await tollgateJson(["keys", "create", "--quota-usd", "10"], env)
+      const ready = async () => (await fetch(`${server.base}/readyz`)).status
+      expect((await call(server.base, key.key, "chat", 1)).status).toBe(200)
+      await cluster.stop("immediate")
+      // The one call of the outage is refused, and the replica leaves the rotation.
+      const refused = await call(server.base, key.key, "chat", 2)
+      expect(`${refused.status} ${refused.code}`).toBe("503 ledger_unavailable")
+      await until("/readyz to say not ready", async () => (await ready()) === 503, 10_000)
+      await cluster.start()
+      await until("/readyz to say ready with no call made", async () => (await ready()) === 200, 15_000)
+      const logs = server.p.output().stdout + server.p.output().stderr
+      expect(logs).toMatch(/event log: the database answers again after \d+ s/)
+      expect((await call(server.base, key.key, "chat", 3)).status).toBe(200)
+      process.kill(server.p.pid, "SIGTERM")
+      await server.p.exited
+    } finally {
+      await cluster.dispose()
+    }
+  }, T)
+
   it("a short outage (shorter than a bill's wait)", async ({ expect }) => {
     await scenario(expect, "short", { outageMs: 400, kill: false })
   }, T)
