@@ -9,6 +9,7 @@ import type { KeyRecord } from "../accounts/KeyRecord.ts"
 import type { PriceSheet } from "../accounts/Pricing.ts"
 import { maxTokensFieldOf } from "../config/ConfigFile.ts"
 import type { Endpoint } from "../ledger/events.ts"
+import type { ClientJson } from "../providers/ClientJson.ts"
 import type { CallStop, ProtocolHeaders, UpstreamRequest } from "../providers/Upstream.ts"
 import { type Route, routeFor } from "../styles/registry.ts"
 import { attempt } from "../styles/shared/Untranslatable.ts"
@@ -25,6 +26,8 @@ export interface Generation {
   readonly model: string
   /** The parsed request body; fields the gateway does not read travel untouched. */
   readonly body: Record<string, unknown>
+  /** The body as the client wrote it, when it came over HTTP: what an upstream body copies unchanged values from. */
+  readonly source?: ClientJson | undefined
   /** The byte length of the body as received (for the input bound of the reservation). */
   readonly bodyBytes: number
   /** The client's output cap per choice (max_tokens and its kin), if it gave one. */
@@ -60,6 +63,7 @@ export const upstreamRequestOf = (
   provider: c.deployment.provider,
   endpoint: c.path.upstreamEndpoint,
   body: c.upstreamBody,
+  source: g.source,
   headers: g.protocolHeaders,
   requestId: g.requestId,
   answerWithinMs

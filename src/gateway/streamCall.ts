@@ -180,6 +180,8 @@ export const streamCall = (deps: StreamDeps) =>
     // The first event is in hand: from here on nothing is retried. The answer is a 200 whatever
     // follows; the request's access line waits for the stream's end.
     const { body, candidate, decoder, first } = exit.value.value
+    // No upstream request is written after this one: the client's text of the body can go.
+    g.source?.release()
     if (record) {
       record.firstChunkAt = performance.now()
       record.status = 200

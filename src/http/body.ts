@@ -31,6 +31,8 @@ import { matchedEndpoint } from "./endpoints.ts"
 
 export interface JsonBody {
   readonly json: Record<string, unknown>
+  /** The body's text, as `json` was parsed from it. */
+  readonly text: string
   readonly bytes: number
 }
 
@@ -281,7 +283,7 @@ const parseObject = (raw: Buffer, maxDepth: number): Effect.Effect<JsonBody, Inv
   if (json === null || typeof json !== "object" || Array.isArray(json)) {
     return Effect.fail(new InvalidRequest({ message: "The request body must be a JSON object.", code: "invalid_body" }))
   }
-  return Effect.succeed({ json: json as Record<string, unknown>, bytes: raw.length })
+  return Effect.succeed({ json: json as Record<string, unknown>, text, bytes: raw.length })
 }
 
 const readAlready = "The request body was read as JSON (http/body.ts); only `json` has it."

@@ -6,6 +6,7 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import type { ProviderConfig } from "../config/ConfigFile.ts"
 import { afterReads } from "../stream/afterReads.ts"
+import type { ClientJson } from "./ClientJson.ts"
 
 /** Which upstream API a call goes to. */
 export type UpstreamEndpoint =
@@ -60,6 +61,8 @@ export interface UpstreamRequest {
   readonly endpoint: UpstreamEndpoint
   /** The body in the upstream's style, with the upstream's model name. */
   readonly body: Record<string, unknown>
+  /** The client's body `body` derives from, whose text its unchanged values are written from (http/bodyText.ts). */
+  readonly source?: ClientJson | undefined
   /** The client's protocol headers, applied when the provider speaks their style. */
   readonly headers?: ProtocolHeaders | undefined
   readonly requestId: string

@@ -102,6 +102,38 @@ describe("upstreams over HTTP", () => {
         expect(got.headers["x-stainless-lang"]).toBeUndefined() // client headers are not copied
       }))
 
+    it.effect("a same-style body reaches the upstream with the client's own values: numbers keep their digits, the model is the gateway's", () =>
+      Effect.gen(function*() {
+        const { fake, secret } = yield* clients
+        const base = yield* baseUrl
+        // Written as a Python client would: an integer past 2^53, schema bounds JavaScript cannot hold,
+        // and the model's key twice, the second escaped (JSON.parse keeps the last: gpt-up).
+        const schema =
+          `{"type":"object","properties":{"x":{"type":"number","minimum":-0,"maximum":1e400,"multipleOf":0.10}}}`
+        const text = `{"model": "claude-up", "messages": [{"role": "user", "content": "hi \u00e9"}],
+          "seed": 12345678901234567890, "mod\u0065l": "gpt-up",
+          "tools": [{"type": "function", "function": {"name": "f", "parameters": ${schema}}}], "stream": true}`
+        const res = yield* Effect.promise(() =>
+          fetch(`${base}/v1/chat/completions`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+            body: text
+          })
+        )
+        expect(res.status).toBe(200)
+        yield* Effect.promise(() => res.text())
+        const got = fake.received.at(-1)!
+        expect(got.path).toBe("/v1/chat/completions")
+        expect(got.text).toContain(`"seed":12345678901234567890`)
+        expect(got.text).toContain(`"parameters": ${schema}`)
+        expect(got.text).toContain(`"content": "hi \u00e9"`)
+        expect(got.text).not.toContain("claude-up")
+        expect(got.text).not.toContain("\\u0065")
+        expect(got.body.model).toBe("gpt-upstream-name")
+        expect(got.body.stream_options).toEqual({ include_usage: true })
+        expect(got.headers["content-length"]).toBe(String(Buffer.byteLength(got.text)))
+      }))
+
     it.effect("a large prompt reaches the upstream whole, with its Content-Length, streamed or not", () =>
       Effect.gen(function*() {
         const { fake, openai } = yield* clients
@@ -122,7 +154,7 @@ describe("upstreams over HTTP", () => {
         const [plain, streamed] = fake.received.slice(-2)
         for (const got of [plain!, streamed!]) {
           expect(got.body.messages[0].content).toBe(content)
-          expect(got.headers["content-length"]).toBe(String(Buffer.byteLength(JSON.stringify(got.body))))
+          expect(got.headers["content-length"]).toBe(String(Buffer.byteLength(got.text)))
           expect(got.headers["transfer-encoding"]).toBeUndefined()
         }
         expect(streamed!.body.stream).toBe(true)

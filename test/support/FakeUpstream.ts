@@ -16,6 +16,8 @@ export interface Received {
   readonly url: string
   readonly headers: IncomingHttpHeaders
   readonly body: any
+  /** The body's text as it arrived. */
+  readonly text: string
   /** The gateway's end of the connection: the same port on two requests means a reused connection. */
   readonly remotePort: number | undefined
 }
@@ -264,6 +266,7 @@ export const FakeUpstream = Effect.acquireRelease(
           url,
           headers: req.headers,
           body,
+          text,
           remotePort: req.socket.remotePort
         })
         const reply = scripts.get(path)?.shift() ?? fallback?.(path, body) ??

@@ -34,6 +34,7 @@ import type { Endpoint } from "../../ledger/events.ts"
 import { oneLine } from "../../observability/Logging.ts"
 import { RequestLog } from "../../observability/RequestLog.ts"
 import { currentRecord, newRecord, type RequestRecord } from "../../observability/RequestRecord.ts"
+import { ClientJson } from "../../providers/ClientJson.ts"
 import { responseSink } from "../../stream/ClientSink.ts"
 import { authenticateApiKey } from "../Auth.ts"
 import { bodyLimitsOf, readJsonBody } from "../body.ts"
@@ -128,11 +129,6 @@ export class GenerationLane extends Effect.Service<GenerationLane>()("Http/Gener
                 })
               )
             }
-            if (fields.stream && endpoint === "images.generations") {
-              return Effect.fail(
-                new InvalidRequest({ message: "Image generation cannot be streamed.", param: "stream" })
-              )
-            }
             const protocolHeaders = protocolHeadersOf(endpoint, req.headers)
             if (Either.isLeft(protocolHeaders)) return Effect.fail(protocolHeaders.left)
             const generation = {
@@ -141,6 +137,7 @@ export class GenerationLane extends Effect.Service<GenerationLane>()("Http/Gener
               key,
               model: fields.model,
               body: body.json,
+              source: new ClientJson(body.text, body.json),
               bodyBytes: body.bytes,
               outputCap: fields.outputCap,
               choices: fields.choices,

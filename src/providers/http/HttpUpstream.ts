@@ -24,6 +24,7 @@ import {
   UpstreamError,
   type UpstreamRequest
 } from "../Upstream.ts"
+import { bodyText } from "./bodyText.ts"
 
 const pathOf = (p: ProviderConfig, endpoint: UpstreamEndpoint, model: string) => {
   if (p.style === "anthropic") {
@@ -315,7 +316,7 @@ export class HttpUpstream extends Effect.Service<HttpUpstream>()("Providers/Http
       const target = targetOf(p, request.endpoint, String(request.body.model ?? ""))
       const headers = headersOf(p, request.headers)
       if (accept) headers.accept = accept
-      const bytes = Buffer.from(JSON.stringify(request.body))
+      const bytes = Buffer.from(bodyText(request.body, request.source))
       let body: Buffer | Readable = bytes
       if (bytes.length > LARGE_BODY) {
         headers["content-length"] = String(bytes.length)
