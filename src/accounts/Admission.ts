@@ -34,14 +34,24 @@ export class Admission extends Effect.Service<Admission>()("Accounts/Admission",
       const key = keys.byId(keyId)
       // Requests reach admission with a key the cache gave them, and the cache never drops a key.
       if (key === undefined) throw new Error(`The key cache has no key ${keyId}.`)
-      const left = key.quotaNanos - key.usedNanos - (reserved.get(keyId) ?? 0n)
+      const held = reserved.get(keyId) ?? 0n
+      const unspent = key.quotaNanos - key.usedNanos
+      const left = unspent - held
       if (left <= 0n || worstCase > left) {
+        // Only the holds of the key's own requests in flight stand in the way: it passes once they end.
+        const retryable = worstCase <= unspent
         return new QuotaExceeded({
-          retryable: worstCase <= key.quotaNanos - key.usedNanos,
-          message: left <= 0n
+          retryable,
+          message: unspent <= 0n
             ? `This key's quota is used up (quota $${formatUsd(key.quotaNanos)}).`
+            : retryable
+            ? `This request could cost up to $${formatUsd(worstCase)}; the key has $${
+              formatUsd(unspent)
+            } left, of which its requests in flight hold $${
+              formatUsd(held)
+            } until they end. Retry when they have, or lower max_tokens.`
             : `This request could cost up to $${formatUsd(worstCase)}, more than the $${
-              formatUsd(left)
+              formatUsd(unspent)
             } left on this key; lower max_tokens or top up the key.`
         })
       }

@@ -56,8 +56,9 @@ export const toApiError = (e: GatewayRefusal) => {
       return new RateLimited({
         message: e.message,
         code: "insufficient_quota",
-        // Both SDKs (and the agents built on them) retry a 429 unless told not to.
-        ...(e.retryable ? {} : { shouldRetry: false })
+        // Both SDKs (and the agents built on them) retry a 429 unless told not to; one the key's own
+        // requests in flight cause passes once they end, so it is retried after a second.
+        ...(e.retryable ? { retryAfterSeconds: 1 } : { shouldRetry: false })
       })
     case "RateLimitReached":
       return new RateLimited({ message: e.message, code: "rate_limited", retryAfterSeconds: e.retryAfterSeconds })

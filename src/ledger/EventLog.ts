@@ -14,7 +14,6 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type { LooseJson } from "../canonical/Json.ts"
 import { isConnectRefusal } from "../db/errors.ts"
@@ -220,6 +219,27 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           `event log: the database answers again after ${Math.round((now - since) / 1000)} s; calls are served`
         ))
 
+    // Only a commit ends an outage, and a replica out of its load balancer's rotation (not ready) gets
+    // no call to commit: from an outage's start until its end, the database is asked every second, and
+    // its answer ends the outage as a commit would.
+    const scope = yield* Effect.scope
+    const probe = sql`SELECT 1`.pipe(
+      Effect.timeout("1 second"),
+      Effect.matchCauseEffect({
+        onFailure: () => Effect.void,
+        onSuccess: () =>
+          Effect.suspend(() => {
+            const since = unavailableSince
+            if (since === undefined) return Effect.void
+            unavailableSince = undefined
+            return answersAgain(since)
+          })
+      })
+    )
+    const probeUntilBack = Effect.repeat(Effect.zipRight(Effect.sleep("1 second"), probe), {
+      while: () => unavailableSince !== undefined
+    })
+
     /** Answers a committed batch's appends, then tells the listeners; one that throws stops nothing. */
     const settle = (
       jobs: ReadonlyArray<Job>,
@@ -273,9 +293,12 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
                 if (error._tag === "LedgerUnavailable") unavailableSince ??= now
                 const thrown = answer(job, Exit.fail(error))
                 const outage = down
-                  ? Effect.logError(
-                    `event log: commits fail for want of the database (${error.message}); calls are refused ` +
-                      `with 503 ledger_unavailable and bills kept in the spool until it answers`
+                  ? Effect.zipRight(
+                    Effect.logError(
+                      `event log: commits fail for want of the database (${error.message}); calls are refused ` +
+                        `with 503 ledger_unavailable and bills kept in the spool until it answers`
+                    ),
+                    Effect.forkIn(probeUntilBack, scope)
                   )
                   : Effect.void
                 return thrown === undefined
@@ -322,27 +345,6 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     }).pipe(Effect.uninterruptible)
     const loop = Effect.forever(Effect.zipRight(appendsWaiting, writeBatch))
     yield* Effect.forkScoped(loop)
-
-    // Only a commit ends an outage, and a replica out of its load balancer's rotation (not ready) gets
-    // no call to commit: while commits fail for want of the database, it is asked every second, and
-    // its answer ends the outage as a commit would.
-    const probe = Effect.suspend(() => {
-      if (unavailableSince === undefined) return Effect.void
-      return sql`SELECT 1`.pipe(
-        Effect.timeout("1 second"),
-        Effect.matchCauseEffect({
-          onFailure: () => Effect.void,
-          onSuccess: () =>
-            Effect.suspend(() => {
-              const since = unavailableSince
-              if (since === undefined) return Effect.void
-              unavailableSince = undefined
-              return answersAgain(since)
-            })
-        })
-      )
-    })
-    yield* Effect.forkScoped(Effect.repeat(probe, Schedule.spaced("1 second")))
 
     /**
      * Appends through the writer. With `confirmWithinMs`, an append not confirmed in that time fails

@@ -53,9 +53,15 @@ describe("Admission", () => {
       // 0.40 left: a worst case of 0.50 is refused, one of 0.40 fits exactly.
       const refused = yield* Effect.flip(admitting(admission, ID, usd(0.5)))
       expect(refused._tag).toBe("QuotaExceeded")
-      expect(refused.message).toContain("more than the $0.4 left")
+      // Only the first call's hold is in the way: said so, and worth a retry once it ends.
+      expect(refused.message).toContain("the key has $1 left, of which its requests in flight hold $0.6")
+      expect(refused.retryable).toBe(true)
+      // More than the key has left, holds or not: not worth a retry.
+      const beyond = yield* Effect.flip(admitting(admission, ID, usd(1.5)))
+      expect(beyond.message).toContain("more than the $1 left on this key")
+      expect(beyond.retryable).toBe(false)
       const second = yield* admitting(admission, ID, usd(0.4))
-      expect((yield* Effect.flip(admitting(admission, ID, 1n))).message).toContain("used up")
+      expect((yield* Effect.flip(admitting(admission, ID, 1n))).message).toContain("in flight hold $1 until")
       yield* first.release
       yield* first.release // a second release gives nothing back twice
       expect((yield* admitting(admission, ID, usd(0.6))).amount).toBe(usd(0.6))
