@@ -294,6 +294,22 @@ describe("vendor key bodies through the HttpApi contract", () => {
           const r = yield* create(bad)
           expectEnvelope(r.status, r.body, { status: 400, code: null, param: "Idempotency-Key" }, `${bad.length} chars`)
         }
+        // Two headers (which node:http joins into one value, "a, b") are refused, not taken as a third key.
+        const body = JSON.stringify({ quota_usd: "1", name: "twice" })
+        const twice = yield* Effect.promise(() =>
+          rawExchange(portOf(base), [
+            `POST /api/keys HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${vendor.token}\r\n` +
+            `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n` +
+            `Idempotency-Key: order-8\r\nIdempotency-Key: order-9\r\n\r\n${body}`
+          ], 5_000)
+        )
+        expectEnvelope(
+          twice.status,
+          rawJson(twice),
+          { status: 400, code: null, param: "Idempotency-Key" },
+          "two headers"
+        )
+        expect(rawJson(twice).error.message).toMatch(/more than one Idempotency-Key/)
         const longest = yield* create("k".repeat(255))
         expect(longest.status, longest.text).toBe(201)
         const plain = yield* create(undefined)
