@@ -298,7 +298,8 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
                       `event log: commits fail for want of the database (${error.message}); calls are refused ` +
                         `with 503 ledger_unavailable and bills kept in the spool until it answers`
                     ),
-                    Effect.forkIn(probeUntilBack, scope)
+                    // Interruptible, unlike the batch it is forked from: the log's closing stops it.
+                    Effect.forkIn(Effect.interruptible(probeUntilBack), scope)
                   )
                   : Effect.void
                 return thrown === undefined
