@@ -29,7 +29,15 @@ const NEGATIVE_TTL_MS = 2_000
 const NEGATIVE_MAX = 10_000
 const CATCH_UP_PAGE = 5_000
 /** The events that change a cached key; each carries `key_id`. */
-const KEY_EVENTS = ["KeyIssued", "QuotaGranted", "KeyExpiryChanged", "KeyServerOptionChanged", "KeyRevoked", "Billed"]
+const KEY_EVENTS = [
+  "KeyIssued",
+  "QuotaGranted",
+  "KeyExpiryChanged",
+  "KeyServerOptionChanged",
+  "KeyRevoked",
+  "Billed",
+  "BillCorrected"
+]
 
 /** A place in the log: (transaction_id, position), both read as text. */
 const CursorRow = Schema.Struct({ transaction_id: Schema.String, position: Schema.String })
@@ -219,6 +227,13 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
                 usedNanos: key.usedNanos + event.cost.total_nanos,
                 billedRequests: key.billedRequests + 1n
               })
+            }
+            break
+          }
+          case "BillCorrected": {
+            const key = byId.get(event.key_id)
+            if (key) {
+              set({ ...key, usedNanos: key.usedNanos + event.cost.total_nanos - event.replaced_cost.total_nanos })
             }
             break
           }

@@ -340,9 +340,10 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
           : undefined
         if (landing !== undefined && Exit.isSuccess(landing)) {
           const l = landing.value
-          if (l._tag === "already-billed" && l.billed.outcome === "reconciled") {
+          if (l._tag === "corrected") {
             yield* Effect.logWarning(
-              `${t.requestId}: not billed: another process reconciled it first (${l.billed.basis ?? ""})`
+              `${t.requestId}: another process had reconciled it (${l.billed.basis ?? ""}); ` +
+                "this bill replaces the estimate (BillCorrected)"
             )
           } else if (l._tag === "not-started") {
             yield* Effect.logError(`${t.requestId}: not billed: its StreamStarted is not in the log`)

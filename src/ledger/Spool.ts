@@ -399,6 +399,11 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
         yield* forget(streamId, file)
         yield* landing._tag === "landed"
           ? Effect.logInfo(`spool: landed ${streamId}`)
+          : landing._tag === "corrected"
+          ? Effect.logWarning(
+            `spool: ${streamId} had been reconciled by another process (${landing.billed.basis ?? ""}); ` +
+              "its bill replaces the estimate (BillCorrected)"
+          )
           : landing._tag === "already-billed"
           ? Effect.logInfo(`spool: ${streamId} was billed already (${landing.billed.outcome}); nothing written`)
           : entry.kind === "close-if-started"

@@ -212,6 +212,32 @@ export const Billed = Schema.TaggedStruct("Billed", {
   prices: Prices
 })
 
+/**
+ * The bill of the process that ran a request, landed after another process had reconciled the request
+ * (taken for dead while the database was away, it kept the bill in its spool, or finished the stream).
+ * It replaces the reconciled estimate: the key and the day's usage move by the difference. At most one
+ * per request, after its Billed.
+ */
+export const BillCorrected = Schema.TaggedStruct("BillCorrected", {
+  request_id: Id,
+  key_id: Id,
+  model: Schema.String,
+  /** The UTC day the Billed counted in (the usage row the difference goes to). */
+  billed_day: Schema.String,
+  usage: Usage,
+  cost: Cost,
+  estimated: Schema.Boolean,
+  /** How the request ended, as its own process saw it. */
+  outcome: Schema.Literal("completed", "failed", "cancelled"),
+  basis: Schema.optional(Schema.String),
+  estimator: Schema.optional(Schema.String),
+  /** The reconciled bill's figures, which these replace. */
+  replaced_usage: Usage,
+  replaced_cost: Cost,
+  replaced_estimated: Schema.Boolean,
+  prices: Prices
+})
+
 export const DomainEvent = Schema.Union(
   KeyIssued,
   KeyRevoked,
@@ -226,7 +252,8 @@ export const DomainEvent = Schema.Union(
   StreamStarted,
   OutputCheckpointed,
   UsageReported,
-  Billed
+  Billed,
+  BillCorrected
 )
 export type DomainEvent = typeof DomainEvent.Type
 export type EventType = DomainEvent["_tag"]
@@ -246,7 +273,8 @@ export const currentSchemaVersion: Record<EventType, number> = {
   StreamStarted: 1,
   OutputCheckpointed: 1,
   UsageReported: 1,
-  Billed: 1
+  Billed: 1,
+  BillCorrected: 1
 }
 
 /**

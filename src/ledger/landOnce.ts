@@ -3,6 +3,8 @@
  * head, whatever happened before: a checkpoint whose commit was not confirmed moved the head, the
  * owner or another process billed it already, or its StreamStarted never committed at all. Used when
  * the head is not known for certain: by the spool, the reconciler, and a bill whose append conflicted.
+ * A request another process reconciled (its own taken for dead) gets its own bill all the same, as a
+ * BillCorrected that replaces the estimate.
  */
 import * as Effect from "effect/Effect"
 import { isConnectionLoss } from "../db/errors.ts"
@@ -14,10 +16,36 @@ export type Landing =
   | { readonly _tag: "landed" }
   /** The stream already has its Billed (this one): nothing was written. */
   | { readonly _tag: "already-billed"; readonly billed: Extract<DomainEvent, { _tag: "Billed" }> }
+  /**
+   * Another process had reconciled the request: this bill, its own process's, replaces the estimate
+   * (BillCorrected, appended now).
+   */
+  | { readonly _tag: "corrected"; readonly billed: Extract<DomainEvent, { _tag: "Billed" }> }
   /** The stream does not exist (its StreamStarted never committed): nothing to close. */
   | { readonly _tag: "not-started" }
   /** `refuse` found the events are not the closing of the stream as it started: nothing was written. */
   | { readonly _tag: "refused"; readonly why: string }
+
+type BilledEvent = Extract<DomainEvent, { _tag: "Billed" }>
+
+/** `own` (the bill of the request's process) in place of `reconciled`, which counted on `billedAt`'s day. */
+const correctionOf = (own: BilledEvent, reconciled: BilledEvent, billedAt: string): DomainEvent => ({
+  _tag: "BillCorrected",
+  request_id: own.request_id,
+  key_id: reconciled.key_id,
+  model: reconciled.model,
+  billed_day: billedAt.slice(0, 10),
+  usage: own.usage,
+  cost: own.cost,
+  estimated: own.estimated,
+  outcome: own.outcome as Exclude<BilledEvent["outcome"], "reconciled">,
+  ...(own.basis !== undefined ? { basis: own.basis } : {}),
+  ...(own.estimator !== undefined ? { estimator: own.estimator } : {}),
+  replaced_usage: reconciled.usage,
+  replaced_cost: reconciled.cost,
+  replaced_estimated: reconciled.estimated,
+  prices: own.prices
+})
 
 export const landOnce = (
   log: EventLog,
@@ -41,7 +69,24 @@ export const landOnce = (
       const why = options?.refuse?.(summary.first?.event)
       if (why !== undefined) return { _tag: "refused", why } as const
       if (summary.billed?.event._tag === "Billed") {
-        return { _tag: "already-billed", billed: summary.billed.event } as const
+        const billed = summary.billed.event
+        const own = request.events.find((e) => e._tag === "Billed")
+        // The request's own bill replaces a reconciler's estimate of it, once.
+        if (
+          billed.outcome !== "reconciled" || own?._tag !== "Billed" || own.outcome === "reconciled" ||
+          summary.corrected !== undefined
+        ) {
+          return { _tag: "already-billed", billed } as const
+        }
+        const corrected = yield* Effect.either(log.append({
+          streamId: request.streamId,
+          events: [correctionOf(own, billed, summary.billed.occurredAt)],
+          ...(request.metadata ? { metadata: request.metadata } : {}),
+          expectedVersion: summary.head
+        }, options))
+        if (corrected._tag === "Right") return { _tag: "corrected", billed } as const
+        if (corrected.left._tag !== "StreamConflict") return yield* Effect.fail(corrected.left)
+        continue
       }
       const appended = yield* Effect.either(log.append({ ...request, expectedVersion: summary.head }, options))
       if (appended._tag === "Right") {

@@ -60,7 +60,8 @@ export const requestSummaryOf = (sql: SqlClient.SqlClient) => (streamId: string)
     const columns = sql.literal(COLUMNS)
     const rows = yield* sql`
       (SELECT ${columns} FROM event_log WHERE stream_id = ${streamId} AND stream_version = 1)
-       UNION ALL (SELECT ${columns} FROM event_log WHERE stream_id = ${streamId} AND event_type = 'Billed')
+       UNION ALL (SELECT ${columns} FROM event_log WHERE stream_id = ${streamId}
+                   AND event_type IN ('Billed', 'BillCorrected'))
        UNION ALL (SELECT ${columns} FROM event_log WHERE stream_id = ${streamId} AND event_type = 'OutputCheckpointed'
                    ORDER BY stream_version DESC LIMIT 1)`.pipe(Effect.flatMap(decodeEventRows))
     const events = rows.map(decodeStoredEvent)
@@ -68,6 +69,7 @@ export const requestSummaryOf = (sql: SqlClient.SqlClient) => (streamId: string)
       head: head.head,
       first: events.find((e) => e.streamVersion === 1),
       billed: events.find((e) => e.event._tag === "Billed"),
+      corrected: events.find((e) => e.event._tag === "BillCorrected"),
       lastCheckpoint: events.find((e) => e.event._tag === "OutputCheckpointed")
     }
   })

@@ -517,6 +517,93 @@ describe.skipIf(backend() !== "postgres").concurrent("billing through database o
     }
   }, T)
 
+  it(
+    "a replica stopped in an outage and started after another reconciled its calls: its spooled bills replace the estimates",
+    async ({ expect }) => {
+      const cluster = await startCluster()
+      try {
+        const database = "outage_late_spool"
+        await cluster.createDatabase(database)
+        const dir = tempDir("outage-late-spool")
+        const config = path.join(dir, "tollgate.yaml")
+        fs.writeFileSync(
+          config,
+          [
+            "server: { replica_timeout_ms: 1500 }",
+            "billing: { commit_wait_ms: 500, spool_retry_max_ms: 500, checkpoint_interval_ms: 60000 }",
+            "providers:",
+            `  oai: { style: openai, base_url: "${fake.url}/v1", api_key: k }`,
+            "models:",
+            "  gpt: { deployments: [{ provider: oai }], pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" } }",
+            "server_options:",
+            "  default: { models: [gpt] }"
+          ].join("\n")
+        )
+        const env = { DATABASE_URL: cluster.url(database), TOLLGATE_CONFIG: config }
+        const envOf = (name: string) => ({ ...env, TOLLGATE_DATA_DIR: path.join(dir, name) })
+        const a = await serve(envOf("a"))
+        let b = await serve(envOf("b"))
+        const key = await tollgateJson(["keys", "create", "--quota-usd", "100"], envOf("a"))
+        const count = async (where: string) =>
+          (await cluster.query<{ n: number }>(database, `SELECT count(*)::int AS n FROM event_log WHERE ${where}`))[0]!
+            .n
+        // Streams on B, each ~0.4 s: the database goes while they run, so their bills go to B's spool.
+        const calls = Array.from({ length: 6 }, (_, i) => call(b.base, key.key, "chat-stream", 900 + i))
+        await until(
+          "every stream to have started",
+          async () => (await count("event_type = 'StreamStarted'")) === 6,
+          10_000
+        )
+        await cluster.stop("immediate")
+        const outcomes = await Promise.all(calls)
+        for (const o of outcomes) expect(o.ok, `call ${o.i}`).toBe(true)
+        // Stopped in the outage, it keeps its bills and exits at once (nothing waits for the database).
+        const stopping = Date.now()
+        process.kill(b.p.pid, "SIGTERM")
+        await b.p.exited
+        expect(Date.now() - stopping).toBeLessThan(15_000)
+        expect(b.p.output().stderr + b.p.output().stdout).toMatch(/billing kept in the spool/)
+        // A, once it has been connected for the timeout, takes B for dead and bills its calls from estimates.
+        await cluster.start()
+        await until("A to reconcile B's calls", async () => (await count("event_type = 'Billed'")) === 6, 60_000)
+        expect(await count("event_type = 'Billed' AND data->>'outcome' = 'reconciled'")).toBe(6)
+        // B starts again on its data folder: its bills, the upstream's own usage, replace the estimates.
+        b = await serve(envOf("b"))
+        await until(
+          "B's spool to correct the estimates",
+          async () => (await count("event_type = 'BillCorrected'")) === 6,
+          30_000
+        )
+        const corrections = await cluster.query<{ data: any }>(
+          database,
+          "SELECT data FROM event_log WHERE event_type = 'BillCorrected'"
+        )
+        const byRequest = new Map(corrections.map((c) => [c.data.request_id, c.data]))
+        for (const o of outcomes) {
+          const c = byRequest.get(o.requestId)
+          expect(c?.outcome, `call ${o.i}`).toBe("completed")
+          expect([c.usage.input_tokens, c.usage.output_tokens], `call ${o.i}`).toEqual([
+            usageOf(o.i).input,
+            usageOf(o.i).output
+          ])
+        }
+        const usage: any =
+          await (await fetch(`${a.base}/v1/usage`, { headers: { authorization: `Bearer ${key.key}` } }))
+            .json()
+        expect(usage.totals).toMatchObject({
+          requests: 6,
+          output_tokens: outcomes.reduce((n, o) => n + usageOf(o.i).output, 0)
+        })
+        expect((await tollgateJson(["replay", "--verify"], envOf("a"))).ok).toBe(true)
+        for (const s of [a, b]) process.kill(s.p.pid, "SIGTERM")
+        await Promise.all([a.p.exited, b.p.exited])
+      } finally {
+        await cluster.dispose()
+      }
+    },
+    T
+  )
+
   it("a short outage (shorter than a bill's wait)", async ({ expect }) => {
     await scenario(expect, "short", { outageMs: 400, kill: false })
   }, T)

@@ -3,7 +3,7 @@
  * usage by key/model/day, and the requests still open. No clock, no config, no price lookups:
  * everything comes from the event and its `occurred_at`.
  */
-import type { DomainEvent } from "../events.ts"
+import type { DomainEvent, Usage } from "../events.ts"
 import type { Delta } from "./Delta.ts"
 
 export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<Delta> => {
@@ -174,8 +174,37 @@ export const project = (event: DomainEvent, occurredAt: string): ReadonlyArray<D
         }
       ]
     }
+    case "BillCorrected": {
+      // The difference between the bill and the estimate it replaces, on the key and on the day the
+      // estimate counted in; the request was counted once, by its Billed.
+      const difference = event.cost.total_nanos - event.replaced_cost.total_nanos
+      return [
+        { _tag: "increment", table: "api_keys", key: { key_id: event.key_id }, by: { used_nanos: difference } },
+        {
+          _tag: "upsertAdd",
+          table: "usage_daily",
+          key: { key_id: event.key_id, model: event.model, day: event.billed_day },
+          by: {
+            ...usageDelta(event.usage, event.replaced_usage),
+            cost_nanos: difference,
+            estimated_requests: (event.estimated ? 1n : 0n) - (event.replaced_estimated ? 1n : 0n),
+            estimated_cost_nanos: (event.estimated ? event.cost.total_nanos : 0n) -
+              (event.replaced_estimated ? event.replaced_cost.total_nanos : 0n)
+          }
+        }
+      ]
+    }
   }
 }
+
+/** `a - b`, field by field, for the usage counters of usage_daily. */
+const usageDelta = (a: Usage, b: Usage) => ({
+  input_tokens: BigInt(a.input_tokens - b.input_tokens),
+  output_tokens: BigInt(a.output_tokens - b.output_tokens),
+  cached_tokens: BigInt(a.cached_input_tokens - b.cached_input_tokens),
+  reasoning_tokens: BigInt(a.reasoning_tokens - b.reasoning_tokens),
+  images: BigInt(a.images - b.images)
+})
 
 const stripUndefined = (o: Readonly<Record<string, number | undefined>>): Record<string, number> =>
   Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Record<string, number>
