@@ -42,7 +42,12 @@ const KEY_EVENTS = [
 /** A place in the log: (transaction_id, position), both read as text. */
 const CursorRow = Schema.Struct({ transaction_id: Schema.String, position: Schema.String })
 /** A page of the catch-up: each event's place, and the key it names if it changes one. */
-const ChangeRow = Schema.Struct({ ...CursorRow.fields, key_id: Schema.NullOr(Schema.String) })
+const ChangeRow = Schema.Struct({
+  ...CursorRow.fields,
+  key_id: Schema.NullOr(Schema.String),
+  /** A BillCorrected: the key's spending may have gone down. */
+  corrects: Schema.Boolean
+})
 const decodeCursorRows = Schema.decodeUnknown(Schema.Array(CursorRow))
 const decodeChangeRows = Schema.decodeUnknown(Schema.Array(ChangeRow))
 const decodeKeyRows = Schema.decodeUnknown(Schema.Array(KeyRow))
@@ -104,14 +109,17 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
      * may be older than the cache: this process's own commits reach the cache as they land (the
      * listener below), possibly between a catch-up's read and this. So what only grows takes the larger
      * of the two (quota, spending, billed requests), and a revocation, which is final, is never undone.
+     * Spending goes down only by a BillCorrected (a bill below the estimate it replaces): after one,
+     * `corrected`, the row's spending is taken as read (should a commit of this process have landed
+     * since the read, the next catch-up reads it again).
      */
-    const put = (key: KeyRecord) => {
+    const put = (key: KeyRecord, corrected = false) => {
       const cached = byId.get(key.keyId)
       if (cached) {
         set({
           ...cached,
           quotaNanos: key.quotaNanos > cached.quotaNanos ? key.quotaNanos : cached.quotaNanos,
-          usedNanos: key.usedNanos > cached.usedNanos ? key.usedNanos : cached.usedNanos,
+          usedNanos: corrected || key.usedNanos > cached.usedNanos ? key.usedNanos : cached.usedNanos,
           billedRequests: key.billedRequests > cached.billedRequests ? key.billedRequests : cached.billedRequests,
           expiresAt: key.expiresAt,
           serverOption: key.serverOption,
@@ -144,7 +152,8 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
       for (;;) {
         const after = cursor
         const page = yield* sql`SELECT transaction_id::text, position::text,
-                  CASE WHEN event_type IN ${sql.in(KEY_EVENTS)} THEN data->>'key_id' END AS key_id
+                  CASE WHEN event_type IN ${sql.in(KEY_EVENTS)} THEN data->>'key_id' END AS key_id,
+                  event_type = 'BillCorrected' AS corrects
              FROM event_log
             WHERE ${
           sql.and([
@@ -163,7 +172,8 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
             Effect.flatMap(decodeKeyRows)
           )
           rowsRead += rows.length
-          for (const r of rows) put(fromRow(r))
+          const corrected = new Set(page.flatMap((r) => (r.corrects && r.key_id !== null ? [r.key_id] : [])))
+          for (const r of rows) put(fromRow(r), corrected.has(r.key_id))
         }
         const last = page[page.length - 1]!
         cursor = { transactionId: last.transaction_id, position: last.position }

@@ -136,6 +136,8 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     const listeners = new Set<CommittedListener>()
     // Since when the writer's commits have failed for want of the database (cleared by any commit).
     let unavailableSince: number | undefined
+    // Commits failed for want of it so far: a probe ends an outage only if none failed since it was sent.
+    let unavailableCommits = 0
     // Optional, so that the log also serves without metrics (the CLI's operations, tests of the ledger).
     const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
     if (metrics) metrics.sources.writerQueueDepth = () => pending.length
@@ -223,19 +225,24 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     // no call to commit: from an outage's start until its end, the database is asked every second, and
     // its answer ends the outage as a commit would.
     const scope = yield* Effect.scope
-    const probe = sql`SELECT 1`.pipe(
-      Effect.timeout("1 second"),
-      Effect.matchCauseEffect({
-        onFailure: () => Effect.void,
-        onSuccess: () =>
-          Effect.suspend(() => {
-            const since = unavailableSince
-            if (since === undefined) return Effect.void
-            unavailableSince = undefined
-            return answersAgain(since)
-          })
-      })
-    )
+    // A transaction that takes an id commits a record to the WAL: the database answers writes, not only
+    // reads (a full disk fails it). An answer ends the outage only if no commit failed meanwhile.
+    const probe = Effect.suspend(() => {
+      const failedBefore = unavailableCommits
+      return sql`SELECT pg_current_xact_id()`.pipe(
+        Effect.timeout("1 second"),
+        Effect.matchCauseEffect({
+          onFailure: () => Effect.void,
+          onSuccess: () =>
+            Effect.suspend(() => {
+              const since = unavailableSince
+              if (since === undefined || unavailableCommits !== failedBefore) return Effect.void
+              unavailableSince = undefined
+              return answersAgain(since)
+            })
+        })
+      )
+    })
     const probeUntilBack = Effect.repeat(Effect.zipRight(Effect.sleep("1 second"), probe), {
       while: () => unavailableSince !== undefined
     })
@@ -290,7 +297,10 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
               // has its access line.
               return Effect.suspend(() => {
                 const down = error._tag === "LedgerUnavailable" && unavailableSince === undefined
-                if (error._tag === "LedgerUnavailable") unavailableSince ??= now
+                if (error._tag === "LedgerUnavailable") {
+                  unavailableSince ??= now
+                  unavailableCommits++
+                }
                 const thrown = answer(job, Exit.fail(error))
                 const outage = down
                   ? Effect.zipRight(

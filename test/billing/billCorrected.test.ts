@@ -125,7 +125,42 @@ describe("a bill landed after its request was reconciled", () => {
           estimated_requests: "0",
           estimated_cost_nanos: "0"
         })
-        expect((yield* KeyStore).byId(key.keyId)!.usedNanos).toBe(costOf(exact).total_nanos)
+        const keys = yield* KeyStore
+        expect(keys.byId(key.keyId)!.usedNanos).toBe(costOf(exact).total_nanos)
+
+        // A bill below the estimate: spending goes down, in the database and in the cache, and stays
+        // down through a catch-up (which reads the corrected rows as they are).
+        const second = "req_corrected_2"
+        yield* log.append({
+          streamId: streamOf.request(second),
+          expectedVersion: 0,
+          events: [{
+            _tag: "StreamStarted",
+            request_id: second,
+            key_id: key.keyId,
+            model: "mock-gpt",
+            endpoint: "chat.completions",
+            stream: false,
+            provider: "mock-openai",
+            upstream_model: "mock-gpt",
+            reserved_nanos: 50_000n,
+            replica: "gone",
+            input_estimate_tokens: 30,
+            prices
+          }]
+        }).pipe(Effect.orDie)
+        const estimate = usage(30, 0)
+        const below = usage(8, 3)
+        yield* landOnce(log, { streamId: streamOf.request(second), events: closing(second, key.keyId, estimate, "reconciled") })
+        expect(
+          (yield* landOnce(log, { streamId: streamOf.request(second), events: closing(second, key.keyId, below, "completed") }))
+            ._tag
+        ).toBe("corrected")
+        const spent = costOf(exact).total_nanos + costOf(below).total_nanos
+        const [after] = yield* sql<{ used: string }>`SELECT used_nanos::text AS used FROM api_keys WHERE key_id = ${key.keyId}`
+        expect(after!.used).toBe(String(spent))
+        yield* keys.catchUp
+        expect(keys.byId(key.keyId)!.usedNanos).toBe(spent)
         expect((yield* Replay.verify).ok).toBe(true)
       }))
   })
