@@ -151,13 +151,21 @@ describe("a bill landed after its request was reconciled", () => {
         }).pipe(Effect.orDie)
         const estimate = usage(30, 0)
         const below = usage(8, 3)
-        yield* landOnce(log, { streamId: streamOf.request(second), events: closing(second, key.keyId, estimate, "reconciled") })
+        yield* landOnce(log, {
+          streamId: streamOf.request(second),
+          events: closing(second, key.keyId, estimate, "reconciled")
+        })
         expect(
-          (yield* landOnce(log, { streamId: streamOf.request(second), events: closing(second, key.keyId, below, "completed") }))
+          (yield* landOnce(log, {
+            streamId: streamOf.request(second),
+            events: closing(second, key.keyId, below, "completed")
+          }))
             ._tag
         ).toBe("corrected")
         const spent = costOf(exact).total_nanos + costOf(below).total_nanos
-        const [after] = yield* sql<{ used: string }>`SELECT used_nanos::text AS used FROM api_keys WHERE key_id = ${key.keyId}`
+        const [after] = yield* sql<
+          { used: string }
+        >`SELECT used_nanos::text AS used FROM api_keys WHERE key_id = ${key.keyId}`
         expect(after!.used).toBe(String(spent))
         yield* keys.catchUp
         expect(keys.byId(key.keyId)!.usedNanos).toBe(spent)
