@@ -38,8 +38,49 @@ const which = (bin: string) => {
   }
 }
 
+const PREFIX = "tollgate-pg-"
+const OWNER = "owner.pid"
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/**
+ * Stops and removes the clusters of test processes that are gone: a test that times out skips its
+ * `finally`, and its cluster would run on after the suite.
+ */
+const removeOrphans = () => {
+  for (const name of fs.readdirSync(os.tmpdir())) {
+    if (!name.startsWith(PREFIX)) continue
+    const root = path.join(os.tmpdir(), name)
+    let owner: number
+    try {
+      owner = Number(fs.readFileSync(path.join(root, OWNER), "utf8"))
+    } catch {
+      continue // being made, or not one of ours
+    }
+    if (!Number.isSafeInteger(owner) || owner <= 0 || alive(owner)) continue
+    try {
+      const pg = which("pg_ctl")
+      const args = ["-D", path.join(root, "data"), "-m", "immediate", "-w", "-t", "30", "stop"]
+      if (process.getuid?.() === 0) execFileSync("runuser", ["-u", "postgres", "--", pg, ...args], { stdio: "ignore" })
+      else execFileSync(pg, args, { stdio: "ignore" })
+    } catch {
+      // not running
+    }
+    fs.rmSync(root, { recursive: true, force: true })
+  }
+}
+
 export const startCluster = async (): Promise<Cluster> => {
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), "tollgate-pg-"))
+  removeOrphans()
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), PREFIX))
+  fs.writeFileSync(path.join(root, OWNER), String(process.pid))
   const data = path.join(root, "data")
   const logFile = path.join(root, "server.log")
   const asRoot = process.getuid?.() === 0
