@@ -19,6 +19,17 @@ export const PRIVATE_FILE_MODE = 0o600
 export const CREATE_NEW = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW
 
 /** A temporary file's name beside `target`, this process's and never one already there: `<target>.<pid>.<random>.tmp`. */
+/** Whether a process with this PID exists (one of another user's, which may not be signalled, included). */
+export const processAlive = (pid: number) => {
+  if (!Number.isInteger(pid) || pid <= 0) return false
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
 export const temporaryNameOf = (target: string) => `${target}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`
 
 /**

@@ -18,15 +18,6 @@ export class DataDirBusy extends Data.TaggedError("DataDirBusy")<{ readonly mess
 
 export const lockPath = (dataDir: string) => path.join(dataDir, "tollgate.lock")
 
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
-
 const readOr = (file: string) => {
   try {
     return fs.readFileSync(file, "utf8")
@@ -77,7 +68,7 @@ const known = (field: string | undefined): field is string => field !== undefine
 const ownerOf = (text: string): number | undefined => {
   const [first, boot, started, namespace] = text.trim().split(/\s+/)
   const pid = Number(first)
-  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return undefined
+  if (!DataDir.processAlive(pid)) return undefined
   // No process outlives its machine's boot.
   const now = bootId()
   if (known(boot) && now !== undefined && boot !== now) return undefined

@@ -22,7 +22,7 @@ import { BodyReaderLive } from "./body.ts"
 import { corsMiddleware } from "./cors.ts"
 import { DiscoveryHandlers } from "./DiscoveryHandlers.ts"
 import { EnvelopeMiddleware } from "./EnvelopeMiddleware.ts"
-import { envelopeOf } from "./ErrorEnvelope.ts"
+import { type EnvelopeError, envelopeOf } from "./ErrorEnvelope.ts"
 import { HealthHandlers } from "./HealthHandlers.ts"
 import { GenerationLane } from "./lane/GenerationLane.ts"
 import { serverStopping } from "./lane/respond.ts"
@@ -112,20 +112,35 @@ export const listen = (server: Server, config: Pick<Settings, "host" | "port" | 
 const STOPPING = serverStopping("The gateway is stopping and takes no new requests; retry.")
 
 /**
- * Whether a request carries Authorization more than once. Node keeps only the first in `headers`, while
- * a proxy in front may have checked or logged another: such a request is refused, never authenticated
- * (and billed) by whichever copy comes first.
+ * The headers a request may carry once, and its refusal when it carries one twice. Node keeps only the
+ * first Authorization in `headers`, while a proxy in front may have checked or logged another: such a
+ * request is refused, never authenticated (and billed) by whichever copy comes first. Node joins two
+ * Idempotency-Keys into one value ("a, b"), a key neither of them is.
  */
-const twoAuthorizations = (raw: ReadonlyArray<string>) => {
-  let seen = false
+const SINGLE_HEADERS: ReadonlyArray<readonly [string, EnvelopeError]> = [
+  [
+    "authorization",
+    envelopeOf(400, "The request carries more than one Authorization header. Send one.", "duplicate_authorization")
+  ],
+  [
+    "idempotency-key",
+    envelopeOf(400, "The request carries more than one Idempotency-Key header. Send one.", null, "Idempotency-Key")
+  ]
+]
+
+/** The refusal of a request that carries one of SINGLE_HEADERS twice, if it does; one pass over its headers. */
+const repeatedHeader = (raw: ReadonlyArray<string>): EnvelopeError | undefined => {
+  let seen = 0
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!
-    if (name.length === 13 && name.toLowerCase() === "authorization") {
-      if (seen) return true
-      seen = true
+    for (let h = 0; h < SINGLE_HEADERS.length; h++) {
+      const [single, refusal] = SINGLE_HEADERS[h]!
+      if (name.length !== single.length || name.toLowerCase() !== single) continue
+      if (seen & (1 << h)) return refusal
+      seen |= 1 << h
     }
   }
-  return false
+  return undefined
 }
 
 /** A request line of HTTP/0.9 or 2.0, which node:http's parser takes as it takes HTTP/1.x. */
@@ -133,12 +148,6 @@ const NOT_HTTP_1 = envelopeOf(
   400,
   "The request is not valid HTTP/1.1 (its request line names another version of HTTP).",
   "malformed_request"
-)
-
-const TWO_AUTHORIZATIONS = envelopeOf(
-  400,
-  "The request carries more than one Authorization header. Send one.",
-  "duplicate_authorization"
 )
 
 /**
@@ -226,7 +235,8 @@ export const NodeServerLive = Layer.scoped(
           const dispatch = (req: IncomingMessage, res: ServerResponse) => {
             if (stopping) return lane.refuse(req, res, STOPPING)
             if (req.httpVersionMajor !== 1) return lane.refuse(req, res, NOT_HTTP_1)
-            if (twoAuthorizations(req.rawHeaders)) return lane.refuse(req, res, TWO_AUTHORIZATIONS)
+            const repeated = repeatedHeader(req.rawHeaders)
+            if (repeated) return lane.refuse(req, res, repeated)
             // A protocol upgrade is not offered (h2c, websocket): the request is served as HTTP/1.1, and its
             // connection closed after the answer, since node:http drops whatever the client sent after it.
             if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false

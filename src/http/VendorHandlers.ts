@@ -1,7 +1,5 @@
-import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpApp from "@effect/platform/HttpApp"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -82,14 +80,6 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
             return yield* new InvalidRequest({
               message: "`quota_usd` must be a positive USD amount with at most 9 decimals, e.g. \"25.00\".",
               param: "quota_usd"
-            })
-          }
-          // Two headers would reach here joined as one value ("a, b"), a key neither of them is.
-          const raw = NodeHttpServerRequest.toIncomingMessage(yield* HttpServerRequest.HttpServerRequest).rawHeaders
-          if (raw.filter((name, i) => i % 2 === 0 && name.toLowerCase() === "idempotency-key").length > 1) {
-            return yield* new InvalidRequest({
-              message: "The request carries more than one Idempotency-Key header. Send one.",
-              param: "Idempotency-Key"
             })
           }
           const idempotencyKey = headers["idempotency-key"]?.trim()

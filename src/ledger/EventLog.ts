@@ -134,7 +134,8 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       })
     )
     const listeners = new Set<CommittedListener>()
-    // Since when the writer's commits have failed for want of the database (cleared by any commit).
+    // Since when the writer's commits have failed for want of the database (cleared by any commit, or by
+    // the probe's answer below).
     let unavailableSince: number | undefined
     // Commits failed for want of it so far: a probe ends an outage only if none failed since it was sent.
     let unavailableCommits = 0

@@ -33,6 +33,7 @@ import {
   makeDirs,
   PRIVATE_DIR_MODE,
   PRIVATE_FILE_MODE,
+  processAlive,
   secureAtStart,
   temporaryNameOf
 } from "../db/DataDir.ts"
@@ -65,16 +66,6 @@ const EntryFile = Schema.parseJson(Schema.Struct({
 }))
 const encodeEntry = Schema.encodeSync(EntryFile)
 const decodeEntry = Schema.decodeUnknownSync(EntryFile)
-
-const alive = (pid: number) => {
-  if (!Number.isInteger(pid) || pid <= 0) return false
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
 
 const fileNameOf = (streamId: string) => `${streamId.replace(/[^A-Za-z0-9_.-]/g, "_")}.json`
 
@@ -271,7 +262,7 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
           // Never renamed: its append was not spooled. Another live process's may still be being written;
           // this process has written none yet (one with its PID was left by an earlier process).
           const pid = tmpPidOf(name)
-          if (pid === process.pid || !alive(pid)) await fs.rm(file, { force: true })
+          if (pid === process.pid || !processAlive(pid)) await fs.rm(file, { force: true })
           continue
         }
         if (!name.endsWith(".json")) continue

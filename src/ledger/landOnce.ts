@@ -11,22 +11,22 @@ import { isConnectionLoss } from "../db/errors.ts"
 import { type AppendError, type AppendRequest, type EventLog, LedgerRejected, LedgerUnavailable } from "./EventLog.ts"
 import type { DomainEvent } from "./events.ts"
 
+type BilledEvent = Extract<DomainEvent, { _tag: "Billed" }>
+
 export type Landing =
   /** Appended now. */
   | { readonly _tag: "landed" }
   /** The stream already has its Billed (this one): nothing was written. */
-  | { readonly _tag: "already-billed"; readonly billed: Extract<DomainEvent, { _tag: "Billed" }> }
+  | { readonly _tag: "already-billed"; readonly billed: BilledEvent }
   /**
    * Another process had reconciled the request: this bill, its own process's, replaces the estimate
    * (BillCorrected, appended now).
    */
-  | { readonly _tag: "corrected"; readonly billed: Extract<DomainEvent, { _tag: "Billed" }> }
+  | { readonly _tag: "corrected"; readonly billed: BilledEvent }
   /** The stream does not exist (its StreamStarted never committed): nothing to close. */
   | { readonly _tag: "not-started" }
   /** `refuse` found the events are not the closing of the stream as it started: nothing was written. */
   | { readonly _tag: "refused"; readonly why: string }
-
-type BilledEvent = Extract<DomainEvent, { _tag: "Billed" }>
 
 /** `own` (the bill of the request's process) in place of `reconciled`, which counted on `billedAt`'s day. */
 const correctionOf = (own: BilledEvent, reconciled: BilledEvent, billedAt: string): DomainEvent => ({
@@ -68,30 +68,24 @@ export const landOnce = (
       if (summary === undefined) return { _tag: "not-started" } as const
       const why = options?.refuse?.(summary.first?.event)
       if (why !== undefined) return { _tag: "refused", why } as const
+      // The closing events, or, on a stream a reconciler closed, the request's own bill in place of its
+      // estimate (once); anything else billed already is left as it is.
+      let events = request.events
+      let landing: Landing = { _tag: "landed" }
       if (summary.billed?.event._tag === "Billed") {
         const billed = summary.billed.event
         const own = request.events.find((e) => e._tag === "Billed")
-        // The request's own bill replaces a reconciler's estimate of it, once.
         if (
           billed.outcome !== "reconciled" || own?._tag !== "Billed" || own.outcome === "reconciled" ||
           summary.corrected !== undefined
         ) {
           return { _tag: "already-billed", billed } as const
         }
-        const corrected = yield* Effect.either(log.append({
-          streamId: request.streamId,
-          events: [correctionOf(own, billed, summary.billed.occurredAt)],
-          ...(request.metadata ? { metadata: request.metadata } : {}),
-          expectedVersion: summary.head
-        }, options))
-        if (corrected._tag === "Right") return { _tag: "corrected", billed } as const
-        if (corrected.left._tag !== "StreamConflict") return yield* Effect.fail(corrected.left)
-        continue
+        events = [correctionOf(own, billed, summary.billed.occurredAt)]
+        landing = { _tag: "corrected", billed }
       }
-      const appended = yield* Effect.either(log.append({ ...request, expectedVersion: summary.head }, options))
-      if (appended._tag === "Right") {
-        return { _tag: "landed" } as const
-      }
+      const appended = yield* Effect.either(log.append({ ...request, events, expectedVersion: summary.head }, options))
+      if (appended._tag === "Right") return landing
       // Someone appended meanwhile: look again.
       if (appended.left._tag !== "StreamConflict") return yield* Effect.fail(appended.left)
     }

@@ -64,6 +64,28 @@ const closing = (
   }
 ]
 
+/** The StreamStarted of a request on `keyId`, of a process that is gone (what a reconciler bills). */
+const started = (requestId: string, keyId: string, inputEstimate: number) =>
+  Effect.flatMap(EventLog, (log) =>
+    log.append({
+      streamId: streamOf.request(requestId),
+      expectedVersion: 0,
+      events: [{
+        _tag: "StreamStarted",
+        request_id: requestId,
+        key_id: keyId,
+        model: "mock-gpt",
+        endpoint: "chat.completions",
+        stream: true,
+        provider: "mock-openai",
+        upstream_model: "mock-gpt",
+        reserved_nanos: 50_000n,
+        replica: "gone",
+        input_estimate_tokens: inputEstimate,
+        prices
+      }]
+    })).pipe(Effect.orDie)
+
 describe("a bill landed after its request was reconciled", () => {
   layer(TestGateway, { timeout: 60_000, excludeTestServices: true })((it) => {
     it.effect("replaces the estimate once: key, day's usage, key cache and replay follow the bill", () =>
@@ -73,24 +95,7 @@ describe("a bill landed after its request was reconciled", () => {
         const { key } = yield* issueKey()
         const requestId = "req_corrected_1"
         const streamId = streamOf.request(requestId)
-        yield* log.append({
-          streamId,
-          expectedVersion: 0,
-          events: [{
-            _tag: "StreamStarted",
-            request_id: requestId,
-            key_id: key.keyId,
-            model: "mock-gpt",
-            endpoint: "chat.completions",
-            stream: true,
-            provider: "mock-openai",
-            upstream_model: "mock-gpt",
-            reserved_nanos: 50_000n,
-            replica: "gone",
-            input_estimate_tokens: 10,
-            prices
-          }]
-        }).pipe(Effect.orDie)
+        yield* started(requestId, key.keyId, 10)
         // Another process reconciles it from a checkpoint: 10 in, 2 out.
         const reconciled = yield* landOnce(log, {
           streamId,
@@ -131,24 +136,7 @@ describe("a bill landed after its request was reconciled", () => {
         // A bill below the estimate: spending goes down, in the database and in the cache, and stays
         // down through a catch-up (which reads the corrected rows as they are).
         const second = "req_corrected_2"
-        yield* log.append({
-          streamId: streamOf.request(second),
-          expectedVersion: 0,
-          events: [{
-            _tag: "StreamStarted",
-            request_id: second,
-            key_id: key.keyId,
-            model: "mock-gpt",
-            endpoint: "chat.completions",
-            stream: false,
-            provider: "mock-openai",
-            upstream_model: "mock-gpt",
-            reserved_nanos: 50_000n,
-            replica: "gone",
-            input_estimate_tokens: 30,
-            prices
-          }]
-        }).pipe(Effect.orDie)
+        yield* started(second, key.keyId, 30)
         const estimate = usage(30, 0)
         const below = usage(8, 3)
         yield* landOnce(log, {

@@ -298,6 +298,43 @@ describe.skipIf(backend() !== "postgres").concurrent("billing through database o
     }
   }
 
+  /**
+   * A database of `cluster` and a folder whose tollgate.yaml serves the fake upstream: `settings` first,
+   * then the models (gpt; with `every`, claude and img too). `env(folder)` runs a gateway on it with that
+   * data folder (its spool) under the folder, `data` unless said.
+   */
+  const prepare = async (cluster: Cluster, name: string, settings: ReadonlyArray<string>, every = false) => {
+    const database = `outage_${name}`
+    await cluster.createDatabase(database)
+    const dir = tempDir(`outage-${name}`)
+    const config = path.join(dir, "tollgate.yaml")
+    fs.writeFileSync(
+      config,
+      [
+        ...settings,
+        "providers:",
+        `  oai: { style: openai, base_url: "${fake.url}/v1", api_key: k }`,
+        ...(every ? [`  ant: { style: anthropic, base_url: "${fake.url}", api_key: k }`] : []),
+        "models:",
+        "  gpt: { deployments: [{ provider: oai }], pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" } }",
+        ...(every
+          ? [
+            "  claude: { deployments: [{ provider: ant }], pricing: { input_per_mtok: \"3\", output_per_mtok: \"15\" } }",
+            "  img: { kind: image, deployments: [{ provider: oai }], pricing: { per_image: \"0.04\" } }"
+          ]
+          : []),
+        "server_options:",
+        `  default: { models: [${every ? "gpt, claude, img" : "gpt"}] }`
+      ].join("\n")
+    )
+    const env = (folder = "data") => ({
+      DATABASE_URL: cluster.url(database),
+      TOLLGATE_CONFIG: config,
+      TOLLGATE_DATA_DIR: path.join(dir, folder)
+    })
+    return { database, dir, env }
+  }
+
   const scenario = async (
     expect: ExpectStatic,
     name: string,
@@ -317,34 +354,14 @@ describe.skipIf(backend() !== "postgres").concurrent("billing through database o
     name: string,
     o: { readonly outageMs: number; readonly kill: boolean; readonly replicas?: number }
   ) => {
-    const database = `outage_${name}`
-    await cluster.createDatabase(database)
-    const dir = tempDir(`outage-${name}`)
-    const config = path.join(dir, "tollgate.yaml")
-    fs.writeFileSync(
-      config,
-      [
-        "server: { replica_timeout_ms: 1500 }",
-        "billing: { commit_wait_ms: 500, spool_retry_max_ms: 500, checkpoint_interval_ms: 1000 }",
-        "providers:",
-        `  oai: { style: openai, base_url: "${fake.url}/v1", api_key: k }`,
-        `  ant: { style: anthropic, base_url: "${fake.url}", api_key: k }`,
-        "models:",
-        "  gpt: { deployments: [{ provider: oai }], pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" } }",
-        "  claude: { deployments: [{ provider: ant }], pricing: { input_per_mtok: \"3\", output_per_mtok: \"15\" } }",
-        "  img: { kind: image, deployments: [{ provider: oai }], pricing: { per_image: \"0.04\" } }",
-        "server_options:",
-        "  default: { models: [gpt, claude, img] }"
-      ].join("\n")
-    )
+    const { database, dir, env: envAt } = await prepare(cluster, name, [
+      "server: { replica_timeout_ms: 1500 }",
+      "billing: { commit_wait_ms: 500, spool_retry_max_ms: 500, checkpoint_interval_ms: 1000 }"
+    ], true)
     const spoolDir = path.join(dir, "data", "spool")
-    const env = {
-      DATABASE_URL: cluster.url(database),
-      TOLLGATE_CONFIG: config,
-      TOLLGATE_DATA_DIR: path.join(dir, "data")
-    }
+    const env = envAt()
     // Several replicas share the database; each has its own data folder (its spool).
-    const envOf = (r: number) => ({ ...env, TOLLGATE_DATA_DIR: path.join(dir, r === 0 ? "data" : `data${r}`) })
+    const envOf = (r: number) => envAt(r === 0 ? "data" : `data${r}`)
     const servers: Array<{ p: Proc; base: string }> = []
     for (let r = 0; r < (o.replicas ?? 1); r++) servers.push(await serve(envOf(r)))
     const everyServer = [...servers]
@@ -476,26 +493,7 @@ describe.skipIf(backend() !== "postgres").concurrent("billing through database o
     // the database's answer may end the outage.
     const cluster = await startCluster()
     try {
-      const database = "outage_idle"
-      await cluster.createDatabase(database)
-      const dir = tempDir("outage-idle")
-      const config = path.join(dir, "tollgate.yaml")
-      fs.writeFileSync(
-        config,
-        [
-          "providers:",
-          `  oai: { style: openai, base_url: "${fake.url}/v1", api_key: k }`,
-          "models:",
-          "  gpt: { deployments: [{ provider: oai }], pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" } }",
-          "server_options:",
-          "  default: { models: [gpt] }"
-        ].join("\n")
-      )
-      const env = {
-        DATABASE_URL: cluster.url(database),
-        TOLLGATE_CONFIG: config,
-        TOLLGATE_DATA_DIR: path.join(dir, "data")
-      }
+      const env = (await prepare(cluster, "idle", [])).env()
       const server = await serve(env)
       const key = await tollgateJson(["keys", "create", "--quota-usd", "10"], env)
       const ready = async () => (await fetch(`${server.base}/readyz`)).status
@@ -522,25 +520,10 @@ describe.skipIf(backend() !== "postgres").concurrent("billing through database o
     async ({ expect }) => {
       const cluster = await startCluster()
       try {
-        const database = "outage_late_spool"
-        await cluster.createDatabase(database)
-        const dir = tempDir("outage-late-spool")
-        const config = path.join(dir, "tollgate.yaml")
-        fs.writeFileSync(
-          config,
-          [
-            "server: { replica_timeout_ms: 1500 }",
-            "billing: { commit_wait_ms: 500, spool_retry_max_ms: 500, checkpoint_interval_ms: 60000 }",
-            "providers:",
-            `  oai: { style: openai, base_url: "${fake.url}/v1", api_key: k }`,
-            "models:",
-            "  gpt: { deployments: [{ provider: oai }], pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" } }",
-            "server_options:",
-            "  default: { models: [gpt] }"
-          ].join("\n")
-        )
-        const env = { DATABASE_URL: cluster.url(database), TOLLGATE_CONFIG: config }
-        const envOf = (name: string) => ({ ...env, TOLLGATE_DATA_DIR: path.join(dir, name) })
+        const { database, env: envOf } = await prepare(cluster, "late_spool", [
+          "server: { replica_timeout_ms: 1500 }",
+          "billing: { commit_wait_ms: 500, spool_retry_max_ms: 500, checkpoint_interval_ms: 60000 }"
+        ])
         const a = await serve(envOf("a"))
         let b = await serve(envOf("b"))
         const key = await tollgateJson(["keys", "create", "--quota-usd", "100"], envOf("a"))

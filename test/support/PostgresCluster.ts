@@ -9,6 +9,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { promisify } from "node:util"
 import pg from "pg"
+import { processAlive } from "../../src/db/DataDir.ts"
 import { freePort } from "./Processes.ts"
 
 export interface Cluster {
@@ -38,17 +39,14 @@ const which = (bin: string) => {
   }
 }
 
+/** How to run one of Postgres's programs: as the postgres user when this is root (it refuses root). */
+const commandOf = (bin: string, args: ReadonlyArray<string>): [string, Array<string>] => {
+  const exe = which(bin)
+  return process.getuid?.() === 0 ? ["runuser", ["-u", "postgres", "--", exe, ...args]] : [exe, [...args]]
+}
+
 const PREFIX = "tollgate-pg-"
 const OWNER = "owner.pid"
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
 
 /**
  * Stops and removes the clusters of test processes that are gone: a test that times out skips its
@@ -64,12 +62,19 @@ const removeOrphans = () => {
     } catch {
       continue // being made, or not one of ours
     }
-    if (!Number.isSafeInteger(owner) || owner <= 0 || alive(owner)) continue
+    if (!Number.isSafeInteger(owner) || owner <= 0 || processAlive(owner)) continue
     try {
-      const pg = which("pg_ctl")
-      const args = ["-D", path.join(root, "data"), "-m", "immediate", "-w", "-t", "30", "stop"]
-      if (process.getuid?.() === 0) execFileSync("runuser", ["-u", "postgres", "--", pg, ...args], { stdio: "ignore" })
-      else execFileSync(pg, args, { stdio: "ignore" })
+      const [file, argv] = commandOf("pg_ctl", [
+        "-D",
+        path.join(root, "data"),
+        "-m",
+        "immediate",
+        "-w",
+        "-t",
+        "30",
+        "stop"
+      ])
+      execFileSync(file, argv, { stdio: "ignore" })
     } catch {
       // not running
     }
@@ -83,12 +88,10 @@ export const startCluster = async (): Promise<Cluster> => {
   fs.writeFileSync(path.join(root, OWNER), String(process.pid))
   const data = path.join(root, "data")
   const logFile = path.join(root, "server.log")
-  const asRoot = process.getuid?.() === 0
-  if (asRoot) execFileSync("chown", ["-R", "postgres:postgres", root])
+  if (process.getuid?.() === 0) execFileSync("chown", ["-R", "postgres:postgres", root])
   // Asynchronous, so that a test's clients and servers go on while the cluster starts or stops.
   const run = async (bin: string, args: ReadonlyArray<string>) => {
-    const exe = which(bin)
-    const [file, argv] = asRoot ? ["runuser", ["-u", "postgres", "--", exe, ...args]] : [exe, [...args]]
+    const [file, argv] = commandOf(bin, args)
     await promisify(execFile)(file, argv, { encoding: "utf8", cwd: root })
   }
   await run("initdb", ["-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"])
