@@ -44,6 +44,11 @@ const models = (base: string, key: string) =>
   }))
 
 const KEY = /^sk-tg-[A-Za-z0-9]{32,}$/
+/**
+ * How long a command that creates a fresh embedded folder may take: PGlite's initdb and the migrations
+ * are 10-13 s of CPU, and several times that on a machine busy with the rest of the suite.
+ */
+const FRESH = 90_000
 
 // ---- (a) embedded, no server ----------------------------------------------------------------------
 
@@ -60,18 +65,18 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
 
   it("--json prints only JSON on stdout, even when the command migrates a fresh folder", async () => {
     const fresh = { TOLLGATE_DATA_DIR: path.join(tempDir("fresh"), "data") }
-    const r = await tollgate(["keys", "list", "--json"], fresh)
+    const r = await tollgate(["keys", "list", "--json"], fresh, FRESH)
     expect(r.code, r.stderr).toBe(0)
     expect(() => JSON.parse(r.stdout), `stdout was:\n${r.stdout}`).not.toThrow()
     expect(JSON.parse(r.stdout).keys).toEqual([])
-  }, T)
+  }, 2 * FRESH)
 
   it("migrate --json lists the migrations it applied to a fresh folder, and none the second time", async () => {
     const fresh = { TOLLGATE_DATA_DIR: path.join(tempDir("migrate"), "data") }
     // Log lines ("[12:00:00.000] INFO ...") on stdout are the previous test's concern; here only the result counts.
     const jsonOf = (out: string) =>
       JSON.parse(out.split("\n").filter((l) => !/^\[\d\d:\d\d:\d\d\.\d+\] [A-Z]+/.test(l)).join("\n"))
-    const first = await tollgate(["migrate", "--json"], fresh)
+    const first = await tollgate(["migrate", "--json"], fresh, FRESH)
     expect(first.code, first.stderr).toBe(0)
     const files = fs.readdirSync(path.join(root, "migrations")).filter((f) => f.endsWith(".sql")).sort()
     expect(jsonOf(first.stdout).applied).toEqual(
@@ -80,7 +85,7 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
     const second = await tollgate(["migrate", "--json"], fresh)
     expect(second.code, second.stderr).toBe(0)
     expect(jsonOf(second.stdout).applied).toEqual([])
-  }, T)
+  }, 2 * FRESH)
 
   it("keys create prints the key once, with its record; a command right after opens the folder again", async () => {
     created = await tollgateJson(
