@@ -18,8 +18,7 @@ import { currentRecord } from "../observability/RequestRecord.ts"
 import { traced } from "../observability/Tracing.ts"
 import { type CallStop, makeCallStop } from "../providers/Upstream.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
-import { cheapTokens } from "../tokens/count.ts"
-import { textOf } from "../tokens/text.ts"
+import { promptLength } from "../tokens/text.ts"
 import { billedAnyway } from "./billedAnyway.ts"
 import { Billing } from "./Billing.ts"
 import { worstCase } from "./Bound.ts"
@@ -110,7 +109,7 @@ export class Gateway extends Effect.Service<Gateway>()("Gateway/Gateway", {
           // translated messages stream announces it at its start until the upstream's own count comes.
           let inputEstimateTokens = 0
           try {
-            inputEstimateTokens = cheapTokens(textOf(g.body))
+            inputEstimateTokens = Math.ceil(promptLength(g.body) / 4)
             const first = candidates[0]!
             const request = {
               requestId: g.requestId,

@@ -14,8 +14,8 @@ import { Upstreams } from "../providers/Upstreams.ts"
 import { CODECS } from "../styles/registry.ts"
 import { makePolicy } from "../styles/shared/Policy.ts"
 import { attempt } from "../styles/shared/Untranslatable.ts"
-import { countTokensOf } from "../tokens/count.ts"
-import { textOf } from "../tokens/text.ts"
+import { countPromptOf } from "../tokens/count.ts"
+import { promptLength } from "../tokens/text.ts"
 import { BadRequest, ModelNotFound, TooLarge, UpstreamFailure } from "./errors.ts"
 import { toFailure } from "./upstreamFailure.ts"
 
@@ -27,21 +27,20 @@ export interface CountRequest {
   readonly protocolHeaders?: ProtocolHeaders | undefined
 }
 
-/** The most text (system, turns, tools as JSON; in UTF-16 code units) the gateway tokenizes for one count. */
+/** The most text (tools as JSON, system, turns; in UTF-16 code units) the gateway tokenizes for one count. */
 export const MAX_COUNTED_CHARS = 2 * 1024 * 1024
 
 /**
- * The tokenizer's count of a messages request: its text (system, turns), its tool definitions as
- * JSON, and the few tokens each turn's framing takes in chat formats (3 a turn, 3 for the reply).
+ * The tokenizer's count of a messages request (`countPromptOf`, as the gateway counts a request's
+ * input wherever an upstream reports none): its tool definitions as JSON, its text (system, turns,
+ * tool calls and results), and the few tokens each turn's framing takes in chat formats (3 a turn, 3
+ * for the reply).
  * More than `MAX_COUNTED_CHARS` of it is refused (413): more than any context window holds, and
  * work the gateway does not take on for a free call. Counted as `keyId`'s (`countTokensOf`): an agent
  * counts its growing conversation again and again.
  */
 export const tokenizerCount = (keyId: string, body: Record<string, unknown>): Effect.Effect<number, TooLarge> => {
-  const turns = Array.isArray(body.messages) ? body.messages.length : 0
-  const text = textOf({ system: body.system, messages: body.messages })
-  const tools = Array.isArray(body.tools) && body.tools.length > 0 ? JSON.stringify(body.tools) : ""
-  if (text.length + tools.length > MAX_COUNTED_CHARS) {
+  if (promptLength(body) > MAX_COUNTED_CHARS) {
     return Effect.fail(
       new TooLarge({
         message:
@@ -49,7 +48,7 @@ export const tokenizerCount = (keyId: string, body: Record<string, unknown>): Ef
       })
     )
   }
-  return Effect.zipWith(countTokensOf(keyId, text), countTokensOf(keyId, tools), (a, b) => a + b + 3 * turns + 3)
+  return countPromptOf(keyId, body)
 }
 
 /** Statuses by which an upstream says it has no token counting (not found, method not allowed, not implemented). */

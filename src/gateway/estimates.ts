@@ -8,8 +8,7 @@ import { zeroUsage } from "../accounts/Pricing.ts"
 import type { Usage } from "../canonical/Usage.ts"
 import type { UpstreamEndpoint } from "../providers/Upstream.ts"
 import { outputTextOfReply } from "../styles/registry.ts"
-import { countTokens, countTokensOf, ESTIMATOR } from "../tokens/count.ts"
-import { textOf } from "../tokens/text.ts"
+import { countPromptOf, countTokens, ESTIMATOR } from "../tokens/count.ts"
 import type { Settled } from "./Billing.ts"
 
 /** A complete non-streamed answer without usage. */
@@ -20,13 +19,14 @@ export const estimateReply = (
   reply: unknown
 ): Effect.Effect<Settled> =>
   Effect.gen(function*() {
-    const input = yield* countTokensOf(keyId, textOf(request))
+    const input = yield* countPromptOf(keyId, request)
     const output = yield* countTokens(outputTextOfReply(endpoint, reply))
     return {
       usage: { ...zeroUsage, input_tokens: input, output_tokens: output },
       outcome: "completed",
       estimate: {
-        basis: "the upstream reported no usage: input counted over the request's text, output over the answer's",
+        basis:
+          "the upstream reported no usage: input counted over the request's text and tools, output over the answer's",
         estimator: ESTIMATOR
       }
     }
@@ -40,12 +40,12 @@ export const estimateReply = (
 export const cancelledBeforeAnswer = (keyId: string, request: unknown, sent: boolean): Effect.Effect<Settled> =>
   !sent ?
     Effect.succeed({ usage: zeroUsage, outcome: "cancelled" }) :
-    Effect.map(countTokensOf(keyId, textOf(request)), (input) => ({
+    Effect.map(countPromptOf(keyId, request), (input) => ({
       usage: { ...zeroUsage, input_tokens: input },
       outcome: "cancelled",
       estimate: {
         basis:
-          "the client left before the upstream answered: input counted over the request's text, no output received",
+          "the client left before the upstream answered: input counted over the request's text and tools, no output received",
         estimator: ESTIMATOR
       }
     }))
@@ -70,11 +70,11 @@ export const estimateStream = (o: {
 }): Effect.Effect<Settled> =>
   Effect.gen(function*() {
     const known = o.reported?.input_tokens ?? o.announcedInput
-    const input = known ?? o.countedInput ?? (yield* countTokensOf(o.keyId, textOf(o.request)))
+    const input = known ?? o.countedInput ?? (yield* countPromptOf(o.keyId, o.request))
     const output = Math.max(o.reported?.output_tokens ?? 0, o.countedOutput + (yield* countTokens(o.uncountedText)))
     const inputBasis = known !== undefined
       ? "input as the upstream announced it"
-      : "input counted over the request's text"
+      : "input counted over the request's text and tools"
     const why = o.outcome === "completed"
       ? "the stream ended without the upstream's usage"
       : `the stream ended early (${o.outcome})`

@@ -24,8 +24,7 @@ import { pump, sseTextOf } from "../stream/Pump.ts"
 import { relayFor } from "../stream/Relay.ts"
 import { sseDecoder, sseRead } from "../stream/UpstreamEvents.ts"
 import type { StyleEndpoint } from "../styles/registry.ts"
-import { countTokens, countTokensOf, ESTIMATOR } from "../tokens/count.ts"
-import { textOf } from "../tokens/text.ts"
+import { countPromptOf, countTokens, ESTIMATOR } from "../tokens/count.ts"
 import type { Billing } from "./Billing.ts"
 import { loggedDropped } from "./dropped.ts"
 import { SERVER_STOPPING } from "./errors.ts"
@@ -227,7 +226,7 @@ export const streamCall = (deps: StreamDeps) =>
     })
     const checkpoint = Effect.gen(function*() {
       yield* countOutput
-      countedInput ??= relay.inputTokens() ?? (yield* countTokensOf(g.key.keyId, textOf(g.body)))
+      countedInput ??= relay.inputTokens() ?? (yield* countPromptOf(g.key.keyId, g.body))
       yield* billing.checkpoint(ticket, {
         input_tokens: relay.usage()?.input_tokens ?? countedInput,
         // Known when the input is the upstream's own count (its cached part billed at the cached price).

@@ -14,6 +14,7 @@
 import * as Effect from "effect/Effect"
 import { digest } from "../canonical/digest.ts"
 import { type Count, loadCounter } from "./o200k.ts"
+import { promptOf } from "./text.ts"
 /** Named in events beside every count made here. */
 export const ESTIMATOR = "o200k_base"
 
@@ -162,3 +163,23 @@ export const countTokens = (text: string): Effect.Effect<number> => countWith(te
  * is the same as `countTokens`'.
  */
 export const countTokensOf = (scope: string, text: string): Effect.Effect<number> => countWith(text, scope)
+
+/** The turns of a request's conversation: chat and messages `messages`, or Responses `input` items. */
+const turnsOf = (body: unknown): number => {
+  const o = body as { messages?: unknown; input?: unknown } | null
+  return Array.isArray(o?.messages) ? o.messages.length : Array.isArray(o?.input) ? o.input.length : 0
+}
+
+/**
+ * The tokens a request gives a model to read, counted as `scope`'s (`countTokensOf`), in any style: its
+ * definitions (tools, output schema) as JSON, its conversation's text (`promptOf`), and the few tokens
+ * each turn's framing takes (3 a turn, 3 for the reply), as chat formats have it.
+ */
+export const countPromptOf = (scope: string, body: unknown): Effect.Effect<number> => {
+  const { conversation, definitions } = promptOf(body)
+  return Effect.zipWith(
+    countTokensOf(scope, definitions),
+    countTokensOf(scope, conversation),
+    (a, b) => a + b + 3 * turnsOf(body) + 3
+  )
+}

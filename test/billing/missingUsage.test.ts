@@ -343,6 +343,134 @@ describe("missing usage is estimated and marked", () => {
           expect(billed.outcome).toBe("failed")
           expect(billed.usage).toMatchObject({ input_tokens: 52, cached_input_tokens: 40 })
         }))
+
+      /**
+       * An agent's request is mostly its tool definitions, tool calls and their results: the estimate
+       * counts them (as count_tokens does), not only the turns' text. `least` is what they alone take.
+       */
+      describe("an agent's request: its tools, tool calls and results are counted", () => {
+        const schema = {
+          type: "object",
+          properties: { command: { type: "string", description: "The command to run. ".repeat(300) } }
+        }
+        const command = `grep -rn ${"needle ".repeat(200)}src`
+        const result = "src/a.ts:1: a needle in the haystack\n".repeat(100)
+        const least = Effect.map(
+          Effect.all([countTokens(JSON.stringify(schema)), countTokens(command), countTokens(result)]),
+          ([a, b, c]) => a + b + c
+        )
+        const expectCounted = (billed: any) =>
+          Effect.map(least, (n) => {
+            expectEstimated(billed)
+            expect(billed.usage.input_tokens).toBeGreaterThanOrEqual(n)
+          })
+        const chatAnswer = {
+          id: "c",
+          object: "chat.completion",
+          created: 1,
+          model: "gpt",
+          choices: [{ index: 0, message: { role: "assistant", content: ANSWER }, finish_reason: "stop" }]
+        }
+
+        it.effect("chat completions", () =>
+          Effect.gen(function*() {
+            const { openai } = yield* clients
+            ;(yield* Fake).script("/v1/chat/completions", { body: chatAnswer })
+            yield* Effect.promise(() =>
+              openai.chat.completions.create({
+                model: "gpt",
+                tools: [{ type: "function", function: { name: "bash", parameters: schema } }],
+                messages: [
+                  { role: "user", content: "Find the needle." },
+                  {
+                    role: "assistant",
+                    content: null,
+                    tool_calls: [{
+                      id: "call_1",
+                      type: "function",
+                      function: { name: "bash", arguments: JSON.stringify({ command }) }
+                    }]
+                  },
+                  { role: "tool", tool_call_id: "call_1", content: result }
+                ]
+              })
+            )
+            yield* expectCounted(yield* lastBilled)
+          }))
+
+        it.effect("responses", () =>
+          Effect.gen(function*() {
+            const { openai } = yield* clients
+            ;(yield* Fake).script("/v1/responses", {
+              body: {
+                id: "r",
+                object: "response",
+                created_at: 1,
+                status: "completed",
+                model: "gpt",
+                output: [{
+                  type: "message",
+                  id: "m",
+                  status: "completed",
+                  role: "assistant",
+                  content: [{ type: "output_text", text: ANSWER, annotations: [] }]
+                }]
+              }
+            })
+            yield* Effect.promise(() =>
+              openai.responses.create({
+                model: "gpt",
+                tools: [{ type: "function", name: "bash", parameters: schema, strict: false }],
+                input: [
+                  { role: "user", content: "Find the needle." },
+                  { type: "function_call", call_id: "call_1", name: "bash", arguments: JSON.stringify({ command }) },
+                  { type: "function_call_output", call_id: "call_1", output: result }
+                ]
+              })
+            )
+            yield* expectCounted(yield* lastBilled)
+          }))
+
+        it.effect("messages, with the same count as count_tokens", () =>
+          Effect.gen(function*() {
+            const { anthropic } = yield* clients
+            ;(yield* Fake).script("/v1/messages", {
+              body: {
+                id: "msg",
+                type: "message",
+                role: "assistant",
+                model: "claude",
+                content: [{ type: "text", text: ANSWER }],
+                stop_reason: "end_turn",
+                stop_sequence: null
+              }
+            })
+            const request = {
+              model: "claude",
+              tools: [{ name: "bash", input_schema: schema as Anthropic.Tool.InputSchema }],
+              messages: [
+                { role: "user" as const, content: "Find the needle." },
+                {
+                  role: "assistant" as const,
+                  content: [{ type: "tool_use" as const, id: "toolu_1", name: "bash", input: { command } }]
+                },
+                {
+                  role: "user" as const,
+                  content: [{ type: "tool_result" as const, tool_use_id: "toolu_1", content: result }]
+                }
+              ]
+            }
+            yield* Effect.promise(() => anthropic.messages.create({ ...request, max_tokens: 200 }))
+            const billed = yield* lastBilled
+            yield* expectCounted(billed) // The upstream has no count_tokens (it answers 404): the gateway counts, the same way.
+            ;(yield* Fake).script("/v1/messages/count_tokens", {
+              status: 404,
+              body: { type: "error", error: { type: "not_found_error", message: "Not found" } }
+            })
+            const counted = yield* Effect.promise(() => anthropic.messages.countTokens(request))
+            expect(billed.usage.input_tokens).toBe(counted.input_tokens)
+          }))
+      })
     }
   )
 })
