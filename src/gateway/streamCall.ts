@@ -34,7 +34,7 @@ import { sealedResponse } from "./responseIds.ts"
 import { type Candidate, type Generation, upstreamRequestOf } from "./Routing.ts"
 import type { Started } from "./started.ts"
 import type { StoredItems } from "./StoredItems.ts"
-import { toFailure } from "./upstreamFailure.ts"
+import { toFailure, word } from "./upstreamFailure.ts"
 
 /** The most output text a stream keeps uncounted between its checkpoints (UTF-16 code units). */
 const MAX_UNCOUNTED = 64 * 1024
@@ -283,32 +283,35 @@ export const streamCall = (deps: StreamDeps) =>
       if (ended?._tag === "Failed") {
         // After the first chunk an error is the stream's last event; for chat no [DONE] follows.
         const e = ended.error
-        const upstreamType = (e.body as { error?: { type?: string } } | undefined)?.error?.type
-        const code = e.kind === "timeout" ? "upstream_timeout" : "upstream_error"
+        const upstreamError = (e.body as { error?: { type?: string; code?: string } } | undefined)?.error
+        const upstreamType = upstreamError?.type
+        // The upstream's own code, when its error event gave one (a client acts on some:
+        // `context_length_exceeded`, `rate_limit_exceeded`).
+        const code = e.kind === "timeout" ? "upstream_timeout" : word(upstreamError?.code, 64) ?? "upstream_error"
         // The upstream's own words (decoded from its event), without the gateway's credentials and host
         // (providers/redact.ts).
-        const event = relay.errorEvent({
+        const events = relay.errorEvents({
           requestId: g.requestId,
           type: upstreamType === undefined ? "api_error" : redact(upstreamType),
-          code,
+          code: redact(code),
           message: redact(e.message)
         })
         // A client that stopped reading does not hold up the bill: after a second it is cut off (the
         // write is interruptible, or the timeout would wait for it in this uninterruptible region; the
         // server stopping meanwhile cuts it too, and the bill goes on).
         const written = yield* Effect.exit(
-          Effect.interruptible(out.write(sseTextOf([event]))).pipe(Effect.timeout("1 second"))
+          Effect.interruptible(out.write(sseTextOf(events))).pipe(Effect.timeout("1 second"))
         )
         if (Exit.isFailure(written)) yield* out.abandon
         if (record) record.code = code
       } else if (Exit.isInterrupted(result) && !out.plain.closed()) {
         // Interrupted with its client still there: the server is stopping (past its grace). The stream
         // ends with an error event (written as it can be, not waited for) and is billed as cancelled.
-        out.plain.offer(sseTextOf([relay.errorEvent({
+        out.plain.offer(sseTextOf(relay.errorEvents({
           requestId: g.requestId,
           ...SERVER_STOPPING,
           message: "The gateway is stopping and ended this stream; what was relayed is billed."
-        })]))
+        })))
       }
       const outcome = ended?._tag === "Completed"
         ? "completed" as const

@@ -6,7 +6,8 @@ import type { UpstreamError } from "../providers/Upstream.ts"
 import { UpstreamFailure } from "./errors.ts"
 
 /** An upstream's identifier (an error type, code or param) kept as it is: printable, without spaces, short. */
-const word = (value: unknown, max: number): string | undefined =>
+/** `value` if it is a short word (printable ASCII, no space): an error's type or code as a client may act on it. */
+export const word = (value: unknown, max: number): string | undefined =>
   typeof value === "string" && value.length > 0 && value.length <= max && /^[\x21-\x7e]+$/.test(value)
     ? value
     : undefined

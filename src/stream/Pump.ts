@@ -81,7 +81,12 @@ export const pump = (o: PumpOptions): Effect.Effect<PumpEnd> =>
         if (over) return
         if (e instanceof UpstreamStreamError) {
           return end(failed(
-            new UpstreamError({ kind: "status", status: 502, message: e.message, body: { error: { type: e.type } } })
+            new UpstreamError({
+              kind: "status",
+              status: 502,
+              message: e.message,
+              body: { error: { type: e.type, code: e.code } }
+            })
           ))
         }
         stop()

@@ -37,8 +37,11 @@ export interface Relay {
   readonly textLength: () => number
   /** A translated Responses stream: the output items of its response so far (what its last event repeats). */
   readonly output: () => ReadonlyArray<unknown> | undefined
-  /** The event that ends a stream that failed after it started, in the client's style. */
-  readonly errorEvent: (failure: StreamFailure) => SseEvent
+  /**
+   * The events that end a stream that failed after it started, in the client's style: an `error` event
+   * (what the SDKs read), and for a Responses stream then `response.failed` (what Codex reads).
+   */
+  readonly errorEvents: (failure: StreamFailure) => ReadonlyArray<SseEvent>
 }
 
 export interface StreamFailure {
@@ -70,9 +73,9 @@ const errorEventOf = (f: StreamFailure, sequenceNumber?: number): SseEvent => {
   )
 }
 
-/** The upstream sent an error event in the middle of its stream. */
+/** The upstream sent an error event in the middle of its stream: its type, and its code if it gave one. */
 export class UpstreamStreamError extends Error {
-  constructor(readonly type: string, message: string) {
+  constructor(readonly type: string, message: string, readonly code?: string) {
     super(message)
   }
 }
@@ -116,9 +119,11 @@ const errorOf = (event: SseEvent, json: LooseJson): UpstreamStreamError | undefi
   if (event.event === "error" || json?.type === "error" || (json?.error && !json?.choices && !json?.type)) {
     // Nested (`error: {type, message}`), or flat as a Responses stream's (`{type: "error", code, message}`).
     const e = json?.error ?? {}
+    const code = e.code ?? json?.code
     return new UpstreamStreamError(
       String(e.type ?? "api_error"),
-      String(e.message ?? json?.message ?? "the upstream failed mid-stream")
+      String(e.message ?? json?.message ?? "the upstream failed mid-stream"),
+      typeof code === "string" ? code : undefined
     )
   }
   return undefined
@@ -183,12 +188,18 @@ export const relayFor = (o: Options): Relay => {
       },
       end: () => encoder.end(),
       output: () => encoder.output?.(),
-      errorEvent: (f) => errorEventOf(f, encoder.nextSequence?.())
+      errorEvents: (f) => {
+        const error = errorEventOf(f, encoder.nextSequence?.())
+        return encoder.failed ? [error, encoder.failed(f)] : [error]
+      }
     }
   }
 
   if (o.client === "responses") {
     let sequence = 0 // the next after the upstream's
+    // The Response as the upstream's events last gave it (sealed, named for the client): a failure
+    // ends the stream with it, failed.
+    let response: Record<string, unknown> | undefined
     return {
       ...base,
       push: (event) => {
@@ -207,15 +218,26 @@ export const relayFor = (o: Options): Relay => {
         if (json.response && typeof json.response === "object") {
           // The few events that carry the Response (created, in progress, the end): its model and ids.
           const sealed = o.sealResponse?.(json.response) ?? json.response
-          if (sealed !== json.response || json.response.model !== o.model) {
-            json.response = { ...sealed, model: o.model }
-            return [{ event: event.event, data: JSON.stringify(json) }]
-          }
+          const renamed = sealed !== json.response || json.response.model !== o.model
+          if (renamed) json.response = { ...sealed, model: o.model }
+          response = json.response
+          if (renamed) return [{ event: event.event, data: JSON.stringify(json) }]
         }
         return [event] // as the upstream wrote it
       },
       end: () => [],
-      errorEvent: (f) => errorEventOf(f, sequence++)
+      errorEvents: (f) => {
+        const error = errorEventOf(f, sequence++)
+        const failed = {
+          ...(response ?? { object: "response", model: o.model, output: [] }),
+          status: "failed",
+          error: { code: f.code, message: f.message }
+        }
+        return [
+          error,
+          named("response.failed", { type: "response.failed", sequence_number: sequence++, response: failed })
+        ]
+      }
     }
   }
 
@@ -243,6 +265,6 @@ export const relayFor = (o: Options): Relay => {
       return [event]
     },
     end: () => (o.client === "chat.completions" ? [DONE] : []),
-    errorEvent: (f) => errorEventOf(f)
+    errorEvents: (f) => [errorEventOf(f)]
   }
 }

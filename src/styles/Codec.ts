@@ -36,6 +36,11 @@ export interface StreamEncoder {
   readonly end: () => Array<SseEvent>
   /** Styles that number their events (responses): the next event's number, taken. */
   readonly nextSequence?: () => number
+  /**
+   * Styles whose streams end a failure with an event of their own (responses: `response.failed`, the
+   * Response so far with its `error`, which some clients read where they ignore the `error` event).
+   */
+  readonly failed?: (error: { readonly code: string; readonly message: string }) => SseEvent
   /** Styles whose last event repeats the whole answer (responses): its output items so far. */
   readonly output?: () => ReadonlyArray<unknown>
 }

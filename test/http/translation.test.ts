@@ -724,7 +724,7 @@ describe("translation policy over HTTP", () => {
         expect(refused).toMatchObject({ status: 400, param: "messages.0.name" })
       }))
 
-    it.effect("a Responses stream that fails part-way ends with OpenAI's error event, numbered in sequence", () =>
+    it.effect("a Responses stream that fails part-way ends with an error event and response.failed, numbered in sequence", () =>
       Effect.gen(function*() {
         const { base, fake, secret } = yield* clients
         // Translated: a messages upstream that breaks off after its first text.
@@ -753,7 +753,12 @@ describe("translation policy over HTTP", () => {
             })
           ]
         })
-        for (const [model, message] of [["claude-up", undefined], ["gpt-up", "The model broke down."]] as const) {
+        for (
+          const [model, message, code] of [
+            ["claude-up", undefined, "upstream_error"],
+            ["gpt-up", "The model broke down.", "server_error"]
+          ] as const
+        ) {
           const raw = yield* Effect.promise(() =>
             fetch(`${base}/v1/responses`, {
               method: "POST",
@@ -765,16 +770,18 @@ describe("translation policy over HTTP", () => {
             JSON.parse(b.split("\n").find((l) => l.startsWith("data: "))!.slice(6))
           )
           expect(events[0].type).toBe("response.created") // what came before the error came first
-          const last = events.at(-1)
-          expect(last).toMatchObject({
-            type: "error",
-            code: "upstream_error",
-            param: null,
-            error: { code: "upstream_error" }
+          // The error event (what the SDKs read), then response.failed with the same error (what Codex
+          // reads): the Response so far, its id the one response.created gave.
+          const [error, failed] = events.slice(-2)
+          expect(error).toMatchObject({ type: "error", code, param: null, error: { code } })
+          expect(error.sequence_number).toBe(events.at(-3).sequence_number + 1)
+          expect(error.message).toBe(error.error.message)
+          if (message) expect(error.message).toBe(message)
+          expect(failed).toMatchObject({
+            type: "response.failed",
+            sequence_number: error.sequence_number + 1,
+            response: { id: events[0].response.id, status: "failed", model, error: { code, message: error.message } }
           })
-          expect(last.sequence_number).toBe(events.at(-2).sequence_number + 1)
-          expect(last.message).toBe(last.error.message)
-          if (message) expect(last.message).toBe(message)
         }
       }))
 

@@ -71,7 +71,9 @@ export const responseObject = (o: {
   readonly id: string
   /** Seconds since the epoch. */
   readonly created: number
-  readonly status: "in_progress" | "completed" | "incomplete"
+  readonly status: "in_progress" | "completed" | "incomplete" | "failed"
+  /** Why a failed Response failed. */
+  readonly error?: { readonly code: string; readonly message: string } | undefined
   readonly model: string
   readonly request: Json
   readonly output: ReadonlyArray<Json>
@@ -81,7 +83,7 @@ export const responseObject = (o: {
   object: "response",
   created_at: o.created,
   status: o.status,
-  error: null,
+  error: o.error ?? null,
   incomplete_details: o.status === "incomplete" ? { reason: "max_output_tokens" } : null,
   instructions: o.request.instructions ?? null,
   max_output_tokens: o.request.max_output_tokens ?? null,

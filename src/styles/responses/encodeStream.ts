@@ -19,11 +19,15 @@ export const responsesEmitter = ({ created, model, request, requestId }: Encoder
   let finish: FinishReason = "stop"
   let usage: Usage | undefined
   const ev = (type: string, body: Record<string, unknown>) => named(type, { type, sequence_number: seq++, ...body })
-  const snapshot = (status: "in_progress" | "completed" | "incomplete") =>
+  const snapshot = (
+    status: "in_progress" | "completed" | "incomplete" | "failed",
+    error?: { readonly code: string; readonly message: string }
+  ) =>
     responseObject({
       id,
       created,
       status,
+      error,
       model,
       request,
       output: items,
@@ -242,6 +246,7 @@ export const responsesEmitter = ({ created, model, request, requestId }: Encoder
       return out
     },
     nextSequence: () => seq++,
+    failed: (error) => ev("response.failed", { response: snapshot("failed", error) }),
     output: () => items
   }
 }
