@@ -31,6 +31,7 @@ import { type ExportRequest, type Operation, OperationFailed, UsageProblem } fro
 import { endpointOf } from "./OperatorEndpoint.ts"
 import { progress, progressWanted } from "./progress.ts"
 import { serve } from "./serve.ts"
+import { keepStoppingOnRepeatedSignals } from "./stopSignals.ts"
 import {
   commandPath,
   type CommandTree,
@@ -56,6 +57,8 @@ const serveCommand = Command.make("serve", { workers }, (o) =>
   Effect.gen(function*() {
     // A server outlives its log's reader: stderr gone is never a reason to stop serving.
     stderrOutput.guard()
+    // A second SIGTERM or SIGINT does not cut the drain of the first short.
+    yield* keepStoppingOnRepeatedSignals
     const n = Option.getOrElse(o.workers, () => Number(process.env.TOLLGATE_WORKERS ?? 1))
     if (!Number.isInteger(n) || n < 1) {
       return yield* exitWith(`--workers must be a whole number of at least 1 (got ${n})`)

@@ -7,7 +7,7 @@
 import { Effect, Exit, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FakeUpstream, type FakeUpstream as Fake } from "../support/FakeUpstream.ts"
-import { type Proc, serveGateway, tollgateJson } from "../support/Processes.ts"
+import { type Proc, serveGateway, tollgateJson, waitForOutput } from "../support/Processes.ts"
 import { oneModelConfig, processGatewayEnv, wordChunks } from "../support/ProcessGateway.ts"
 
 const T = 120_000
@@ -100,61 +100,71 @@ describe("a gateway killed with streams in flight", () => {
     expect((await second.p.exited).code).toBe(0)
   }, T)
 
-  it("on SIGTERM a stream in flight is finished and billed before the process exits", async () => {
-    const events = Array.from({ length: 40 }, (_, i) => ({
-      data: {
-        id: "c",
-        object: "chat.completion.chunk",
-        created: 1,
-        model: "up",
-        choices: [{ index: 0, delta: { content: `t${i} ` }, finish_reason: null }]
+  it(
+    "on SIGTERM a stream in flight is finished and billed before the process exits, whatever signals follow",
+    async () => {
+      const events = Array.from({ length: 40 }, (_, i) => ({
+        data: {
+          id: "c",
+          object: "chat.completion.chunk",
+          created: 1,
+          model: "up",
+          choices: [{ index: 0, delta: { content: `t${i} ` }, finish_reason: null }]
+        }
+      }))
+      const last = {
+        data: {
+          id: "c",
+          object: "chat.completion.chunk",
+          created: 1,
+          model: "up",
+          choices: [{ index: 0, delta: {}, finish_reason: "stop" }]
+        }
       }
-    }))
-    const last = {
-      data: {
-        id: "c",
-        object: "chat.completion.chunk",
-        created: 1,
-        model: "up",
-        choices: [{ index: 0, delta: {}, finish_reason: "stop" }]
+      const usage = {
+        data: {
+          id: "c",
+          object: "chat.completion.chunk",
+          created: 1,
+          model: "up",
+          choices: [],
+          usage: { prompt_tokens: 3, completion_tokens: 40, total_tokens: 43 }
+        }
       }
-    }
-    const usage = {
-      data: {
-        id: "c",
-        object: "chat.completion.chunk",
-        created: 1,
-        model: "up",
-        choices: [],
-        usage: { prompt_tokens: 3, completion_tokens: 40, total_tokens: 43 }
+      fake.script("/v1/chat/completions", { events: [...events, last, usage, { data: "[DONE]" }], eventDelayMs: 50 })
+      const server = await serve()
+      const key = await tollgateJson(["keys", "create", "--quota-usd", "1"], env)
+      const res = await fetch(`${server.base}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "slow", stream: true, messages: [{ role: "user", content: "go" }] })
+      })
+      const reader = res.body!.getReader()
+      await reader.read()
+      const t0 = Date.now()
+      process.kill(server.p.pid, "SIGTERM")
+      // Signals after the first (Ctrl-C twice, a process group signalled while --workers' primary passes
+      // the signal on) do not cut the drain short: they are noted, and the stream still finishes.
+      await waitForOutput(server.p, /stopping: new connections are refused/, 10_000, "log")
+      process.kill(server.p.pid, "SIGINT")
+      process.kill(server.p.pid, "SIGTERM")
+      await waitForOutput(server.p, /SIGTERM again: already stopping/, 10_000, "log")
+      let text = ""
+      for (;;) {
+        const { done, value } = await reader.read()
+        if (done) break
+        text += new TextDecoder().decode(value)
       }
-    }
-    fake.script("/v1/chat/completions", { events: [...events, last, usage, { data: "[DONE]" }], eventDelayMs: 50 })
-    const server = await serve()
-    const key = await tollgateJson(["keys", "create", "--quota-usd", "1"], env)
-    const res = await fetch(`${server.base}/v1/chat/completions`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: "slow", stream: true, messages: [{ role: "user", content: "go" }] })
-    })
-    const reader = res.body!.getReader()
-    await reader.read()
-    const t0 = Date.now()
-    process.kill(server.p.pid, "SIGTERM")
-    let text = ""
-    for (;;) {
-      const { done, value } = await reader.read()
-      if (done) break
-      text += new TextDecoder().decode(value)
-    }
-    expect(text).toContain("t39 ")
-    expect(text.trim().endsWith("data: [DONE]")).toBe(true)
-    expect((await server.p.exited).code).toBe(0)
-    // It does not wait for the client's keep-alive connection to time out (65 s) before exiting.
-    expect(Date.now() - t0).toBeLessThan(10_000)
-    const log = (await tollgateJson(["events", "--limit", "1000"], env)).events
-    const mine = log.filter((e: any) => e.event_type === "Billed" && e.data.key_id === key.id)
-    expect(mine).toHaveLength(1)
-    expect(mine[0].data).toMatchObject({ outcome: "completed", estimated: false })
-  }, T)
+      expect(text).toContain("t39 ")
+      expect(text.trim().endsWith("data: [DONE]")).toBe(true)
+      expect((await server.p.exited).code).toBe(0)
+      // It does not wait for the client's keep-alive connection to time out (65 s) before exiting.
+      expect(Date.now() - t0).toBeLessThan(10_000)
+      const log = (await tollgateJson(["events", "--limit", "1000"], env)).events
+      const mine = log.filter((e: any) => e.event_type === "Billed" && e.data.key_id === key.id)
+      expect(mine).toHaveLength(1)
+      expect(mine[0].data).toMatchObject({ outcome: "completed", estimated: false })
+    },
+    T
+  )
 })
