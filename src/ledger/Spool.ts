@@ -5,7 +5,9 @@
  * it survives a kill of the process; owner-only (0700 folder, 0600 files).
  *
  * A background fiber lands every spooled append once the log answers (`landOnce`: at the stream's
- * head, never twice, nothing for a request that never started), then deletes its file. It starts with
+ * head, never twice), then deletes its file; a refused call's bill whose request never started is
+ * dropped, and the bill of a served call whose StreamStarted the log does not hold (a restored database)
+ * is moved aside as `.rejected`. It starts with
  * whatever an earlier process left there; several processes may share the folder (`--workers`), since
  * landing is idempotent. If a file cannot be written at all (disk full), the append is kept in memory
  * and landed all the same while the process lives, and the failure is logged as an error. A folder
@@ -386,6 +388,18 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
           const now = yield* Clock.currentTimeMillis
           waiter.notStartedSince ??= now
           if (now - waiter.notStartedSince < NOT_STARTED_MS) continue
+        } else if (landing._tag === "not-started") {
+          // The bill of a call that was served, whose StreamStarted the log does not hold: a database
+          // restored from an earlier backup, a replica behind the primary it replaced, another database.
+          // Not landed (a bill needs its start), never thrown away: parked for the operator.
+          const parked = yield* setAside(streamId, file)
+          if (parked) refusedCount++
+          yield* Effect.logError(
+            `spool: ${streamId} has no StreamStarted in the log (is this the database the call started in? ` +
+              "restored from a backup, or a replica behind its primary?); its bill was not written: " +
+              (parked ? `parked as ${parked} for the operator` : "dropped (it was in memory only)")
+          )
+          continue
         }
         yield* forget(streamId, file)
         yield* landing._tag === "landed"
@@ -397,9 +411,7 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
           )
           : landing._tag === "already-billed"
           ? Effect.logInfo(`spool: ${streamId} was billed already (${landing.billed.outcome}); nothing written`)
-          : entry.kind === "close-if-started"
-          ? Effect.logInfo(`spool: ${streamId} never started; nothing to close`)
-          : Effect.logError(`spool: ${streamId} has no StreamStarted in the log; its bill was not written`)
+          : Effect.logInfo(`spool: ${streamId} never started; nothing to close`)
       }
       // Entries waiting to be sure their request never started: come back for them.
       return [...waiting.values()].every((w) => w.notStartedSince === undefined)

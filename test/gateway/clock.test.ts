@@ -6,6 +6,8 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Clock, Effect, Layer, TestClock } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
 import { GatewayConfig } from "../../src/config/GatewayConfig.ts"
 import { Heartbeat } from "../../src/gateway/Heartbeat.ts"
 import { writerReadiness } from "../../src/http/HealthHandlers.ts"
@@ -63,6 +65,20 @@ describe("time in the gateway's background work follows the Clock", () => {
         yield* TestClock.adjust("1 millis")
         yield* spool.drain
         expect(spool.has(streamId)).toBe(false)
+      }))
+
+    it.effect("the bill of a served call whose StreamStarted the log lacks is parked as .rejected, not thrown away", () =>
+      Effect.gen(function*() {
+        // What a database restored from an earlier backup, or a replica behind its primary, looks like.
+        const spool = yield* Spool
+        const requestId = "req_clock_restored_database"
+        yield* spool.put(spooledBill(requestId, "key_clock", "bill"))
+        yield* spool.drain
+        expect(spool.has(streamOf.request(requestId))).toBe(false)
+        const dir = path.join((yield* GatewayConfig).dataDir, "spool")
+        const parked = fs.readdirSync(dir).filter((f) => f.endsWith(".rejected"))
+        expect(parked).toHaveLength(1)
+        expect(fs.readFileSync(path.join(dir, parked[0]!), "utf8")).toContain(requestId)
       }))
   })
 })
