@@ -5,8 +5,9 @@
  *   body arrives, and the size limit applies to the decoded bytes (a small bomb cannot grow past it);
  * - more than `server.max_body_bytes` (declared or arriving): 413;
  * - no byte for `server.body_timeout_ms`: 408;
- * - not UTF-8: 400; nested deeper than `server.max_json_depth`: 400, found by a scan of the bytes
- *   before anything parses or walks the tree; not JSON, or not an object: 400.
+ * - not UTF-8: 400; nested deeper than `server.max_json_depth`, or an object of more than
+ *   `MAX_OBJECT_MEMBERS` members: 400, found by a scan of the bytes before anything parses or walks
+ *   the tree; not JSON, or not an object: 400.
  * An answer sent before the body has arrived whole also closes the connection (EnvelopeMiddleware).
  * The raw object is kept whole, so fields the gateway does not know travel untouched to a same-style
  * upstream. Endpoints whose payload HttpApi decodes get their body from this reader too (BodyReaderLive).
@@ -194,22 +195,39 @@ const CLOSE_OBJECT = 0x7d
 const QUOTE = 0x22
 const BACKSLASH = 0x5c
 
+const COLON = 0x3a
+
 /**
- * Whether JSON text nests arrays and objects deeper than `max`, by one pass over its bytes (brackets
- * inside strings do not count). Bytes of multi-byte UTF-8 characters are all >= 0x80, so none is
- * taken for a bracket or a quote. A string, most of a prompt's bytes, is crossed with `indexOf` from
- * quote to quote (native, many bytes at a time) rather than byte by byte: a quote after an odd number
- * of backslashes is escaped and does not end it.
+ * The most members one JSON object of a request may have. No API object comes near it (a JSON schema's
+ * `properties` has tens or hundreds); a million members in one object, which 10 MB can hold, cost the
+ * parser and every copy of the object seconds of the event loop, in which nothing else is served.
  */
-export const nestedDeeperThan = (text: Buffer, max: number): boolean => {
-  if (text.length <= max) return false
+export const MAX_OBJECT_MEMBERS = 10_000
+
+/**
+ * Whether JSON text nests arrays and objects deeper than `maxDepth`, or gives one object more than
+ * `maxMembers` members, by one pass over its bytes (brackets and colons inside strings do not count;
+ * outside them a colon ends an object's member name). Bytes of multi-byte UTF-8 characters are all
+ * >= 0x80, so none is taken for a bracket, a colon or a quote. A string, most of a prompt's bytes, is
+ * crossed with `indexOf` from quote to quote (native, many bytes at a time) rather than byte by byte:
+ * a quote after an odd number of backslashes is escaped and does not end it.
+ */
+export const shapeProblem = (
+  text: Buffer,
+  maxDepth: number,
+  maxMembers = MAX_OBJECT_MEMBERS
+): "too-deep" | "too-many-members" | undefined => {
+  // A member takes at least four bytes (`"":0`) and a separator: a short text cannot break either bound.
+  if (text.length <= maxDepth && text.length <= maxMembers * 5) return undefined
+  // Members so far of the object open at each depth (arrays' entries stay 0).
+  const members = new Int32Array(maxDepth + 2)
   let depth = 0
   for (let i = 0; i < text.length; i++) {
     const b = text[i]!
     if (b === QUOTE) {
       // The string's closing quote: the first one not escaped.
       for (let end = text.indexOf(QUOTE, i + 1);; end = text.indexOf(QUOTE, end + 1)) {
-        if (end === -1) return false // never closed: not JSON, which the parser says
+        if (end === -1) return undefined // never closed: not JSON, which the parser says
         let backslashes = 0
         while (text[end - 1 - backslashes] === BACKSLASH) backslashes++
         if (backslashes % 2 === 0) {
@@ -217,12 +235,21 @@ export const nestedDeeperThan = (text: Buffer, max: number): boolean => {
           break
         }
       }
+    } else if (b === COLON) {
+      if (++members[depth]! > maxMembers) return "too-many-members"
     } else if (b === OPEN_ARRAY || b === OPEN_OBJECT) {
-      if (++depth > max) return true
-    } else if (b === CLOSE_ARRAY || b === CLOSE_OBJECT) depth--
+      if (++depth > maxDepth) return "too-deep"
+      members[depth] = 0
+    } else if (b === CLOSE_ARRAY || b === CLOSE_OBJECT) {
+      if (depth > 0) depth--
+    }
   }
-  return false
+  return undefined
 }
+
+/** Whether JSON text nests arrays and objects deeper than `max` (`shapeProblem`'s first bound). */
+export const nestedDeeperThan = (text: Buffer, max: number): boolean =>
+  shapeProblem(text, max, Number.MAX_SAFE_INTEGER) === "too-deep"
 
 const utf8 = new TextDecoder("utf-8", { fatal: true })
 
@@ -260,12 +287,22 @@ const parseObject = (raw: Buffer, maxDepth: number): Effect.Effect<JsonBody, Inv
   } catch {
     return Effect.fail(new InvalidRequest({ message: "The request body is not valid UTF-8.", code: "invalid_json" }))
   }
-  if (nestedDeeperThan(raw, maxDepth)) {
+  const shape = shapeProblem(raw, maxDepth)
+  if (shape === "too-deep") {
     return Effect.fail(
       new InvalidRequest({
         message:
           `The request body nests arrays and objects deeper than ${maxDepth} levels, the most this gateway reads.`,
         code: "json_too_deep"
+      })
+    )
+  }
+  if (shape === "too-many-members") {
+    return Effect.fail(
+      new InvalidRequest({
+        message:
+          `The request body has an object with more than ${MAX_OBJECT_MEMBERS} members, the most this gateway reads.`,
+        code: "json_too_wide"
       })
     )
   }

@@ -5,11 +5,20 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import fc from "fast-check"
-import { nestedDeeperThan } from "../../src/http/body.ts"
+import { nestedDeeperThan, shapeProblem } from "../../src/http/body.ts"
 
 const depthOf = (value: unknown): number =>
   value !== null && typeof value === "object"
     ? 1 + Math.max(0, ...Object.values(value as Record<string, unknown>).map(depthOf))
+    : 0
+
+/** The most members any object of `value` has. */
+const widthOf = (value: unknown): number =>
+  value !== null && typeof value === "object"
+    ? Math.max(
+      Array.isArray(value) ? 0 : Object.keys(value).length,
+      ...Object.values(value as Record<string, unknown>).map(widthOf)
+    )
     : 0
 
 describe("the body's depth check", () => {
@@ -29,6 +38,26 @@ describe("the body's depth check", () => {
     fc.assert(
       fc.property(json, fc.integer({ min: 0, max: 8 }), (value, max) => {
         expect(nestedDeeperThan(Buffer.from(JSON.stringify(value)), max)).toBe(depthOf(value) > max)
+      }),
+      { numRuns: 2_000 }
+    )
+  })
+
+  it("says an object has too many members exactly when one has more than the bound, colons in strings aside", () => {
+    const tricky = fc.string({ unit: fc.constantFrom(":", "{", "\"", "\\", "a", "é", ",") })
+    const json = fc.letrec((tie) => ({
+      value: fc.oneof(
+        { depthSize: "small", withCrossShrink: true },
+        tricky,
+        fc.integer(),
+        fc.array(tie("value"), { maxLength: 6 }),
+        fc.dictionary(tricky, tie("value"), { maxKeys: 6 })
+      )
+    })).value
+    fc.assert(
+      fc.property(json, fc.integer({ min: 0, max: 5 }), (value, max) => {
+        const problem = shapeProblem(Buffer.from(JSON.stringify(value)), 100, max)
+        expect(problem === "too-many-members").toBe(widthOf(value) > max)
       }),
       { numRuns: 2_000 }
     )

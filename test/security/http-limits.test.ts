@@ -430,6 +430,42 @@ describe("HTTP limits", () => {
         expect(withTool.status, withTool.text).toBe(200)
       }))
 
+    it.effect("an object of more than 10,000 members is 400 json_too_wide before it is parsed; an agent's request passes", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        const post = (raw: string, path = "/v1/chat/completions") =>
+          Effect.promise(() =>
+            fetchJson(`${base}${path}`, {
+              method: "POST",
+              headers: {
+                authorization: `Bearer ${secret}`,
+                "content-type": "application/json",
+                "anthropic-version": "2023-06-01"
+              },
+              body: raw
+            })
+          )
+        const members = (n: number) => Array.from({ length: n }, (_, i) => `"_${i.toString(36)}":0`).join(",")
+        // 20,000 members at the top (a million, in 10 MB, held the event loop for seconds while it was
+        // parsed and copied), and 10,001 in an object inside the request.
+        const cases = [
+          `{"model":"mock-gpt","messages":[{"role":"user","content":"hi"}],${members(20_000)}}`,
+          `{"model":"mock-claude","max_tokens":8,"messages":[{"role":"user","content":"hi"}],"metadata":{${
+            members(10_001)
+          }}}`
+        ]
+        for (const [i, raw] of cases.entries()) {
+          const r = yield* post(raw, i === 0 ? "/v1/chat/completions" : "/v1/messages")
+          expectEnvelope(r.status, r.body, { status: 400, code: "json_too_wide", message: /10000/ }, raw.slice(0, 60))
+        }
+        // 10,000 members, and colons in strings, are not too many.
+        const wide = yield* post(
+          `{"model":"mock-gpt","messages":[{"role":"user","content":"${":".repeat(20_000)}"}],"x":{${members(10_000)}}}`
+        )
+        expect(wide.status, wide.text).toBe(200)
+      }))
+
     it.effect("a body that is not JSON in UTF-8 is 415 (its Content-Type) or 400 (its bytes)", () =>
       Effect.gen(function*() {
         const base = yield* baseUrl

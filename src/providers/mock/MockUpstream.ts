@@ -38,7 +38,8 @@ interface Answer {
 }
 
 const answer = (body: Record<string, unknown>, model: string, maxTokens: number | undefined): Answer => {
-  const said = lastUserText(body).replace(/\s+/g, " ").trim()
+  // The answer quotes the start of the last user text: only that much is tidied (a prompt may be megabytes).
+  const said = lastUserText(body).slice(0, 1_000).replace(/\s+/g, " ").trim()
   const snippet = said.length > 60 ? said.slice(0, 57) + "..." : said
   let text = `Hello from ${model}! This is a deterministic mock answer to: "${snippet}".`
   let truncated = false
