@@ -26,6 +26,7 @@ import { type EnvelopeError, envelopeOf } from "./ErrorEnvelope.ts"
 import { HealthHandlers } from "./HealthHandlers.ts"
 import { GenerationLane } from "./lane/GenerationLane.ts"
 import { serverStopping } from "./lane/respond.ts"
+import { ROUTER_CONFIG } from "./lane/routes.ts"
 import { startGate } from "./lane/startGate.ts"
 import { MetricsHandlers } from "./MetricsHandlers.ts"
 import { OpenAiHandlers } from "./OpenAiHandlers.ts"
@@ -60,9 +61,7 @@ export const HttpAppLive = Layer.unwrapEffect(
       Layer.provide(corsMiddleware(config.file.server.cors_origins)),
       Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
       Layer.provide(ApiLive),
-      // A path parameter (a model's name, a key's id) of any length the request line may carry reaches its
-      // handler, which answers for it (404), rather than the router's default bound of 100 characters.
-      Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: 16 * 1024 })),
+      Layer.provide(HttpRouter.setRouterConfig(ROUTER_CONFIG)),
       HttpMiddleware.withTracerDisabledWhen(
         Option.isNone(endpoint) ? () => true : (request) => request.url === "/livez" || request.url === "/readyz"
       )
@@ -115,7 +114,7 @@ const STOPPING = serverStopping("The gateway is stopping and takes no new reques
  * The headers a request may carry once, and its refusal when it carries one twice. Node keeps only the
  * first Authorization in `headers`, while a proxy in front may have checked or logged another: such a
  * request is refused, never authenticated (and billed) by whichever copy comes first. Node joins two
- * Idempotency-Keys into one value ("a, b"), a key neither of them is.
+ * Idempotency-Keys into one value ("a, b"), a key neither of them is. Two Hosts are refused by HTTP/1.1.
  */
 const SINGLE_HEADERS: ReadonlyArray<readonly [string, EnvelopeError]> = [
   [
@@ -125,7 +124,8 @@ const SINGLE_HEADERS: ReadonlyArray<readonly [string, EnvelopeError]> = [
   [
     "idempotency-key",
     envelopeOf(400, "The request carries more than one Idempotency-Key header. Send one.", null, "Idempotency-Key")
-  ]
+  ],
+  ["host", envelopeOf(400, "The request carries more than one Host header. Send one.", "malformed_request")]
 ]
 
 /** The refusal of a request that carries one of SINGLE_HEADERS twice, if it does; one pass over its headers. */
@@ -139,6 +139,33 @@ const repeatedHeader = (raw: ReadonlyArray<string>): EnvelopeError | undefined =
       if (seen & (1 << h)) return refusal
       seen |= 1 << h
     }
+  }
+  return undefined
+}
+
+/** A percent-encoded unreserved character (a letter, a digit, `-`, `.`, `_`, `~`), which no client needs to encode. */
+const ENCODED_UNRESERVED = /%(?:[46][1-9a-f]|[57][0-9a]|3[0-9]|2[de]|5f|7e)/i
+
+/**
+ * The refusal of a path in any form but its own: a doubled slash, or a percent-encoded letter, digit,
+ * `-`, `.`, `_` or `~`. The router would read `//metrics` or `/%6Detrics` as `/metrics` (and routes
+ * by case: `/Metrics` is not `/metrics`), where a proxy in front that keeps `/metrics`, `/operator/` or
+ * `/api/` off its public side by their path would not. One pass of `indexOf` over the path; the regular
+ * expression only for a path with a `%`.
+ */
+export const pathProblem = (url: string | undefined): EnvelopeError | undefined => {
+  if (url === undefined) return undefined
+  const q = url.indexOf("?")
+  const path = q === -1 ? url : url.slice(0, q)
+  if (path.includes("//")) {
+    return envelopeOf(404, "Unknown endpoint: the path has a doubled slash (check the base URL's end).", "unknown_url")
+  }
+  if (path.includes("%") && ENCODED_UNRESERVED.test(path)) {
+    return envelopeOf(
+      404,
+      "Unknown endpoint: the path percent-encodes a character that needs no encoding.",
+      "unknown_url"
+    )
   }
   return undefined
 }
@@ -235,7 +262,7 @@ export const NodeServerLive = Layer.scoped(
           const dispatch = (req: IncomingMessage, res: ServerResponse) => {
             if (stopping) return lane.refuse(req, res, STOPPING)
             if (req.httpVersionMajor !== 1) return lane.refuse(req, res, NOT_HTTP_1)
-            const repeated = repeatedHeader(req.rawHeaders)
+            const repeated = repeatedHeader(req.rawHeaders) ?? pathProblem(req.url)
             if (repeated) return lane.refuse(req, res, repeated)
             // A protocol upgrade is not offered (h2c, websocket): the request is served as HTTP/1.1, and its
             // connection closed after the answer, since node:http drops whatever the client sent after it.

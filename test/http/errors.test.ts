@@ -16,6 +16,7 @@ import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { defaultConfigFile } from "../../src/config/defaults.ts"
 import { EventLog } from "../../src/ledger/EventLog.ts"
 import { streamOf } from "../../src/ledger/events.ts"
+import { rawExchange, rawJson } from "../security/support.ts"
 import { rejectionOf } from "../support/rejection.ts"
 import { baseUrl, issueKey, makeTestGateway, registerVendor, TestGateway } from "../support/TestGateway.ts"
 
@@ -567,7 +568,7 @@ describe("error envelope over HTTP (default config)", () => {
         yield* expectNothingBilled(base, secret)
       }))
 
-    it.effect("two Authorization headers are 400 duplicate_authorization, whichever is valid; nothing billed", () =>
+    it.effect("two Authorization headers are 400 duplicate_authorization, whichever is valid, and two Hosts 400; nothing billed", () =>
       Effect.gen(function*() {
         const base = yield* baseUrl
         const { secret } = yield* issueKey()
@@ -581,6 +582,20 @@ describe("error envelope over HTTP (default config)", () => {
             expectEnvelope(reply, { status: 400, code: "duplicate_authorization" }, label(endpoint, "two headers"))
           }
         }
+        // Two Hosts (HTTP/1.1 says 400): node:http would keep the first, where a proxy may have read another.
+        const port = Number(new URL(base).port)
+        const body = JSON.stringify(GENERATION_ENDPOINTS[0]!.body)
+        const hosts = yield* Effect.promise(() =>
+          rawExchange(port, [
+            `POST ${GENERATION_ENDPOINTS[0]!.path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nHost: elsewhere.example\r\n` +
+            `Authorization: Bearer ${secret}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`
+          ], 5_000)
+        )
+        expect(hosts.status, hosts.text).toBe(400)
+        expect(rawJson(hosts).error).toMatchObject({
+          code: "malformed_request",
+          message: expect.stringMatching(/Host/)
+        })
         yield* expectNothingBilled(base, secret)
         yield* expectNothingBilled(base, other)
       }))

@@ -1,8 +1,8 @@
 /**
  * Which requests the generation lane serves: a POST to one of the four generation endpoints, as the
  * API declares them (api/OpenAiApi.ts, api/AnthropicApi.ts), matched the way HttpApi's router would
- * match it (find-my-way with the router's defaults: any case, a trailing or doubled slash, a query),
- * so that no such request ever reaches the router instead.
+ * match it (find-my-way with `ROUTER_CONFIG`: a trailing slash, a query), so that no such request ever
+ * reaches the router instead.
  */
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as Effect from "effect/Effect"
@@ -18,7 +18,15 @@ const generationEndpoints: Readonly<Record<string, Endpoint>> = {
   generateImages: "images.generations"
 }
 
-const router = FindMyWay.make<Endpoint>()
+/**
+ * How both routers match a path: by case (`/Metrics` is not `/metrics`), and a path parameter (a
+ * model's name, a key's id) of any length the request line may carry reaches its handler, which answers
+ * for it (404), rather than the default bound of 100 characters. A doubled slash or a needlessly
+ * percent-encoded character never reaches a router (Server.ts `pathProblem`).
+ */
+export const ROUTER_CONFIG = { caseSensitive: true, maxParamLength: 16 * 1024 } as const
+
+const router = FindMyWay.make<Endpoint>(ROUTER_CONFIG)
 /** The declared paths themselves, looked up before the router (nearly every request names one exactly). */
 const exact = new Map<string, Endpoint>()
 HttpApi.reflect(GatewayApi, {
