@@ -39,6 +39,13 @@ export const METRICS_LIMITS = {
   keepAliveMs: 5_000
 } as const
 
+/**
+ * The names a request to the loopback listener may be addressed to. A page in a browser on this host
+ * can reach the port under a name of its own that resolves to 127.0.0.1 (DNS rebinding) and read what
+ * it answers; its requests carry that name as their Host, and are refused.
+ */
+const LOOPBACK_HOST = /^(?:localhost|127(?:\.\d{1,3}){3}|\[::1\])(?::\d{1,5})?$/i
+
 /** The loopback metrics listener, when `server.metrics_port` is set; its port once listening. */
 export const MetricsPortLive = Layer.scopedDiscard(Effect.gen(function*() {
   const port = (yield* GatewayConfig).file.server.metrics_port
@@ -51,6 +58,11 @@ export const MetricsPortLive = Layer.scopedDiscard(Effect.gen(function*() {
     connectionsCheckingInterval: 1_000
   }, (req, res) => {
     const path = (req.url ?? "/").split("?")[0]
+    if (!LOOPBACK_HOST.test(req.headers.host ?? "")) {
+      res.writeHead(421, { "content-type": "text/plain", connection: "close" })
+        .end("Misdirected: this listener answers requests addressed to localhost or 127.0.0.1 only.\n")
+      return
+    }
     if (req.method !== "GET" || path !== "/metrics") {
       res.writeHead(404, { "content-type": "text/plain" }).end("Not found: this listener serves GET /metrics only.\n")
       return

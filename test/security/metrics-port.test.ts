@@ -8,6 +8,7 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import { get as httpGet } from "node:http"
 import { connect, type Socket } from "node:net"
 import OpenAI from "openai"
 import { defaultConfigFile } from "../../src/config/defaults.ts"
@@ -46,6 +47,28 @@ const scrape = () =>
 
 describe("the metrics listener's limits", () => {
   layer(TestLayer, { timeout: 60_000, excludeTestServices: true })((it) => {
+    it.effect("a request addressed to another name than localhost is refused (a page on this host, rebinding a name)", () =>
+      Effect.gen(function*() {
+        const status = (host: string) =>
+          Effect.promise(() =>
+            new Promise<number>((resolve, reject) => {
+              const req = httpGet(
+                { host: "127.0.0.1", port: metricsPort, path: "/metrics", headers: { host } },
+                (r) => {
+                  r.resume()
+                  resolve(r.statusCode ?? 0)
+                }
+              )
+              req.on("error", reject)
+            })
+          )
+        expect(yield* status("rebound.example:80")).toBe(421)
+        expect(yield* status(`evil.example:${metricsPort}`)).toBe(421)
+        for (const host of [`127.0.0.1:${metricsPort}`, `localhost:${metricsPort}`, "localhost"]) {
+          expect(yield* status(host), host).toBe(200)
+        }
+      }))
+
     it.effect(
       "idle sockets past the cap are closed at once, the rest within the timeout; the main port serves",
       () =>
