@@ -11,6 +11,18 @@ import { outputTextOfReply } from "../styles/registry.ts"
 import { countPromptOf, countTokens, ESTIMATOR } from "../tokens/count.ts"
 import type { Settled } from "./Billing.ts"
 
+/**
+ * An upstream's usage, if it is one: usage that says the model read no input is none (every model
+ * reads its prompt; some compatible servers fill the fields with zeros), and the call is estimated
+ * rather than billed as free. So is an input count of 0 announced at a stream's start.
+ */
+export const believable = (usage: Usage | undefined): Usage | undefined =>
+  usage === undefined || usage.input_tokens <= 0 ? undefined : usage
+
+/** An announced input count, if it is one (see `believable`). */
+export const announced = (tokens: number | undefined): number | undefined =>
+  tokens === undefined || tokens <= 0 ? undefined : tokens
+
 /** A complete non-streamed answer without usage. */
 export const estimateReply = (
   keyId: string,

@@ -18,7 +18,7 @@ import { attempt } from "../styles/shared/Untranslatable.ts"
 import type { Billing } from "./Billing.ts"
 import { loggedDropped } from "./dropped.ts"
 import type { UpstreamFailure } from "./errors.ts"
-import { cancelledBeforeAnswer, estimateReply } from "./estimates.ts"
+import { believable, cancelledBeforeAnswer, estimateReply } from "./estimates.ts"
 import { type RetryPolicy, withFailover } from "./Failover.ts"
 import { sealedResponse } from "./responseIds.ts"
 import { type Candidate, type Generation, upstreamRequestOf } from "./Routing.ts"
@@ -72,7 +72,9 @@ export const jsonCall = (deps: JsonDeps) => (g: Generation, s: Started) =>
       const { candidate, value } = exit.value
       const endpoint = candidate.path.upstreamEndpoint
       ticket.answered = { endpoint, body: value.body }
-      const usage = usageOfReply(endpoint, value.body)
+      const reported = usageOfReply(endpoint, value.body)
+      // Images are billed by the image: their usage may say no text was read.
+      const usage = endpoint === "images.generations" ? reported : believable(reported)
       yield* usage
         ? billing.bill(ticket, { usage, outcome: "completed" })
         : Effect.flatMap(estimateReply(g.key.keyId, g.body, endpoint, value.body), (e) => billing.bill(ticket, e))

@@ -28,7 +28,7 @@ import { countPromptOf, countTokens, ESTIMATOR } from "../tokens/count.ts"
 import type { Billing } from "./Billing.ts"
 import { loggedDropped } from "./dropped.ts"
 import { SERVER_STOPPING } from "./errors.ts"
-import { cancelledBeforeAnswer, estimateStream } from "./estimates.ts"
+import { announced, believable, cancelledBeforeAnswer, estimateStream } from "./estimates.ts"
 import { Exhausted, type RetryPolicy, withFailover } from "./Failover.ts"
 import { sealedResponse } from "./responseIds.ts"
 import { type Candidate, type Generation, upstreamRequestOf } from "./Routing.ts"
@@ -226,11 +226,12 @@ export const streamCall = (deps: StreamDeps) =>
     })
     const checkpoint = Effect.gen(function*() {
       yield* countOutput
-      countedInput ??= relay.inputTokens() ?? (yield* countPromptOf(g.key.keyId, g.body))
+      countedInput ??= announced(relay.inputTokens()) ?? (yield* countPromptOf(g.key.keyId, g.body))
+      const usage = believable(relay.usage())
       yield* billing.checkpoint(ticket, {
-        input_tokens: relay.usage()?.input_tokens ?? countedInput,
+        input_tokens: usage?.input_tokens ?? countedInput,
         // Known when the input is the upstream's own count (its cached part billed at the cached price).
-        cached_input_tokens: relay.usage()?.cached_input_tokens ?? relay.cachedInputTokens(),
+        cached_input_tokens: usage?.cached_input_tokens ?? relay.cachedInputTokens(),
         output_tokens: Math.max(countedOutput, relay.usage()?.output_tokens ?? 0),
         estimator: ESTIMATOR
       })
@@ -329,14 +330,14 @@ export const streamCall = (deps: StreamDeps) =>
       const waitStarted = clock.unsafeCurrentTimeMillis()
       const pending = inFlight
       if (pending && !(yield* endsWithin(pending, deps.commitWaitMs / 2))) yield* Fiber.interrupt(pending)
-      const reported = relay.usage()
+      const reported = believable(relay.usage())
       yield* billing.bill(
         ticket,
         outcome === "completed" && reported !== undefined ? { usage: reported, outcome } : yield* estimateStream({
           keyId: g.key.keyId,
           request: g.body,
           reported,
-          announcedInput: relay.inputTokens(),
+          announcedInput: announced(relay.inputTokens()),
           announcedCached: relay.cachedInputTokens(),
           countedInput,
           countedOutput,

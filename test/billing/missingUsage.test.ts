@@ -344,6 +344,42 @@ describe("missing usage is estimated and marked", () => {
           expect(billed.usage).toMatchObject({ input_tokens: 52, cached_input_tokens: 40 })
         }))
 
+      it.effect("usage that says nothing was read (all zeros) is no usage: estimated, not free", () =>
+        Effect.gen(function*() {
+          const { openai } = yield* clients
+          ;(yield* Fake).script("/v1/chat/completions", {
+            body: {
+              id: "c",
+              object: "chat.completion",
+              created: 1,
+              model: "gpt",
+              choices: [{ index: 0, message: { role: "assistant", content: ANSWER }, finish_reason: "stop" }],
+              usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }
+            }
+          })
+          yield* Effect.promise(() =>
+            openai.chat.completions.create({ model: "gpt", messages: [{ role: "user", content: PROMPT }] })
+          )
+          expectEstimated(yield* lastBilled)
+          ;(yield* Fake).script("/v1/messages", {
+            events: [
+              ...startAndWords({ input_tokens: 0, output_tokens: 0 }),
+              { event: "content_block_stop", data: { type: "content_block_stop", index: 0 } },
+              {
+                event: "message_delta",
+                data: {
+                  type: "message_delta",
+                  delta: { stop_reason: "end_turn", stop_sequence: null },
+                  usage: { output_tokens: 0 }
+                }
+              },
+              { event: "message_stop", data: { type: "message_stop" } }
+            ]
+          })
+          expect(yield* messagesStreamRead).toContain("message_stop")
+          expectEstimated(yield* lastBilled)
+        }))
+
       /**
        * An agent's request is mostly its tool definitions, tool calls and their results: the estimate
        * counts them (as count_tokens does), not only the turns' text. `least` is what they alone take.
