@@ -45,7 +45,25 @@ export const ProviderConfig = Schema.Struct({
   type: Schema.optionalWith(Schema.Literal("http", "mock"), { default: () => "http" as const }),
   /** The wire style the upstream speaks. */
   style: ProviderStyle,
-  base_url: Schema.optional(Schema.String.pipe(Schema.pattern(/^https?:\/\//))),
+  /**
+   * Where the upstream's API is: http(s), with no query, fragment or user:password (a secret in the URL
+   * would travel in every request line and be no credential the gateway keeps out of errors: put it in
+   * `api_key` or `headers`).
+   */
+  base_url: Schema.optional(Schema.String.pipe(
+    Schema.pattern(/^https?:\/\//),
+    Schema.filter((s) => {
+      const url = URL.canParse(s) ? new URL(s) : undefined
+      if (url === undefined) return "is not a URL"
+      if (url.username !== "" || url.password !== "") {
+        return "carries a user or password: put the credential in `api_key` or `headers`"
+      }
+      if (url.search !== "" || url.hash !== "" || s.includes("?") || s.includes("#")) {
+        return "carries a query or a fragment: the gateway adds the API's paths to it (for Azure's api-version, use `api_version`)"
+      }
+      return undefined
+    })
+  )),
   /** Upstream credential. Write `${ENV_VAR}` to take it from the environment; it is never logged. */
   api_key: Schema.optional(Schema.Redacted(Schema.String)),
   /**

@@ -12,8 +12,13 @@
 import * as Redacted from "effect/Redacted"
 import type { ProviderConfig } from "../config/ConfigFile.ts"
 
-/** Values shorter than this are not taken for secrets (a header such as `1` would blank every digit). */
+/** Header values shorter than this are not taken for secrets (a header such as `1` would blank every digit). */
 const MIN_SECRET = 8
+/**
+ * An `api_key` is a secret however short, down to this (a local server's `EMPTY` is blanked too, which
+ * costs nothing); a key of one to three characters would blank every such run of letters in a message.
+ */
+const MIN_API_KEY = 4
 
 /** How many levels of JSON escaping inside a string are undone to look for a secret. */
 const MAX_UNESCAPES = 4
@@ -36,10 +41,11 @@ const identity = (text: string) => text
  * port, and the bare host name as a whole word) wherever they appear in a text.
  */
 const build = (p: ProviderConfig): (text: string) => string => {
+  const apiKey = p.api_key ? Redacted.value(p.api_key) : ""
   const secrets = [
-    ...(p.api_key ? [Redacted.value(p.api_key)] : []),
-    ...Object.values(p.headers)
-  ].filter((s) => s.length >= MIN_SECRET)
+    ...(apiKey.length >= MIN_API_KEY ? [apiKey] : []),
+    ...Object.values(p.headers).filter((s) => s.length >= MIN_SECRET)
+  ]
   const url = p.base_url ? new URL(p.base_url) : undefined
   const hosts = url ? [...new Set([url.host, url.hostname])].filter((h) => h !== "") : []
   if (secrets.length === 0 && hosts.length === 0) return identity

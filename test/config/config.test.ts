@@ -297,6 +297,21 @@ describe("a config file (TOLLGATE_CONFIG)", () => {
       expect(baseUrl).toContain("providers.openai.base_url: required for an http provider")
       // A mock provider needs none.
       expect(baseUrl).not.toContain("providers.local")
+      // A base URL with a credential or a query in it: they would travel in every request line, a secret
+      // the gateway does not keep out of errors.
+      const withUser = yield* refusal({
+        TOLLGATE_CONFIG: withFile((f) => (f.providers.openai.base_url = "https://u:PASSWORD@api.example.com/v1")),
+        ...ENV
+      })
+      expect(withUser).toContain("providers.openai.base_url")
+      expect(withUser).toContain("user or password")
+      expect(withUser).not.toContain("PASSWORD")
+      const withQuery = yield* refusal({
+        TOLLGATE_CONFIG: withFile((f) => (f.providers.openai.base_url = "https://api.example.com/v1?key=QUERYSECRET")),
+        ...ENV
+      })
+      expect(withQuery).toContain("query or a fragment")
+      expect(withQuery).not.toContain("QUERYSECRET")
 
       const option = yield* refusal({
         TOLLGATE_CONFIG: withFile((f) => (f.default_server_option = "platinum")),
