@@ -15,9 +15,11 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
+import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -28,6 +30,8 @@ import { hashSecret } from "./secrets.ts"
 const NEGATIVE_TTL_MS = 2_000
 const NEGATIVE_MAX = 10_000
 const CATCH_UP_PAGE = 5_000
+/** The most keys not in the cache one query looks up. */
+const LOOKUP_BATCH = 1_000
 /** The events that change a cached key; each carries `key_id`. */
 const KEY_EVENTS = [
   "KeyIssued",
@@ -251,6 +255,47 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
       }
     })
 
+    /**
+     * Keys not in the cache are looked up together: while one query is in flight, the hashes missed
+     * meanwhile wait for the next, which reads them all (at most `LOOKUP_BATCH` a query). A flood of
+     * requests with made-up keys, each a new hash, costs the database one query at a time, not one a
+     * request.
+     */
+    const misses = new Map<string, Array<(exit: Exit.Exit<KeyRecord | undefined>) => void>>()
+    let lookingUp = false
+    let lookups = 0 // queries made for keys not in the cache
+    const runtime = yield* Effect.runtime<never>()
+    const lookUp: Effect.Effect<void> = Effect.gen(function*() {
+      while (misses.size > 0) {
+        const batch = [...misses.keys()].slice(0, LOOKUP_BATCH)
+        const waiters = batch.map((hash) => misses.get(hash)!)
+        for (const hash of batch) misses.delete(hash)
+        lookups++
+        const read = yield* Effect.exit(
+          sql`SELECT ${keyColumns} FROM api_keys WHERE key_hash = ANY(${batch})`.pipe(Effect.flatMap(decodeKeyRows))
+        )
+        const now = yield* Clock.currentTimeMillis
+        batch.forEach((hash, i) => {
+          let exit: Exit.Exit<KeyRecord | undefined>
+          if (Exit.isFailure(read)) exit = Exit.die(Cause.squash(read.cause))
+          else {
+            const row = read.value.find((r) => r.key_hash === hash)
+            if (row === undefined) {
+              if (unknown.size >= NEGATIVE_MAX) unknown.clear()
+              unknown.set(hash, now)
+              exit = Exit.succeed(undefined)
+            } else {
+              rowsRead++
+              const key = fromRow(row)
+              put(key)
+              exit = Exit.succeed(byId.get(key.keyId))
+            }
+          }
+          for (const resume of waiters[i]!) resume(exit)
+        })
+      }
+    }).pipe(Effect.ensuring(Effect.sync(() => void (lookingUp = false))))
+
     /** The key for a clear secret, if it exists (revoked and expired keys included). */
     const findBySecret = (secret: string): Effect.Effect<KeyRecord | undefined> => {
       const hash = hashSecret(secret)
@@ -259,21 +304,15 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
       return Effect.flatMap(Clock.currentTimeMillis, (now) => {
         const missedAt = unknown.get(hash)
         if (missedAt !== undefined && now - missedAt < NEGATIVE_TTL_MS) return Effect.succeed(undefined)
-        return sql`SELECT ${keyColumns} FROM api_keys WHERE key_hash = ${hash}`.pipe(
-          Effect.flatMap(decodeKeyRows),
-          Effect.map((rows) => {
-            rowsRead += rows.length
-            if (rows.length === 0) {
-              if (unknown.size >= NEGATIVE_MAX) unknown.clear()
-              unknown.set(hash, now)
-              return undefined
-            }
-            const key = fromRow(rows[0]!)
-            put(key)
-            return byId.get(key.keyId)
-          }),
-          Effect.orDie
-        )
+        return Effect.async<KeyRecord | undefined>((resume) => {
+          const waiting = misses.get(hash)
+          if (waiting) waiting.push(resume)
+          else misses.set(hash, [resume])
+          if (!lookingUp) {
+            lookingUp = true
+            Runtime.runFork(runtime)(lookUp)
+          }
+        })
       })
     }
 
@@ -288,7 +327,9 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
       /** How many keys the cache holds. */
       size: () => byId.size,
       /** How many key rows it has read from the database since start. */
-      rowsRead: () => rowsRead
+      rowsRead: () => rowsRead,
+      /** How many queries it has made for keys it did not hold. */
+      lookups: () => lookups
     } as const
   })
 }) {}

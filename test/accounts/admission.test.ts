@@ -41,7 +41,8 @@ const admissionOver = (key: KeyRecord) =>
       byId: (keyId) => (keyId === key.keyId ? key : undefined),
       catchUp: Effect.void,
       size: () => 1,
-      rowsRead: () => 0
+      rowsRead: () => 0,
+      lookups: () => 0
     })
   )))
 

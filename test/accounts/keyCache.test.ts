@@ -204,5 +204,36 @@ describe("the key cache", () => {
         expect((yield* store.findBySecret(secret))?.keyId).toBe("key_cache_shared")
         expect((yield* admitting(admission, "key_cache_shared", usd(1))).amount).toBe(usd(1))
       }))
+
+    it.effect("keys not in the cache, looked up at once, are read by one query, the known among the unknown", () =>
+      Effect.gen(function*() {
+        const store = yield* KeyStore
+        const sql = yield* SqlClient.SqlClient
+        // One key created elsewhere, among 300 made-up ones (a flood of random keys costs the database
+        // one query at a time, not one a request).
+        const secret = `sk-tg-amongst${"0123456789".repeat(4)}`
+        yield* sql`INSERT INTO api_keys ${
+          sql.insert({
+            key_id: "key_cache_amongst",
+            key_hash: hashSecret(secret),
+            key_hint: "sk-tg-…6789",
+            name: "created elsewhere",
+            server_option: "default",
+            quota_nanos: usd(1).toString(),
+            created_at: "2026-11-26T00:00:00.000Z"
+          })
+        }`
+        const madeUp = Array.from({ length: 300 }, (_, i) => `sk-tg-madeup${i}${"x".repeat(32)}`)
+        const before = store.lookups()
+        const found = yield* Effect.all([...madeUp, secret].map(store.findBySecret), { concurrency: "unbounded" })
+        expect(found.slice(0, -1).every((k) => k === undefined)).toBe(true)
+        expect(found.at(-1)?.keyId).toBe("key_cache_amongst")
+        // The first miss's query, then one for every miss that came while it ran.
+        expect(store.lookups() - before).toBeLessThanOrEqual(2)
+        // The unknown ones are remembered for a moment: asked again, none is looked up.
+        const again = store.lookups()
+        yield* Effect.all(madeUp.map(store.findBySecret), { concurrency: "unbounded" })
+        expect(store.lookups()).toBe(again)
+      }))
   })
 })
