@@ -27,13 +27,20 @@ const failed = (where: string) => (e: unknown) => new OperationFailed({ message:
  * `file`, written synchronously piece by piece to a private file beside it (created new, never through
  * a link, 0600), flushed and renamed over `file` at the end: a link at `file` is replaced, never
  * written through, an existing file's mode is not kept, and a failed export leaves `file` as it was.
- * A device or a pipe (`/dev/null`, a FIFO) is written to as it is; a link to one (`/dev/stdout`) and a
- * folder are refused: standard output is the default.
+ * A device or a pipe (`/dev/null`, a FIFO) is written to as it is, a pipe only if it is the user's own
+ * (another user's, made in a shared folder such as /tmp, is theirs to read: the export is not private);
+ * a link to one (`/dev/stdout`) and a folder are refused: standard output is the default.
  */
 export const fileSink = (file: string) =>
   Effect.try({
     try: () => {
       const here = fs.lstatSync(file, { throwIfNoEntry: false })
+      const me = process.getuid?.()
+      if (here !== undefined && here.isFIFO() && me !== undefined && here.uid !== me) {
+        throw new Error(
+          `it is a pipe of another user's (uid ${here.uid}), who would read the export; leave out --out to write to standard output`
+        )
+      }
       if (here !== undefined && (here.isCharacterDevice() || here.isFIFO())) {
         return { fd: fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_NOFOLLOW), tmp: undefined }
       }

@@ -6,7 +6,7 @@
  * a terminal only; `migrate` on a folder a server holds answers through it.
  */
 import { Effect, Exit, Scope } from "effect"
-import { spawn } from "node:child_process"
+import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import pg from "pg"
@@ -136,6 +136,20 @@ describe.skipIf(backend() === "postgres")("CLI output on an embedded folder", ()
       expect((await tollgate(["events", "export", "--out", out], env)).code).toBe(0)
       expect(fs.statSync(out).mode & 0o777).toBe(0o600)
       expect(fs.readdirSync(folder)).toEqual(["export.ndjson"])
+    },
+    T
+  )
+
+  // Making a pipe another user's takes root (as CI runs).
+  it.skipIf(process.getuid?.() !== 0)(
+    "events export --out refuses a pipe of another user's (planted in a shared folder, it would read the export)",
+    async () => {
+      const out = path.join(tempDir("export-fifo"), "export.ndjson")
+      execFileSync("mkfifo", ["-m", "666", out])
+      fs.chownSync(out, 65534, 65534)
+      const r = await tollgate(["events", "export", "--out", out], env)
+      expect(r.code).not.toBe(0)
+      expect(r.stderr).toMatch(/a pipe of another user's \(uid 65534\)/)
     },
     T
   )
