@@ -1,14 +1,16 @@
 /**
  * Only one process may open an embedded PGlite data folder, so while `tollgate serve` holds it, CLI
- * commands run inside the server: it listens on a loopback port for operations and writes the port
- * and a random token to `<data>/operator.json` (mode 0600, written afresh at every start). The CLI
- * reads that file and sends each command there; when no server holds the folder, the CLI opens it
- * itself. An operation is answered with one JSON body, `events export` with JSON Lines streamed a page
- * at a time.
+ * commands run inside the server: it listens for operations on a Unix socket in the data folder,
+ * `<data>/operator.sock`, and writes where it listens and a random token to `<data>/operator.json`
+ * (mode 0600, written afresh at every start). The CLI reads that file and sends each command there;
+ * when no server holds the folder, the CLI opens it itself. An operation is answered with one JSON
+ * body, `events export` with JSON Lines streamed a page at a time.
  *
- * The door is guarded before anything is read: it listens on 127.0.0.1 only, the token is compared in
- * constant time from the headers before a byte of the body is read (a request without it is answered
- * 401 and its connection closed), and a body is at most 1 MiB.
+ * The door is guarded before anything is read: the socket is in the owner-only folder (0700) and is
+ * itself 0600, so no other user of the host can connect to it (nor hold its connections); the token is
+ * compared in constant time from the headers before a byte of the body is read (a request without it
+ * is answered 401 and its connection closed), and a body is at most 1 MiB. A folder whose path is too
+ * long for a socket's name (about 100 bytes) gets a door on a random loopback port instead.
  */
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
@@ -21,6 +23,7 @@ import { randomBytes, timingSafeEqual } from "node:crypto"
 import * as fs from "node:fs"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import * as path from "node:path"
+import { Agent, fetch as undiciFetch, type RequestInit as UndiciRequestInit } from "undici"
 import { digest } from "../canonical/digest.ts"
 import { PRIVATE_FILE_MODE } from "../db/DataDir.ts"
 import { holderOf } from "../db/DataDirLock.ts"
@@ -29,14 +32,31 @@ import { ExportRequest, Operation, OperationFailed, run } from "./operations.ts"
 
 export const operatorFile = (dataDir: string) => path.join(dataDir, "operator.json")
 
+/** The door's socket, if the folder's path leaves room for a socket's name (108 bytes on Linux, with its NUL). */
+const socketOf = (dataDir: string) => {
+  const file = path.join(path.resolve(dataDir), "operator.sock")
+  return Buffer.byteLength(file) <= 100 ? file : undefined
+}
+
 /** The largest operation body the door reads. */
 export const MAX_OPERATION_BYTES = 1024 * 1024
 
 export interface OperatorInfo {
   readonly pid: number
-  readonly port: number
+  /** The door's Unix socket; or, where the folder's path is too long for one, its loopback port. */
+  readonly socket?: string | undefined
+  readonly port?: number | undefined
   readonly token: string
 }
+
+/** An operation sent to the door at `info` (undici's fetch, which reaches a Unix socket). */
+export const doorFetch = (info: OperatorInfo, target: string, init: UndiciRequestInit = {}) =>
+  info.socket !== undefined
+    ? undiciFetch(`http://localhost${target}`, {
+      ...init,
+      dispatcher: new Agent({ connect: { socketPath: info.socket } })
+    })
+    : undiciFetch(`http://127.0.0.1:${info.port}${target}`, init)
 
 const decodeRequest = Schema.decodeUnknownSync(Schema.Union(Operation, ExportRequest))
 const encodeOperation = Schema.encodeSync(Operation)
@@ -139,15 +159,25 @@ export const layer = (dataDir: string) =>
       })
     })
     server.maxConnections = 32
-    const port = yield* Effect.async<number>((resume) => {
-      server.listen(0, "127.0.0.1", () => resume(Effect.succeed((server.address() as { port: number }).port)))
+    const socket = socketOf(dataDir)
+    // One left by a process killed while it served: the folder's lock is this process's now.
+    if (socket !== undefined) fs.rmSync(socket, { force: true })
+    const where = yield* Effect.async<{ socket?: string; port?: number }>((resume) => {
+      const listening = () => {
+        if (socket === undefined) return resume(Effect.succeed({ port: (server.address() as { port: number }).port }))
+        fs.chmodSync(socket, PRIVATE_FILE_MODE)
+        resume(Effect.succeed({ socket }))
+      }
+      if (socket !== undefined) server.listen(socket, listening)
+      else server.listen(0, "127.0.0.1", listening)
     })
     const file = operatorFile(dataDir)
-    writePrivateFile(file, JSON.stringify({ pid: process.pid, port, token } satisfies OperatorInfo))
+    writePrivateFile(file, JSON.stringify({ pid: process.pid, ...where, token } satisfies OperatorInfo))
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
         fs.rmSync(file, { force: true })
         server.close()
+        if (socket !== undefined) fs.rmSync(socket, { force: true })
       })
     )
   }))
@@ -196,10 +226,11 @@ export const endpointOf = (dataDir: string, pid: number) =>
 /** Sends an operation to the server holding the data folder. */
 export const remote = (dataDir: string, pid: number, op: Operation) =>
   Effect.gen(function*() {
-    const { port, token } = yield* endpointOf(dataDir, pid)
+    const endpoint = yield* endpointOf(dataDir, pid)
+    const { token } = endpoint
     const response = yield* Effect.tryPromise({
       try: () =>
-        fetch(`http://127.0.0.1:${port}/op`, {
+        doorFetch(endpoint, "/op", {
           method: "POST",
           headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
           body: JSON.stringify(encodeOperation(op))
@@ -222,14 +253,14 @@ export const remoteExport = <E>(
   onBytes: (bytes: Uint8Array) => Effect.Effect<void, E>
 ) =>
   Effect.gen(function*() {
-    const { pid, port, token } = endpoint
+    const { pid, token } = endpoint
     const cut = (e: unknown) =>
       new OperationFailed({
         message: `the export from the running server (pid ${pid}) was cut short: ${(e as Error).message}`
       })
     const response = yield* Effect.tryPromise({
       try: () =>
-        fetch(`http://127.0.0.1:${port}/op`, {
+        doorFetch(endpoint, "/op", {
           method: "POST",
           headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
           body: JSON.stringify(Schema.encodeSync(ExportRequest)(request))

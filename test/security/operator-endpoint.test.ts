@@ -1,16 +1,16 @@
 /**
- * The operator's door (the loopback endpoint `serve` opens for the CLI on an embedded folder), tried
- * as another local program would: without the token, with a wrong one of the right length, with a
- * body of a gigabyte announced and a stream of one that never ends, from a non-loopback address. The
- * door answers before reading any body it will not use, closes those connections, caps what it reads,
- * and the CLI keeps working through it; `operator.json` stays 0600 whatever was there before.
+ * The operator's door (the Unix socket `serve` opens for the CLI in an embedded folder), tried as a
+ * local program of the same user would: without the token, with a wrong one of the right length, with
+ * a body of a gigabyte announced and a stream of one that never ends. The door answers before reading
+ * any body it will not use, closes those connections, caps what it reads, and the CLI keeps working
+ * through it; the socket is 0600 in the 0700 folder (no other user reaches it) and `operator.json`
+ * stays 0600 whatever was there before.
  */
 import * as fs from "node:fs"
 import * as net from "node:net"
-import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { writePrivateFile } from "../../src/cli/OperatorEndpoint.ts"
+import { doorFetch, type OperatorInfo, writePrivateFile } from "../../src/cli/OperatorEndpoint.ts"
 import { freePort, type Proc, start, tempDir, tollgate, waitForHttp } from "../support/Processes.ts"
 import { backend } from "../support/TestDatabase.ts"
 import { rawExchange, rawHeaders, sleep } from "./support.ts"
@@ -36,7 +36,7 @@ describe.skipIf(backend() === "postgres")("the operator endpoint", () => {
   let env: Record<string, string>
   let base: string
   let server: Proc
-  let door: { pid: number; port: number; token: string }
+  let door: OperatorInfo & { socket: string }
 
   beforeAll(async () => {
     dir = path.join(tempDir("door"), "data")
@@ -96,7 +96,7 @@ describe.skipIf(backend() === "postgres")("the operator endpoint", () => {
     ]
     for (const headers of wrongs) {
       // A gigabyte announced, a few bytes sent: the answer cannot wait for the rest.
-      const reply = await rawExchange(door.port, [
+      const reply = await rawExchange(door.socket, [
         head("POST", { ...headers, "content-type": "application/json", "content-length": GIB }),
         "{\"_tag\":"
       ], 10_000)
@@ -109,7 +109,7 @@ describe.skipIf(backend() === "postgres")("the operator endpoint", () => {
     // long before 256 MiB are through.
     const chunk = Buffer.alloc(1024 * 1024, "a")
     let sent = 0
-    const socket = net.connect(door.port, "127.0.0.1")
+    const socket = net.connect(door.socket)
     const outcome = await new Promise<{ status: number; sent: number }>((resolve) => {
       let text = ""
       socket.on("data", (c: Buffer) => (text += c.toString("latin1")))
@@ -141,24 +141,24 @@ describe.skipIf(backend() === "postgres")("the operator endpoint", () => {
     "with the token: a body over 1 MiB is 413 and closed; a wrong method or path is refused; an operation runs",
     async () => {
       const auth = { authorization: `Bearer ${door.token}` }
-      const big = await rawExchange(door.port, [head("POST", { ...auth, "content-length": 2 * 1024 * 1024 })], 10_000)
+      const big = await rawExchange(door.socket, [head("POST", { ...auth, "content-length": 2 * 1024 * 1024 })], 10_000)
       expect(big.status).toBe(413)
       expect(big.closed).toBe(true)
-      const streamed = await rawExchange(door.port, [
+      const streamed = await rawExchange(door.socket, [
         head("POST", { ...auth, "transfer-encoding": "chunked" }),
         ...Array.from({ length: 3 }, () => `${(512 * 1024).toString(16)}\r\n${"a".repeat(512 * 1024)}\r\n`)
       ], 10_000)
       expect(streamed.status).toBe(413)
       expect(streamed.closed).toBe(true)
       for (const [method, target] of [["GET", "/op"], ["POST", "/other"]] as const) {
-        const r = await fetch(`http://127.0.0.1:${door.port}${target}`, {
+        const r = await doorFetch(door, target, {
           method,
           headers: auth,
           ...(method === "POST" ? { body: operation } : {})
         })
         expect(r.status, `${method} ${target}`).toBe(404)
       }
-      const ok = await fetch(`http://127.0.0.1:${door.port}/op`, {
+      const ok = await doorFetch(door, "/op", {
         method: "POST",
         headers: { ...auth, "content-type": "application/json" },
         body: operation
@@ -169,17 +169,13 @@ describe.skipIf(backend() === "postgres")("the operator endpoint", () => {
     T
   )
 
-  it("listens on loopback only", async () => {
-    const outside = Object.values(os.networkInterfaces()).flat().find((a) => a && a.family === "IPv4" && !a.internal)
-    if (!outside) return // no other interface on this machine to try
-    const refused = await new Promise<string>((resolve) => {
-      const s = net.connect(door.port, outside.address, () => {
-        s.destroy()
-        resolve("connected")
-      })
-      s.on("error", (e: NodeJS.ErrnoException) => resolve(e.code ?? "error"))
-    })
-    expect(refused).toBe("ECONNREFUSED")
+  it("listens on a 0600 Unix socket in the owner-only folder, on no TCP port", () => {
+    expect(door.socket).toBe(path.join(dir, "operator.sock"))
+    expect(door.port).toBeUndefined()
+    const st = fs.lstatSync(door.socket)
+    expect(st.isSocket()).toBe(true)
+    expect(st.mode & 0o777).toBe(0o600)
+    expect(fs.statSync(dir).mode & 0o777).toBe(0o700)
   })
 
   it("after all of it the server serves and the CLI works through the door", async () => {

@@ -16,18 +16,18 @@ export interface RawReply {
 }
 
 /**
- * Opens a connection to 127.0.0.1:`port`, writes `parts` one after the other (a function part is
+ * Opens a connection to 127.0.0.1:`port` (or the Unix socket at a path), writes `parts` one after the other (a function part is
  * awaited: a pause, or a write of its own on the socket it is given), and collects what comes back until the server closes the connection or `waitMs`
  * passes.
  */
 export const rawExchange = (
-  port: number,
+  port: number | string,
   parts: ReadonlyArray<string | Buffer | ((socket: net.Socket) => Promise<void>)>,
   waitMs: number
 ): Promise<RawReply> =>
   new Promise((resolve, reject) => {
     const started = Date.now()
-    const socket = net.connect(port, "127.0.0.1")
+    const socket = typeof port === "string" ? net.connect(port) : net.connect(port, "127.0.0.1")
     const chunks: Array<Buffer> = []
     let settled = false
     const settle = (closed: boolean) => {
