@@ -5,6 +5,15 @@
 // the thread would otherwise hold for as long as the gateway runs. Plain JavaScript for the same reason
 // as pgliteThread.mjs.
 import { PGlite } from "@electric-sql/pglite"
+import { Worker } from "node:worker_threads"
+
+// Its gateway killed meanwhile, it stops too: the folder's lock is gone with the gateway, and another
+// may already be creating the folder afresh. Watched from a thread of its own: initdb holds this one.
+new Worker(
+  `const { workerData } = require("node:worker_threads")
+   setInterval(() => { if (process.ppid !== workerData) process.kill(process.pid, "SIGKILL") }, 200)`,
+  { eval: true, workerData: process.ppid }
+).unref()
 
 const db = await PGlite.create(process.argv[2])
 await db.close()
