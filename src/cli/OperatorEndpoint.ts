@@ -49,14 +49,19 @@ export interface OperatorInfo {
   readonly token: string
 }
 
+/** One connection pool per door socket, for the process's life (a command makes one call or a few). */
+const doorAgents = new Map<string, Agent>()
+
 /** An operation sent to the door at `info` (undici's fetch, which reaches a Unix socket). */
-export const doorFetch = (info: OperatorInfo, target: string, init: UndiciRequestInit = {}) =>
-  info.socket !== undefined
-    ? undiciFetch(`http://localhost${target}`, {
-      ...init,
-      dispatcher: new Agent({ connect: { socketPath: info.socket } })
-    })
-    : undiciFetch(`http://127.0.0.1:${info.port}${target}`, init)
+export const doorFetch = (info: OperatorInfo, target: string, init: UndiciRequestInit = {}) => {
+  if (info.socket === undefined) return undiciFetch(`http://127.0.0.1:${info.port}${target}`, init)
+  let dispatcher = doorAgents.get(info.socket)
+  if (dispatcher === undefined) {
+    dispatcher = new Agent({ connect: { socketPath: info.socket } })
+    doorAgents.set(info.socket, dispatcher)
+  }
+  return undiciFetch(`http://localhost${target}`, { ...init, dispatcher })
+}
 
 const decodeRequest = Schema.decodeUnknownSync(Schema.Union(Operation, ExportRequest))
 const encodeOperation = Schema.encodeSync(Operation)

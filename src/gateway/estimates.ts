@@ -12,12 +12,12 @@ import { countPromptOf, countTokens, ESTIMATOR } from "../tokens/count.ts"
 import type { Settled } from "./Billing.ts"
 
 /**
- * An upstream's usage, if it is one: usage that says the model read no input is none (every model
- * reads its prompt; some compatible servers fill the fields with zeros), and the call is estimated
- * rather than billed as free. So is an input count of 0 announced at a stream's start.
+ * An upstream's usage, if it is one: usage of all zeros (no input read, no output written: some
+ * compatible servers fill the fields so) is none, and the call is estimated rather than billed as
+ * free. So is an input count of 0 announced at a stream's start.
  */
 export const believable = (usage: Usage | undefined): Usage | undefined =>
-  usage === undefined || usage.input_tokens <= 0 ? undefined : usage
+  usage === undefined || (usage.input_tokens <= 0 && usage.output_tokens <= 0) ? undefined : usage
 
 /** An announced input count, if it is one (see `believable`). */
 export const announced = (tokens: number | undefined): number | undefined =>

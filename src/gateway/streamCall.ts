@@ -34,7 +34,7 @@ import { sealedResponse } from "./responseIds.ts"
 import { type Candidate, type Generation, upstreamRequestOf } from "./Routing.ts"
 import type { Started } from "./started.ts"
 import type { StoredItems } from "./StoredItems.ts"
-import { toFailure, word } from "./upstreamFailure.ts"
+import { streamErrorCode, toFailure } from "./upstreamFailure.ts"
 
 /** The most output text a stream keeps uncounted between its checkpoints (UTF-16 code units). */
 const MAX_UNCOUNTED = 64 * 1024
@@ -286,9 +286,7 @@ export const streamCall = (deps: StreamDeps) =>
         const e = ended.error
         const upstreamError = (e.body as { error?: { type?: string; code?: string } } | undefined)?.error
         const upstreamType = upstreamError?.type
-        // The upstream's own code, when its error event gave one (a client acts on some:
-        // `context_length_exceeded`, `rate_limit_exceeded`).
-        const code = e.kind === "timeout" ? "upstream_timeout" : word(upstreamError?.code, 64) ?? "upstream_error"
+        const code = e.kind === "timeout" ? "upstream_timeout" : streamErrorCode(upstreamError?.code)
         // The upstream's own words (decoded from its event), without the gateway's credentials and host
         // (providers/redact.ts).
         const events = relay.errorEvents({

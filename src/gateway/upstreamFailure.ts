@@ -5,12 +5,23 @@
 import type { UpstreamError } from "../providers/Upstream.ts"
 import { UpstreamFailure } from "./errors.ts"
 
-/** An upstream's identifier (an error type, code or param) kept as it is: printable, without spaces, short. */
 /** `value` if it is a short word (printable ASCII, no space): an error's type or code as a client may act on it. */
 export const word = (value: unknown, max: number): string | undefined =>
   typeof value === "string" && value.length > 0 && value.length <= max && /^[\x21-\x7e]+$/.test(value)
     ? value
     : undefined
+
+/**
+ * The code of an upstream's error event after a stream began, as the client is told it: the upstream's
+ * own (a client acts on some: `context_length_exceeded`, `server_error`), except those that would read as
+ * the gateway's words about the client's key (`insufficient_quota`, a rate limit's), which become the
+ * gateway's upstream codes.
+ */
+export const streamErrorCode = (code: unknown): string => {
+  const own = word(code, 64)
+  if (own === undefined || own === "insufficient_quota") return "upstream_error"
+  return own === "rate_limit_exceeded" || own === "rate_limited" ? "upstream_rate_limited" : own
+}
 
 export const toFailure = (e: UpstreamError): UpstreamFailure => {
   if (e.kind === "status" && (e.status === 401 || e.status === 403)) {

@@ -28,8 +28,8 @@ import { causeToEnvelope, type EnvelopeError, envelopeResponse } from "./ErrorEn
 import { newRequestId } from "./RequestId.ts"
 
 /**
- * Each path the API declares (`/api/keys/:id` as a pattern of one segment for `:id`; by case, with or
- * without a trailing slash, as the router matches it) and its methods.
+ * Each path the API declares (`/api/keys/:id` as a pattern of one segment for `:id`; by case, as the
+ * router matches it) and its methods.
  */
 const methodsByPath = new Map<string, { readonly pattern: RegExp; readonly methods: Array<string> }>()
 HttpApi.reflect(GatewayApi, {
@@ -41,7 +41,7 @@ HttpApi.reflect(GatewayApi, {
       `^${
         endpoint.path.split("/").map((s) => s.startsWith(":") ? "[^/]+" : s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))
           .join("/")
-      }/?$`
+      }$`
     )
     methodsByPath.set(endpoint.path, { pattern, methods: [endpoint.method] })
   }

@@ -143,20 +143,34 @@ const repeatedHeader = (raw: ReadonlyArray<string>): EnvelopeError | undefined =
   return undefined
 }
 
-/** A percent-encoded unreserved character (a letter, a digit, `-`, `.`, `_`, `~`), which no client needs to encode. */
-const ENCODED_UNRESERVED = /%(?:[46][1-9a-f]|[57][0-9a]|3[0-9]|2[de]|5f|7e)/i
+/**
+ * A percent-encoded letter, digit, `-`, `.` or `_`, which no client needs to encode (`~` is left: some
+ * encoders still escape it).
+ */
+const ENCODED_UNRESERVED = /%(?:[46][1-9a-f]|[57][0-9a]|3[0-9]|2[de]|5f)/i
 
 /**
- * The refusal of a path in any form but its own: a doubled slash, or a percent-encoded letter, digit,
- * `-`, `.`, `_` or `~`. The router would read `//metrics` or `/%6Detrics` as `/metrics` (and routes
- * by case: `/Metrics` is not `/metrics`), where a proxy in front that keeps `/metrics`, `/operator/` or
- * `/api/` off its public side by their path would not. One pass of `indexOf` over the path; the regular
- * expression only for a path with a `%`.
+ * The refusal of a path in any form but its own: a doubled slash, a `;` or `#` (which the router takes
+ * for the query's start), or a percent-encoded letter, digit, `-`, `.` or `_`. The router would read
+ * `//metrics`, `/metrics;x` or `/%6Detrics` as `/metrics` (and routes by case: `/Metrics` is not
+ * `/metrics`), where a proxy in front that keeps `/metrics`, `/operator/` or `/api/` off its public side
+ * by their path would not. An absolute-form target (`http://host/path`) is judged by its path. A few
+ * `indexOf`s over the path; the regular expression only for a path with a `%`.
  */
 export const pathProblem = (url: string | undefined): EnvelopeError | undefined => {
   if (url === undefined) return undefined
   const q = url.indexOf("?")
-  const path = q === -1 ? url : url.slice(0, q)
+  let path = q === -1 ? url : url.slice(0, q)
+  if (!path.startsWith("/")) {
+    // Absolute form: the path starts after the authority (none: the router answers for it).
+    const authority = path.indexOf("//")
+    const start = authority === -1 ? -1 : path.indexOf("/", authority + 2)
+    if (start === -1) return undefined
+    path = path.slice(start)
+  }
+  if (path.includes(";") || path.includes("#")) {
+    return envelopeOf(404, "Unknown endpoint: the path holds a `;` or a `#`.", "unknown_url")
+  }
   if (path.includes("//")) {
     return envelopeOf(404, "Unknown endpoint: the path has a doubled slash (check the base URL's end).", "unknown_url")
   }

@@ -190,7 +190,7 @@ export const relayFor = (o: Options): Relay => {
       output: () => encoder.output?.(),
       errorEvents: (f) => {
         const error = errorEventOf(f, encoder.nextSequence?.())
-        return encoder.failed ? [error, encoder.failed(f)] : [error]
+        return encoder.failed ? [error, encoder.failed({ code: f.code, message: f.message })] : [error]
       }
     }
   }

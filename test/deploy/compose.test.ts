@@ -27,6 +27,7 @@ const Service = Schema.Struct({
     Schema.Union(Schema.String, Schema.Struct({ context: Schema.String, dockerfile: Schema.optional(Schema.String) }))
   ),
   restart: Schema.Literal("no", "always", "on-failure", "unless-stopped"),
+  stop_grace_period: Schema.optional(Schema.String),
   environment: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
   volumes: Schema.optional(Schema.Array(Schema.String)),
   ports: Schema.optional(Schema.Array(Schema.String)),
@@ -72,6 +73,8 @@ describe("container files", () => {
       // Its spool survives a restart: a named volume on the data folder.
       const spool = s.volumes?.find((v) => v.endsWith(":/var/lib/tollgate"))
       expect(spool && compose.volumes?.[spool.split(":")[0]!] !== undefined, name).toBe(true)
+      // A stop leaves room for the drain (server.shutdown_grace_ms, 10 s) and the bills after it.
+      expect(Number(/^(\d+)s$/.exec(s.stop_grace_period ?? "")?.[1] ?? 0), name).toBeGreaterThanOrEqual(20)
       // Published on loopback only.
       for (const p of s.ports ?? []) expect(p, name).toMatch(/^127\.0\.0\.1:/)
     }

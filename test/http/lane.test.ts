@@ -7,6 +7,7 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import * as net from "node:net"
+import { rawExchange } from "../security/support.ts"
 import { baseUrl, issueKey, TestGateway } from "../support/TestGateway.ts"
 
 const chatBody = JSON.stringify({ model: "mock-gpt", messages: [{ role: "user", content: "hi" }] })
@@ -56,13 +57,26 @@ describe("the generation lane", () => {
             "/%6Detrics",
             "/Metrics",
             "/operator//status",
-            "/%61pi/keys"
+            "/%61pi/keys",
+            "/metrics;x",
+            "/v1/chat/completions;x"
           ]
         ) {
           const answer = yield* post(`${base}${path}`, secret, chatBody)
           expect(answer.status, path).toBe(404)
           expect(answer.body.error.code, path).toBe("unknown_url")
         }
+        // An absolute-form target (which HTTP/1.1 servers must take) is judged by its path.
+        const absolute = yield* Effect.promise(() =>
+          rawExchange(Number(new URL(base).port), [
+            `POST ${base}/v1/chat/completions HTTP/1.1\r\nHost: ${
+              new URL(base).host
+            }\r\nAuthorization: Bearer ${secret}\r\n` +
+            `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(chatBody)}\r\n` +
+            `Connection: close\r\n\r\n${chatBody}`
+          ], 10_000)
+        )
+        expect(absolute.status, absolute.text).toBe(200)
         // An escape a path needs (a model's name with a slash) is not refused.
         const model = yield* Effect.promise(() =>
           fetch(`${base}/v1/models/mock%2Fgpt`, { headers: { authorization: `Bearer ${secret}` } })
