@@ -28,7 +28,8 @@ const failed = (where: string) => (e: unknown) => new OperationFailed({ message:
  * a link, 0600), flushed and renamed over `file` at the end: a link at `file` is replaced, never
  * written through, an existing file's mode is not kept, and a failed export leaves `file` as it was.
  * A device or a pipe (`/dev/null`, a FIFO) is written to as it is, a pipe only if it is the user's own
- * (another user's, made in a shared folder such as /tmp, is theirs to read: the export is not private);
+ * and no one else may open it (another user's, or one others may read, made in a shared folder such as
+ * /tmp with the default umask, would hand them the export);
  * a link to one (`/dev/stdout`) and a folder are refused: standard output is the default.
  */
 export const fileSink = (file: string) =>
@@ -39,6 +40,12 @@ export const fileSink = (file: string) =>
       if (here !== undefined && here.isFIFO() && me !== undefined && here.uid !== me) {
         throw new Error(
           `it is a pipe of another user's (uid ${here.uid}), who would read the export; leave out --out to write to standard output`
+        )
+      }
+      if (here !== undefined && here.isFIFO() && (here.mode & 0o066) !== 0) {
+        throw new Error(
+          `it is a pipe others may open (mode ${(here.mode & 0o777).toString(8)}), who would read the export; ` +
+            "chmod 600 it, or leave out --out to write to standard output"
         )
       }
       if (here !== undefined && (here.isCharacterDevice() || here.isFIFO())) {

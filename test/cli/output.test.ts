@@ -150,6 +150,12 @@ describe.skipIf(backend() === "postgres")("CLI output on an embedded folder", ()
       const r = await tollgate(["events", "export", "--out", out], env)
       expect(r.code).not.toBe(0)
       expect(r.stderr).toMatch(/a pipe of another user's \(uid 65534\)/)
+      // The user's own, made with the default umask (0644): others may read it too.
+      const own = path.join(tempDir("export-fifo-own"), "export.ndjson")
+      execFileSync("mkfifo", ["-m", "644", own])
+      const mine = await tollgate(["events", "export", "--out", own], env)
+      expect(mine.code).not.toBe(0)
+      expect(mine.stderr).toMatch(/a pipe others may open \(mode 644\)/)
     },
     T
   )
