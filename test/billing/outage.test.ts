@@ -42,12 +42,15 @@ const markerOf = (body: any): number => {
 
 const WORDS = ["The ", "beam ", "turns ", "slow ", "across ", "the ", "water ", "tonight."]
 
+/** Calls numbered from here stream slowly (about 3 s): they must still be running when the database is stopped. */
+const SLOW_FROM = 9_000
+
 /** The fake provider: every answer reports usage derived from the call's number; streams are paced. */
 const answer = (p: string, body: any): Reply | undefined => {
   const i = markerOf(body)
   const { input, output } = usageOf(i)
   const model = body?.model ?? "m"
-  const paced = { eventDelayMs: 40 }
+  const paced = { eventDelayMs: i >= SLOW_FROM ? 300 : 40 }
   if (p.endsWith("/images/generations")) {
     return { body: { created: 1, data: [{ url: `https://img.example/${i}.png` }] } }
   }
@@ -530,8 +533,9 @@ describe.skipIf(backend() !== "postgres").concurrent("billing through database o
         const count = async (where: string) =>
           (await cluster.query<{ n: number }>(database, `SELECT count(*)::int AS n FROM event_log WHERE ${where}`))[0]!
             .n
-        // Streams on B, each ~0.4 s: the database goes while they run, so their bills go to B's spool.
-        const calls = Array.from({ length: 6 }, (_, i) => call(b.base, key.key, "chat-stream", 900 + i))
+        // Streams on B, each ~3 s: the database goes while they run (all six have started, and the stop
+        // comes within a second), so their bills go to B's spool.
+        const calls = Array.from({ length: 6 }, (_, i) => call(b.base, key.key, "chat-stream", SLOW_FROM + i))
         await until(
           "every stream to have started",
           async () => (await count("event_type = 'StreamStarted'")) === 6,
