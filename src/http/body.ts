@@ -247,10 +247,6 @@ export const shapeProblem = (
   return undefined
 }
 
-/** Whether JSON text nests arrays and objects deeper than `max` (`shapeProblem`'s first bound). */
-export const nestedDeeperThan = (text: Buffer, max: number): boolean =>
-  shapeProblem(text, max, Number.MAX_SAFE_INTEGER) === "too-deep"
-
 const utf8 = new TextDecoder("utf-8", { fatal: true })
 
 /** Reads the body of a node:http request as a JSON object, with every refusal above. */

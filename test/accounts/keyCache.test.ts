@@ -33,6 +33,21 @@ const settled = Effect.withClock(logSettled, Clock.make())
 
 const usd = (dollars: number) => BigInt(Math.round(dollars * 1e6)) * 1_000n // nanos, from whole micro-dollars
 
+/** A key of $1 written straight to the database, as another process would create it. */
+const createdElsewhere = (keyId: string, secret: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`INSERT INTO api_keys ${
+      sql.insert({
+        key_id: keyId,
+        key_hash: hashSecret(secret),
+        key_hint: "sk-tg-…6789",
+        name: "created elsewhere",
+        server_option: "default",
+        quota_nanos: usd(1).toString(),
+        created_at: "2026-11-26T00:00:00.000Z"
+      })
+    }`)
+
 /** Commits a Billed of `total` for the key, on a request stream of its own. */
 const bill = (keyId: string, requestId: string, total: bigint) =>
   Effect.flatMap(EventLog, (log) =>
@@ -186,21 +201,10 @@ describe("the key cache", () => {
       Effect.gen(function*() {
         const store = yield* KeyStore
         const admission = yield* Admission
-        const sql = yield* SqlClient.SqlClient
         // A key this process has not heard of (created by another one): the shared cache learns it
         // at its first lookup; a cache of admission's own would not hold it.
         const secret = `sk-tg-shared${"0123456789".repeat(4)}`
-        yield* sql`INSERT INTO api_keys ${
-          sql.insert({
-            key_id: "key_cache_shared",
-            key_hash: hashSecret(secret),
-            key_hint: "sk-tg-…6789",
-            name: "created elsewhere",
-            server_option: "default",
-            quota_nanos: usd(1).toString(),
-            created_at: "2026-11-26T00:00:00.000Z"
-          })
-        }`
+        yield* createdElsewhere("key_cache_shared", secret)
         expect((yield* store.findBySecret(secret))?.keyId).toBe("key_cache_shared")
         expect((yield* admitting(admission, "key_cache_shared", usd(1))).amount).toBe(usd(1))
       }))
@@ -208,21 +212,10 @@ describe("the key cache", () => {
     it.effect("keys not in the cache, looked up at once, are read by one query, the known among the unknown", () =>
       Effect.gen(function*() {
         const store = yield* KeyStore
-        const sql = yield* SqlClient.SqlClient
         // One key created elsewhere, among 300 made-up ones (a flood of random keys costs the database
         // one query at a time, not one a request).
         const secret = `sk-tg-amongst${"0123456789".repeat(4)}`
-        yield* sql`INSERT INTO api_keys ${
-          sql.insert({
-            key_id: "key_cache_amongst",
-            key_hash: hashSecret(secret),
-            key_hint: "sk-tg-…6789",
-            name: "created elsewhere",
-            server_option: "default",
-            quota_nanos: usd(1).toString(),
-            created_at: "2026-11-26T00:00:00.000Z"
-          })
-        }`
+        yield* createdElsewhere("key_cache_amongst", secret)
         const madeUp = Array.from({ length: 300 }, (_, i) => `sk-tg-madeup${i}${"x".repeat(32)}`)
         const before = store.lookups()
         const found = yield* Effect.all([...madeUp, secret].map(store.findBySecret), { concurrency: "unbounded" })

@@ -34,6 +34,22 @@ const PROMPT = "Please write a short poem about lighthouses and the sea at night
 const ANSWER = "The beam turns slow across the restless water, a patient eye that never sleeps."
 const words = ANSWER.split(/(?<= )/)
 
+/** A complete Responses answer without usage. */
+const responsesAnswer = {
+  id: "r",
+  object: "response",
+  created_at: 1,
+  status: "completed",
+  model: "gpt",
+  output: [{
+    type: "message",
+    id: "m",
+    status: "completed",
+    role: "assistant",
+    content: [{ type: "output_text", text: ANSWER, annotations: [] }]
+  }]
+}
+
 const chatChunk = (delta: unknown, finish: string | null = null) => ({
   data: {
     id: "c",
@@ -193,22 +209,7 @@ describe("missing usage is estimated and marked", () => {
       it.effect("responses, not streamed", () =>
         Effect.gen(function*() {
           const { openai } = yield* clients
-          ;(yield* Fake).script("/v1/responses", {
-            body: {
-              id: "r",
-              object: "response",
-              created_at: 1,
-              status: "completed",
-              model: "gpt",
-              output: [{
-                type: "message",
-                id: "m",
-                status: "completed",
-                role: "assistant",
-                content: [{ type: "output_text", text: ANSWER, annotations: [] }]
-              }]
-            }
-          })
+          ;(yield* Fake).script("/v1/responses", { body: responsesAnswer })
           const r = yield* Effect.promise(() => openai.responses.create({ model: "gpt", input: PROMPT }))
           expect(r.output_text).toBe(ANSWER)
           expectEstimated(yield* lastBilled)
@@ -437,22 +438,7 @@ describe("missing usage is estimated and marked", () => {
         it.effect("responses", () =>
           Effect.gen(function*() {
             const { openai } = yield* clients
-            ;(yield* Fake).script("/v1/responses", {
-              body: {
-                id: "r",
-                object: "response",
-                created_at: 1,
-                status: "completed",
-                model: "gpt",
-                output: [{
-                  type: "message",
-                  id: "m",
-                  status: "completed",
-                  role: "assistant",
-                  content: [{ type: "output_text", text: ANSWER, annotations: [] }]
-                }]
-              }
-            })
+            ;(yield* Fake).script("/v1/responses", { body: responsesAnswer })
             yield* Effect.promise(() =>
               openai.responses.create({
                 model: "gpt",

@@ -1,11 +1,14 @@
 /**
- * The depth check a request body passes before it is parsed (`nestedDeeperThan`), as a property over
+ * The depth check a request body passes before it is parsed (`shapeProblem`), as a property over
  * arbitrary JSON: it says "deeper than max" exactly when the parsed value nests arrays and objects more
  * than `max` levels, whatever the strings hold (brackets, quotes, backslashes, escapes, any character).
  */
 import { describe, expect, it } from "@effect/vitest"
 import fc from "fast-check"
-import { nestedDeeperThan, shapeProblem } from "../../src/http/body.ts"
+import { shapeProblem } from "../../src/http/body.ts"
+
+/** Whether the scan finds `text` nested deeper than `max`, with no bound on members. */
+const nestedDeeperThan = (text: Buffer, max: number) => shapeProblem(text, max, Number.MAX_SAFE_INTEGER) === "too-deep"
 
 const depthOf = (value: unknown): number =>
   value !== null && typeof value === "object"
