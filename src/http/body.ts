@@ -5,9 +5,9 @@
  *   body arrives, and the size limit applies to the decoded bytes (a small bomb cannot grow past it);
  * - more than `server.max_body_bytes` (declared or arriving): 413;
  * - no byte for `server.body_timeout_ms`: 408;
- * - not UTF-8: 400; nested deeper than `server.max_json_depth`, or an object of more than
- *   `MAX_OBJECT_MEMBERS` members: 400, found by a scan of the bytes before anything parses or walks
- *   the tree; not JSON, or not an object: 400.
+ * - not UTF-8: 400; nested deeper than `server.max_json_depth`, an object of more than
+ *   `MAX_OBJECT_MEMBERS` members or an array of more than `MAX_ARRAY_ITEMS` items: 400, found by a scan
+ *   of the bytes before anything parses or walks the tree; not JSON, or not an object: 400.
  * An answer sent before the body has arrived whole also closes the connection (EnvelopeMiddleware).
  * The raw object is kept whole, so fields the gateway does not know travel untouched to a same-style
  * upstream. Endpoints whose payload HttpApi decodes get their body from this reader too (BodyReaderLive).
@@ -196,6 +196,7 @@ const QUOTE = 0x22
 const BACKSLASH = 0x5c
 
 const COLON = 0x3a
+const COMMA = 0x2c
 
 /**
  * The most members one JSON object of a request may have. No API object comes near it (a JSON schema's
@@ -205,22 +206,35 @@ const COLON = 0x3a
 export const MAX_OBJECT_MEMBERS = 10_000
 
 /**
- * Whether JSON text nests arrays and objects deeper than `maxDepth`, or gives one object more than
- * `maxMembers` members, by one pass over its bytes (brackets and colons inside strings do not count;
- * outside them a colon ends an object's member name). Bytes of multi-byte UTF-8 characters are all
- * >= 0x80, so none is taken for a bracket, a colon or a quote. A string, most of a prompt's bytes, is
- * crossed with `indexOf` from quote to quote (native, many bytes at a time) rather than byte by byte:
- * a quote after an odd number of backslashes is escaped and does not end it.
+ * The most items one JSON array of a request may have: the most messages Anthropic's API takes in one
+ * request, far past any conversation's turns or parts. Each item costs the parser, the fields' decode
+ * and the gateway's walks over the conversation a few microseconds: 300,000 one-letter messages (10 MB)
+ * held the event loop for seconds.
+ */
+export const MAX_ARRAY_ITEMS = 100_000
+
+/**
+ * Whether JSON text nests arrays and objects deeper than `maxDepth`, gives one object more than
+ * `maxMembers` members, or one array more than `maxItems` items, by one pass over its bytes (brackets,
+ * colons and commas inside strings do not count; outside them a colon ends an object's member name and
+ * a comma separates two items or members). Bytes of multi-byte UTF-8 characters are all >= 0x80, so none
+ * is taken for a bracket, a colon, a comma or a quote. A string, most of a prompt's bytes, is crossed
+ * with `indexOf` from quote to quote (native, many bytes at a time) rather than byte by byte: a quote
+ * after an odd number of backslashes is escaped and does not end it.
  */
 export const shapeProblem = (
   text: Buffer,
   maxDepth: number,
-  maxMembers = MAX_OBJECT_MEMBERS
-): "too-deep" | "too-many-members" | undefined => {
-  // A member takes at least four bytes (`"":0`) and a separator: a short text cannot break either bound.
-  if (text.length <= maxDepth && text.length <= maxMembers * 5) return undefined
-  // Members so far of the object open at each depth (arrays' entries stay 0).
-  const members = new Int32Array(maxDepth + 2)
+  maxMembers = MAX_OBJECT_MEMBERS,
+  maxItems = MAX_ARRAY_ITEMS
+): "too-deep" | "too-many-members" | "too-many-items" | undefined => {
+  // A member takes at least four bytes (`"":0`) and a separator, an item two (`0,`): a short text
+  // cannot break any bound.
+  if (text.length <= maxDepth && text.length <= maxMembers * 5 && text.length <= maxItems * 2) return undefined
+  // At each depth open: whether it is an array, and the members so far of its object or the items so
+  // far of its array (one more than its commas: a comma means at least two).
+  const arrays = new Uint8Array(maxDepth + 2)
+  const counts = new Int32Array(maxDepth + 2)
   let depth = 0
   for (let i = 0; i < text.length; i++) {
     const b = text[i]!
@@ -236,10 +250,13 @@ export const shapeProblem = (
         }
       }
     } else if (b === COLON) {
-      if (++members[depth]! > maxMembers) return "too-many-members"
+      if (arrays[depth] === 0 && ++counts[depth]! > maxMembers) return "too-many-members"
+    } else if (b === COMMA) {
+      if (arrays[depth] === 1 && ++counts[depth]! > maxItems) return "too-many-items"
     } else if (b === OPEN_ARRAY || b === OPEN_OBJECT) {
       if (++depth > maxDepth) return "too-deep"
-      members[depth] = 0
+      arrays[depth] = b === OPEN_ARRAY ? 1 : 0
+      counts[depth] = arrays[depth]!
     } else if (b === CLOSE_ARRAY || b === CLOSE_OBJECT) {
       if (depth > 0) depth--
     }
@@ -298,6 +315,14 @@ const parseObject = (raw: Buffer, maxDepth: number): Effect.Effect<JsonBody, Inv
       new InvalidRequest({
         message:
           `The request body has an object with more than ${MAX_OBJECT_MEMBERS} members, the most this gateway reads.`,
+        code: "json_too_wide"
+      })
+    )
+  }
+  if (shape === "too-many-items") {
+    return Effect.fail(
+      new InvalidRequest({
+        message: `The request body has an array with more than ${MAX_ARRAY_ITEMS} items, the most this gateway reads.`,
         code: "json_too_wide"
       })
     )

@@ -8,7 +8,8 @@ import fc from "fast-check"
 import { shapeProblem } from "../../src/http/body.ts"
 
 /** Whether the scan finds `text` nested deeper than `max`, with no bound on members. */
-const nestedDeeperThan = (text: Buffer, max: number) => shapeProblem(text, max, Number.MAX_SAFE_INTEGER) === "too-deep"
+const nestedDeeperThan = (text: Buffer, max: number) =>
+  shapeProblem(text, max, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER) === "too-deep"
 
 const depthOf = (value: unknown): number =>
   value !== null && typeof value === "object"
@@ -21,6 +22,15 @@ const widthOf = (value: unknown): number =>
     ? Math.max(
       Array.isArray(value) ? 0 : Object.keys(value).length,
       ...Object.values(value as Record<string, unknown>).map(widthOf)
+    )
+    : 0
+
+/** The most items any array of `value` has. */
+const lengthOf = (value: unknown): number =>
+  value !== null && typeof value === "object"
+    ? Math.max(
+      Array.isArray(value) ? value.length : 0,
+      ...Object.values(value as Record<string, unknown>).map(lengthOf)
     )
     : 0
 
@@ -61,6 +71,27 @@ describe("the body's depth check", () => {
       fc.property(json, fc.integer({ min: 0, max: 5 }), (value, max) => {
         const problem = shapeProblem(Buffer.from(JSON.stringify(value)), 100, max)
         expect(problem === "too-many-members").toBe(widthOf(value) > max)
+      }),
+      { numRuns: 2_000 }
+    )
+  })
+
+  it("says an array has too many items exactly when one has more than the bound, commas in strings aside", () => {
+    const tricky = fc.string({ unit: fc.constantFrom(",", "[", "\"", "\\", "a", "é", ":") })
+    const json = fc.letrec((tie) => ({
+      value: fc.oneof(
+        { depthSize: "small", withCrossShrink: true },
+        tricky,
+        fc.integer(),
+        fc.array(tie("value"), { maxLength: 7 }),
+        fc.dictionary(tricky, tie("value"), { maxKeys: 7 })
+      )
+    })).value
+    fc.assert(
+      fc.property(json, fc.integer({ min: 1, max: 6 }), (value, max) => {
+        // Objects' members unbounded: their commas must not count as an array's items.
+        const problem = shapeProblem(Buffer.from(JSON.stringify(value)), 100, Number.MAX_SAFE_INTEGER, max)
+        expect(problem === "too-many-items").toBe(lengthOf(value) > max)
       }),
       { numRuns: 2_000 }
     )

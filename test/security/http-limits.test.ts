@@ -430,7 +430,7 @@ describe("HTTP limits", () => {
         expect(withTool.status, withTool.text).toBe(200)
       }))
 
-    it.effect("an object of more than 10,000 members is 400 json_too_wide before it is parsed; an agent's request passes", () =>
+    it.effect("an object of more than 10,000 members or an array of more than 100,000 items is 400 json_too_wide before it is parsed", () =>
       Effect.gen(function*() {
         const base = yield* baseUrl
         const { secret } = yield* issueKey()
@@ -464,6 +464,31 @@ describe("HTTP limits", () => {
           `{"model":"mock-gpt","messages":[{"role":"user","content":"${":".repeat(20_000)}"}],"x":{${members(10_000)}}}`
         )
         expect(wide.status, wide.text).toBe(200)
+        // 300,000 one-letter messages (10 MB) held the event loop for seconds; 100,001 items anywhere are
+        // refused (as zeros here, to keep within this server's body limit: the scan refuses before any parse).
+        const items = `${"0,".repeat(100_000)}0`
+        for (
+          const raw of [
+            `{"model":"mock-gpt","messages":[${items}]}`,
+            `{"model":"mock-claude","max_tokens":8,"messages":[{"role":"user","content":[${items}]}]}`,
+            `{"model":"mock-gpt","messages":[{"role":"user","content":"x"}],"stop":[${items}]}`
+          ]
+        ) {
+          const r = yield* post(raw, raw.includes("mock-claude") ? "/v1/messages" : "/v1/chat/completions")
+          expectEnvelope(
+            r.status,
+            r.body,
+            { status: 400, code: "json_too_wide", message: /100000 items/ },
+            raw.slice(0, 60)
+          )
+        }
+        // 100,000 items, and commas in strings, are not too many.
+        const long = yield* post(
+          `{"model":"mock-gpt","messages":[{"role":"user","content":"${",".repeat(20_000)}"}],"x":[${
+            "0,".repeat(99_999)
+          }0]}`
+        )
+        expect(long.status, long.text).toBe(200)
       }))
 
     it.effect("a body that is not JSON in UTF-8 is 415 (its Content-Type) or 400 (its bytes)", () =>
