@@ -338,23 +338,23 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
             )
           )
           : undefined
-        if (landing !== undefined && Exit.isSuccess(landing)) {
+        if (landing !== undefined && Exit.isSuccess(landing) && landing.value._tag !== "not-started") {
           const l = landing.value
           if (l._tag === "corrected") {
             yield* Effect.logWarning(
               `${t.requestId}: another process had reconciled it (${l.billed.basis ?? ""}); ` +
                 "this bill replaces the estimate (BillCorrected)"
             )
-          } else if (l._tag === "not-started") {
-            yield* Effect.logError(`${t.requestId}: not billed: its StreamStarted is not in the log`)
           }
         } else {
-          const failure = landing === undefined ? Option.none() : Cause.failureOption(landing.cause)
-          const reason = Option.isSome(failure)
-            ? failure.value.message
-            : landing !== undefined && Cause.isInterruptedOnly(landing.cause)
-            ? "the server is stopping"
-            : e.message
+          // A bill whose StreamStarted the log lacks (a database restored from an earlier backup, a
+          // replica promoted behind its primary) goes to the spool too, which parks it for the operator.
+          const reason = landing === undefined
+            ? e.message
+            : Exit.isSuccess(landing)
+            ? "its StreamStarted is not in the log"
+            : Option.getOrUndefined(Cause.failureOption(landing.cause))?.message ??
+              (Cause.isInterruptedOnly(landing.cause) ? "the server is stopping" : e.message)
           const durable = yield* spool.put({ ...entry, kind: "bill" })
           yield* Effect.logWarning(
             durable

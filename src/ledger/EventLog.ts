@@ -17,7 +17,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { LooseJson } from "../canonical/Json.ts"
 import { isConnectRefusal } from "../db/errors.ts"
-import { type Fragment, jsonDocument, script, sql as sqlText } from "../db/SqlScript.ts"
+import { type Fragment, join, jsonDocument, numeric, script, sql as sqlText } from "../db/SqlScript.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { type AppendError, appendErrorOf, LedgerRejected, LedgerUnavailable } from "./appendErrors.ts"
 import { encodeEvent } from "./encodeEvent.ts"
@@ -113,6 +113,14 @@ const insertEvents = (rows: ReadonlyArray<EventRow>): Fragment =>
       ORDER BY e.n
      RETURNING event_id::text, position::text`
 
+/** Refuses (`tollgate_refuse('behind', stream)`) unless each stream holds the version its append follows. */
+const refuseUnfollowed = (follows: ReadonlyArray<{ readonly stream: string; readonly version: number }>): Fragment =>
+  sqlText`SELECT tollgate_refuse('behind', v.stream)
+     FROM (VALUES ${
+    join(follows.map((f) => sqlText`(${f.stream}, ${numeric(f.version)})`), ", ")
+  }) AS v(stream, version)
+    WHERE NOT EXISTS (SELECT 1 FROM event_log e WHERE e.stream_id = v.stream AND e.stream_version = v.version)`
+
 const MAX_BATCH = 256
 
 export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
@@ -193,7 +201,17 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           })
           return { job, first, ids }
         })
-        const statements: Array<Fragment> = [insertEvents(rows), ...plan(deltas)]
+        const statements: Array<Fragment> = [insertEvents(rows)]
+        // An append after version n needs the stream to hold version n (the index on (stream, version)
+        // only refuses a version taken twice): a bill whose StreamStarted the database lacks (restored
+        // from a backup, a replica promoted behind its primary) is refused, not written after a gap.
+        const follows = jobs.flatMap((j) =>
+          typeof j.request.expectedVersion === "number" && j.request.expectedVersion > 0
+            ? [{ stream: j.request.streamId, version: j.request.expectedVersion }]
+            : []
+        )
+        if (follows.length > 0) statements.push(refuseUnfollowed(follows))
+        statements.push(...plan(deltas))
         if (committed.some((c) => c.event._tag.startsWith("Key") || c.event._tag === "QuotaGranted")) {
           statements.push(sqlText`SELECT pg_notify('tollgate_keys', 'changed')`)
         }

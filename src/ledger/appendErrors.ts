@@ -81,6 +81,11 @@ export const appendErrorOf = (
       })
     case "credit":
       return new CreditShort({ vendorId: refusal.id, message: `vendor ${refusal.id} has too little credit left` })
+    case "behind":
+      return new StreamConflict({
+        streamId: refusal.id,
+        message: `stream ${refusal.id} does not hold the version this append follows`
+      })
   }
   return isEventConflict(error)
     ? new StreamConflict({ streamId, message: `stream ${streamId} is not at the version this append expected` })

@@ -209,9 +209,12 @@ export const plan = (deltas: ReadonlyArray<Delta>): ReadonlyArray<Statement> => 
   return out
 }
 
-/** What a guard refused: a key's quota or rate limit, or a vendor's credit, and whose. */
+/**
+ * What a guard refused, and whose: a key's quota or rate limit, a vendor's credit, or an append to a
+ * stream that does not hold the version it follows (`behind`, EventLog.ts).
+ */
 export interface Refusal {
-  readonly kind: "quota" | "rate" | "credit"
+  readonly kind: "quota" | "rate" | "credit" | "behind"
   readonly id: string
 }
 
@@ -219,6 +222,6 @@ export interface Refusal {
 export const refusalOf = (error: SqlError): Refusal | undefined => {
   const cause = error.cause as { code?: unknown; message?: unknown } | undefined
   if (cause?.code !== "P0001" || typeof cause.message !== "string") return undefined
-  const m = /^tollgate_refused (quota|rate|credit) (\S+)$/.exec(cause.message)
+  const m = /^tollgate_refused (quota|rate|credit|behind) (\S+)$/.exec(cause.message)
   return m ? { kind: m[1] as Refusal["kind"], id: m[2]! } : undefined
 }
