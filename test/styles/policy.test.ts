@@ -315,6 +315,25 @@ describe("chat -> messages (a chat client on a messages model)", () => {
   })
 })
 
+describe("values that ask for nothing", () => {
+  it("penalties of 0 and top_logprobs 0 are the APIs' defaults: left out on every route, not refused; others are refused", () => {
+    const neutral = { frequency_penalty: 0, presence_penalty: 0, top_logprobs: 0 }
+    const chatBody = { model: "m", messages: [{ role: "user", content: "x" }] }
+    const toMessages = run((p) => chatRequestToMessages({ ...chatBody, ...neutral }, messages, p))
+    expect(toMessages.dropped).toEqual([])
+    for (const k of Object.keys(neutral)) expect(toMessages.out).not.toHaveProperty(k)
+    const responsesBody = { model: "m", input: "x", top_logprobs: 0 }
+    expect(run((p) => responsesRequestToMessages(responsesBody, messages, p)).out).not.toHaveProperty("top_logprobs")
+    expect(run((p) => responsesRequestToChat(responsesBody, chat, p)).out).not.toHaveProperty("top_logprobs")
+    expect(run((p) => chatRequestToMessages({ ...chatBody, ...neutral }, messages, p), "strict").dropped).toEqual([])
+    for (const [k, v] of [["frequency_penalty", 0.5], ["presence_penalty", -1], ["top_logprobs", 2]] as const) {
+      expect(refusedParam(() => chatRequestToMessages({ ...chatBody, [k]: v }, messages, makePolicy())), k).toBe(k)
+    }
+    expect(refusedParam(() => responsesRequestToChat({ ...responsesBody, top_logprobs: 3 }, chat, makePolicy())))
+      .toBe("top_logprobs")
+  })
+})
+
 describe("responses -> messages and chat (Codex and the Agents SDK)", () => {
   const codex: Json = {
     model: "m",

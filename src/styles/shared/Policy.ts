@@ -46,9 +46,15 @@ export const meaningful = (v: unknown) =>
   !(isObject(v) && Object.keys(v).length === 0)
 
 /**
+ * Top-level values that ask for what the field's absence gives (the API's own default): a penalty of 0,
+ * no log probabilities. Apps and libraries send them explicitly; they are left out, not refused.
+ */
+const NEUTRAL: Readonly<Record<string, unknown>> = { frequency_penalty: 0, presence_penalty: 0, top_logprobs: 0 }
+
+/**
  * Sorts a request's top-level fields: `mapped` ones are the translator's; an `advisory` one is dropped
- * (the reason given); any other field that asks for something is refused, in either mode, since the
- * gateway cannot know what the client relies on.
+ * (the reason given); any other field that asks for something (not its API's default, `NEUTRAL`) is
+ * refused, in either mode, since the gateway cannot know what the client relies on.
  */
 export const sortTopLevel = (
   body: Record<string, unknown>,
@@ -57,7 +63,7 @@ export const sortTopLevel = (
   policy: Policy
 ) => {
   for (const k of Object.keys(body)) {
-    if (mapped.has(k) || !meaningful(body[k])) continue
+    if (mapped.has(k) || !meaningful(body[k]) || (Object.hasOwn(NEUTRAL, k) && NEUTRAL[k] === body[k])) continue
     const why = advisory[k]
     if (why !== undefined) policy.drop(k, why)
     else refuse(k, "the other style has no such field")
