@@ -423,6 +423,24 @@ describe("responses -> messages and chat", () => {
       output: [{ type: "message", content: [{ type: "output_text", text: "partial" }] }],
       usage: { input_tokens: 5, output_tokens: 100, output_tokens_details: { reasoning_tokens: 40 } }
     })
+    // A refusal or a content filter stops the answer: incomplete, and says why (OpenAI's own reason).
+    const filtered = { status: "incomplete", incomplete_details: { reason: "content_filter" } }
+    expect(messagesResponseToResponses(
+      { id: "msg_r", content: [], stop_reason: "refusal", usage: { input_tokens: 3, output_tokens: 0 } },
+      responsesRequest,
+      "public",
+      NOW
+    )).toMatchObject(filtered)
+    expect(chatResponseToResponses(
+      {
+        id: "chatcmpl-f",
+        choices: [{ finish_reason: "content_filter", message: { content: "par" } }],
+        usage: { prompt_tokens: 5, completion_tokens: 1 }
+      },
+      responsesRequest,
+      "public",
+      NOW
+    )).toMatchObject(filtered)
   })
 
   it("refuses built-in tools it cannot run, previous_response_id and unknown output formats, naming the field", () => {

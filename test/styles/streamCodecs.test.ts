@@ -202,7 +202,10 @@ const wellFormedResponses = (events: ReadonlyArray<SseEvent>) => {
 /** The finish reason each style can say, and how it reads back. */
 const sayable = (style: StyleEndpoint, reason: FinishReason, calls: boolean): FinishReason => {
   if (style === "chat.completions") return reason === "stop_sequence" ? "stop" : reason
-  if (style === "responses") return reason === "length" ? "length" : calls ? "tool_use" : "stop"
+  if (style === "responses") {
+    // An incomplete Response says why (its output cap, a content filter); a completed one does not.
+    return reason === "length" || reason === "content_filter" ? reason : calls ? "tool_use" : "stop"
+  }
   return reason
 }
 

@@ -1,6 +1,7 @@
 /** The canonical answer -> a Response object, as the Responses API returns one. */
 import type { Answer } from "../../canonical/Answer.ts"
 import { isObject, type Json } from "../../canonical/Json.ts"
+import type { FinishReason } from "../../canonical/Stream.ts"
 import type { AnswerContext } from "../Codec.ts"
 
 /**
@@ -52,16 +53,27 @@ export const encodeResponsesAnswer = (answer: Answer, { model, now, request, req
       })
     }
   }
+  const incomplete = incompleteReasonOf(answer.finish)
   return responseObject({
     id,
     created: Math.floor(now / 1000),
-    status: answer.finish === "length" ? "incomplete" : "completed",
+    status: incomplete === undefined ? "completed" : "incomplete",
+    incompleteReason: incomplete,
     model,
     request,
     output,
     usage: answer.usage
   })
 }
+
+export type IncompleteReason = "max_output_tokens" | "content_filter"
+
+/**
+ * Why a Response ended incomplete, from how its answer finished: at its output cap, or stopped by a
+ * content filter (an Anthropic refusal, a chat `content_filter`); undefined when it completed.
+ */
+export const incompleteReasonOf = (finish: FinishReason | undefined): IncompleteReason | undefined =>
+  finish === "length" ? "max_output_tokens" : finish === "content_filter" ? "content_filter" : undefined
 
 /**
  * A Response object: its output and usage, and the request's settings it repeats. An `in_progress`
@@ -72,6 +84,8 @@ export const responseObject = (o: {
   /** Seconds since the epoch. */
   readonly created: number
   readonly status: "in_progress" | "completed" | "incomplete" | "failed"
+  /** Why an incomplete Response is (its output cap unless said). */
+  readonly incompleteReason?: IncompleteReason | undefined
   /** Why a failed Response failed. */
   readonly error?: { readonly code: string; readonly message: string } | undefined
   readonly model: string
@@ -84,7 +98,7 @@ export const responseObject = (o: {
   created_at: o.created,
   status: o.status,
   error: o.error ?? null,
-  incomplete_details: o.status === "incomplete" ? { reason: "max_output_tokens" } : null,
+  incomplete_details: o.status === "incomplete" ? { reason: o.incompleteReason ?? "max_output_tokens" } : null,
   instructions: o.request.instructions ?? null,
   max_output_tokens: o.request.max_output_tokens ?? null,
   model: o.model,

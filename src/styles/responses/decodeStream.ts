@@ -43,7 +43,11 @@ export const responsesDecoder = (): StreamDecoder => {
           if (type !== "response.failed") {
             ops.push({
               _tag: "Finish",
-              reason: type === "response.incomplete" ? "length" : calls ? "tool_use" : "stop"
+              reason: type === "response.incomplete"
+                ? (e.response?.incomplete_details?.reason === "content_filter" ? "content_filter" : "length")
+                : calls
+                ? "tool_use"
+                : "stop"
             })
           }
           const usage = e.response?.usage ? fromResponsesUsage(e.response.usage) : undefined

@@ -7,7 +7,7 @@ import { named, type SseEvent } from "../../canonical/SseEvent.ts"
 import type { FinishReason } from "../../canonical/Stream.ts"
 import type { Usage } from "../../canonical/Usage.ts"
 import type { EncoderOptions, StreamEncoder } from "../Codec.ts"
-import { responseIds, responseObject } from "./answer.ts"
+import { incompleteReasonOf, responseIds, responseObject } from "./answer.ts"
 
 export const responsesEmitter = ({ created, model, request, requestId }: EncoderOptions): StreamEncoder => {
   let seq = 0
@@ -27,6 +27,7 @@ export const responsesEmitter = ({ created, model, request, requestId }: Encoder
       id,
       created,
       status,
+      incompleteReason: incompleteReasonOf(finish),
       error,
       model,
       request,
@@ -239,7 +240,7 @@ export const responsesEmitter = ({ created, model, request, requestId }: Encoder
       closeReasoning(out)
       closeText(out)
       for (const tool of tools.values()) closeTool(out, tool)
-      const status = finish === "length" ? "incomplete" : "completed"
+      const status = incompleteReasonOf(finish) === undefined ? "completed" : "incomplete"
       out.push(
         ev(status === "incomplete" ? "response.incomplete" : "response.completed", { response: snapshot(status) })
       )
