@@ -176,7 +176,11 @@ export const makeRouter = (catalog: CatalogService) => {
           // Usage arrives at the end of a chat stream only when asked for; the relay strips it again.
           upstreamBody.stream_options = { ...(upstreamBody.stream_options as object | undefined), include_usage: true }
         }
-        unsized ??= unsizedInput(path.upstreamEndpoint, upstreamBody)
+        // Found in the body the upstream would read; named as the client wrote it (a translation moves
+        // turns: system prompts out of or into the messages).
+        if (unsized === undefined && unsizedInput(path.upstreamEndpoint, upstreamBody) !== undefined) {
+          unsized = unsizedInput(g.endpoint, body) ?? unsizedInput(path.upstreamEndpoint, upstreamBody)
+        }
         candidates.push({ deployment, path, upstreamBody, dropped: translated.value.dropped })
       } else if (i === 0) {
         // The primary deployment decides what the request may contain; a fallback that cannot take it is skipped.
@@ -202,9 +206,10 @@ export const makeRouter = (catalog: CatalogService) => {
           param: bounded.unbounded,
           code: "input_not_bounded",
           message:
-            `\`${bounded.unbounded}\` brings input this gateway cannot size, and the model \`${g.model}\` has no ` +
-            `\`max_input_tokens\` configured to bound it, so this call's cost cannot be held against the key's quota. ` +
-            `Send the content inline, or ask the operator to set models.${g.model}.max_input_tokens.`
+            `\`${bounded.unbounded}\` brings input this gateway cannot size (an image, a file, a hosted tool's ` +
+            `results), and the model \`${g.model}\` has no \`max_input_tokens\` configured to bound it, so this ` +
+            `call's cost cannot be held against the key's quota. Ask the operator to set ` +
+            `models.${g.model}.max_input_tokens.`
         })
       )
     }

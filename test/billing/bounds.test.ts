@@ -14,7 +14,8 @@ import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
 
 const configFor = (url: string): ConfigFileEncoded => ({
   providers: {
-    fake: { style: "openai", base_url: `${url}/v1`, api_key: "k", max_tokens_field: "max_completion_tokens" }
+    fake: { style: "openai", base_url: `${url}/v1`, api_key: "k", max_tokens_field: "max_completion_tokens" },
+    claude: { style: "anthropic", base_url: url, api_key: "k" }
   },
   models: {
     // $10 per million output tokens, 1,000 tokens per choice when the client sets no cap.
@@ -29,9 +30,11 @@ const configFor = (url: string): ConfigFileEncoded => ({
       pricing: { input_per_mtok: "1", output_per_mtok: "10" },
       max_output_tokens: 1000,
       max_input_tokens: 50_000
-    }
+    },
+    // A chat client on a messages upstream: its system turn moves to the upstream's `system`.
+    crossed: { deployments: [{ provider: "claude" }], pricing: { output_per_mtok: "10" }, max_output_tokens: 1000 }
   },
-  server_options: { all: { models: ["capped", "big", "windowed"] } }
+  server_options: { all: { models: ["capped", "big", "windowed", "crossed"] } }
 })
 
 /** An upstream that produces every output token it is allowed, for every choice. */
@@ -160,6 +163,21 @@ describe("reservations bound every call", () => {
             })
           ))
           expect((image.error as any).param).toBe("messages.0.content.0")
+          // Named where the client put it, not where the translated body has it.
+          const crossed = yield* Effect.flip(Effect.tryPromise(() =>
+            client.chat.completions.create({
+              model: "crossed",
+              messages: [{ role: "system", content: "be brief" }, {
+                role: "user",
+                content: [{ type: "text", text: "what is this?" }, {
+                  type: "image_url",
+                  image_url: { url: "data:image/png;base64,iVBORw0KGgo=" }
+                }]
+              }]
+            })
+          ))
+          expect((crossed.error as any).code).toBe("input_not_bounded")
+          expect((crossed.error as any).param).toBe("messages.1.content.1")
           expect(fake.received.length).toBe(0)
 
           const ok = yield* Effect.promise(() =>
