@@ -23,6 +23,8 @@ import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { LedgerUnavailable } from "../ledger/appendErrors.ts"
 import { EventLog } from "../ledger/EventLog.ts"
 import { fromRow, KEY_COLUMNS, type KeyRecord, KeyRow } from "./KeyRecord.ts"
 import { hashSecret } from "./secrets.ts"
@@ -96,6 +98,12 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const log = yield* EventLog
+    // A lookup the database does not answer in this time refuses its request (503), as a StreamStarted
+    // not confirmed in it does (`billing.start_wait_ms`).
+    const lookupWait = Option.match(yield* Effect.serviceOption(GatewayConfig), {
+      onNone: () => 10_000,
+      onSome: (config) => config.file.billing.start_wait_ms
+    })
     const byHash = new Map<string, KeyRecord>()
     const byId = new Map<string, KeyRecord>()
     const unknown = new Map<string, number>() // hash -> time of the miss
@@ -305,13 +313,31 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
         const missedAt = unknown.get(hash)
         if (missedAt !== undefined && now - missedAt < NEGATIVE_TTL_MS) return Effect.succeed(undefined)
         return Effect.async<KeyRecord | undefined>((resume) => {
+          // Answered by the lookup, or, if the database does not answer it in time, refused.
+          let answered = false
+          const answer = (exit: Exit.Exit<KeyRecord | undefined>) => {
+            if (answered) return
+            answered = true
+            clearTimeout(timer)
+            resume(exit)
+          }
+          const timer = setTimeout(() =>
+            answer(Exit.die(
+              new LedgerUnavailable({ message: `the database did not answer a key's lookup within ${lookupWait} ms` })
+            )), lookupWait)
+          timer.unref()
           const waiting = misses.get(hash)
-          if (waiting) waiting.push(resume)
-          else misses.set(hash, [resume])
+          if (waiting) waiting.push(answer)
+          else misses.set(hash, [answer])
           if (!lookingUp) {
             lookingUp = true
             Runtime.runFork(runtime)(lookUp)
           }
+          // A request that stops waiting (the client left) leaves the lookup to answer no one.
+          return Effect.sync(() => {
+            answered = true
+            clearTimeout(timer)
+          })
         })
       })
     }

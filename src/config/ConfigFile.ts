@@ -288,6 +288,12 @@ export const BillingSection = Schema.Struct({
    * (an fsynced folder beside the data) and answers anyway; the spool lands it once the log answers.
    */
   commit_wait_ms: Schema.optionalWith(PositiveInt, { default: () => 2_000 }),
+  /**
+   * How long a call waits for the database before it is refused (503 `ledger_unavailable`): its
+   * StreamStarted's commit, its key's lookup. A database that stops answering without closing its
+   * connections (paused, partitioned away) would otherwise hold every call until it answers.
+   */
+  start_wait_ms: Schema.optionalWith(PositiveInt, { default: () => 10_000 }),
   /** A stream checkpoints its output (an OutputCheckpointed event) this often while it runs. */
   checkpoint_interval_ms: Schema.optionalWith(Schema.Int.pipe(Schema.greaterThanOrEqualTo(100)), {
     default: () => 5_000
@@ -296,7 +302,12 @@ export const BillingSection = Schema.Struct({
   spool_retry_max_ms: Schema.optionalWith(PositiveInt, { default: () => 10_000 })
 })
 export type BillingSection = typeof BillingSection.Type
-const defaultBilling = { commit_wait_ms: 2_000, checkpoint_interval_ms: 5_000, spool_retry_max_ms: 10_000 }
+const defaultBilling = {
+  commit_wait_ms: 2_000,
+  start_wait_ms: 10_000,
+  checkpoint_interval_ms: 5_000,
+  spool_retry_max_ms: 10_000
+}
 
 export const LogSection = Schema.Struct({
   /** `json`: one JSON object a line; `pretty`: for people. Unset: JSON unless stderr is a terminal. */

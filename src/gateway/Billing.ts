@@ -103,6 +103,8 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
     const log = yield* EventLog
     const spool = yield* Spool
     const commitWait = (yield* GatewayConfig).file.billing.commit_wait_ms
+    // A StreamStarted not confirmed in this time refuses its call (its outcome unknown: closed by the spool).
+    const startWait = { confirmWithinMs: (yield* GatewayConfig).file.billing.start_wait_ms }
 
     const closingOf = (t: Ticket, settled: Settled, occurredAt: string) => {
       const usage = settled.estimate ? clamped(settled.usage, t.bound) : settled.usage
@@ -245,7 +247,7 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
     const start = (r: StartRequest): Effect.Effect<Ticket, StartRefusal> =>
       Effect.suspend(() => {
         const { request, ticket } = starting(r)
-        return started(r, ticket, log.append(request))
+        return started(r, ticket, log.append(request, startWait))
       })
 
     /**
@@ -255,7 +257,7 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
      */
     const startBeside = (r: StartRequest) => {
       const { request, ticket } = starting(r)
-      const pending = log.appendPending(request)
+      const pending = log.appendPending(request, startWait)
       return {
         committed: started(r, ticket, pending.result),
         onRefused: (f: () => void) =>

@@ -123,6 +123,10 @@ const refuseUnfollowed = (follows: ReadonlyArray<{ readonly stream: string; read
 
 const MAX_BATCH = 256
 
+/** An append the writer did not confirm within `ms`: its outcome unknown (it may still commit). */
+const unconfirmed = (ms: number) =>
+  new LedgerUnavailable({ message: `the event log did not confirm the append within ${ms} ms` })
+
 export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -402,11 +406,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           let answered = false
           const timer = setTimeout(() => {
             answered = true
-            resume(
-              Exit.fail(
-                new LedgerUnavailable({ message: `the event log did not confirm the append within ${wait} ms` })
-              )
-            )
+            resume(Exit.fail(unconfirmed(wait)))
           }, wait)
           timer.unref() // an appender that stopped waiting does not hold the process
           pending.push({
@@ -428,9 +428,13 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     /**
      * Appends through the writer now, and hands back its outcome to wait for later (`result`, which
      * answers at once if it is known) or to be told of as it comes (`onSettled`, from the writer). For
-     * a caller that goes on beside the commit; plain callbacks, no fiber.
+     * a caller that goes on beside the commit; plain callbacks, no fiber. With `confirmWithinMs`, as
+     * `append`: not confirmed in that time, its outcome is `LedgerUnavailable` (it may still commit).
      */
-    const appendPending = (request: AppendRequest): PendingAppend => {
+    const appendPending = (
+      request: AppendRequest,
+      options?: { readonly confirmWithinMs?: number }
+    ): PendingAppend => {
       let outcome: Exit.Exit<Appended, AppendError> | undefined
       let waiting: ((exit: Exit.Exit<Appended, AppendError>) => void) | undefined
       const observers: Array<(exit: Exit.Exit<Appended, AppendError>) => void> = []
@@ -443,6 +447,12 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       if (closed) done(Exit.fail(closing))
       else {
         pending.push({ request, done })
+        const wait = options?.confirmWithinMs
+        if (wait !== undefined) {
+          const timer = setTimeout(() => done(Exit.fail(unconfirmed(wait))), wait)
+          timer.unref()
+          observers.push(() => clearTimeout(timer))
+        }
         wakeWriter()
       }
       return {

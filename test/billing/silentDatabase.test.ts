@@ -1,0 +1,81 @@
+/**
+ * A database that stops answering without closing its connections (paused, partitioned away, or here
+ * a lock held on the keys' table) does not hold calls: a call whose StreamStarted, or whose key's
+ * lookup, is not answered within `billing.start_wait_ms` is refused with 503 `ledger_unavailable`,
+ * streamed or not, and once the database answers again the StreamStarted that landed meanwhile is
+ * closed, its reservation released.
+ */
+import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
+import { Deferred, Effect, Fiber } from "effect"
+import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
+import { withFakeUpstream } from "../support/FakeUpstream.ts"
+import { untilSettled } from "../support/settled.ts"
+import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
+
+const configFor = (url: string): ConfigFileEncoded => ({
+  providers: { up: { style: "openai", base_url: `${url}/v1`, api_key: "up-key" } },
+  models: {
+    "gpt-silent": {
+      deployments: [{ provider: "up", model: "gpt-up" }],
+      pricing: { input_per_mtok: "1", output_per_mtok: "2" }
+    }
+  },
+  server_options: { all: { models: ["gpt-silent"] } },
+  billing: { start_wait_ms: 1_000 }
+})
+
+describe("a database that stops answering", () => {
+  layer(withFakeUpstream((url) => makeTestGateway(configFor(url))), { timeout: 90_000, excludeTestServices: true })(
+    (it) => {
+      it.effect("refuses calls after billing.start_wait_ms with 503 ledger_unavailable, and closes what landed later", () =>
+        Effect.gen(function*() {
+          const base = yield* baseUrl
+          const { key, secret } = yield* issueKey({ quotaUsd: 100 })
+          const call = (stream: boolean, bearer = secret) =>
+            Effect.promise(() =>
+              fetch(`${base}/v1/chat/completions`, {
+                method: "POST",
+                headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json" },
+                body: JSON.stringify({ model: "gpt-silent", stream, messages: [{ role: "user", content: "x" }] })
+              }).then(async (r) => ({ status: r.status, text: await r.text() }))
+            )
+          expect((yield* call(false)).status, "served while the database answers").toBe(200)
+          const sql = yield* SqlClient.SqlClient
+          // The keys' table locked by a transaction that does not end for 8 s: a StreamStarted's
+          // reservation and a key's lookup wait for it (on the embedded database, a single session,
+          // everything does).
+          const held = yield* Deferred.make<void>()
+          const lock = yield* Effect.fork(sql.withTransaction(Effect.gen(function*() {
+            yield* sql`LOCK TABLE api_keys IN ACCESS EXCLUSIVE MODE`
+            yield* Deferred.succeed(held, undefined)
+            yield* Effect.sleep("8 seconds")
+          })))
+          yield* Deferred.await(held)
+          // A key in the cache (its StreamStarted waits), and one that is not (its lookup waits).
+          for (
+            const [stream, bearer] of [[false, secret], [true, secret], [
+              false,
+              `sk-tg-notcached${"x".repeat(32)}`
+            ]] as const
+          ) {
+            const refused = yield* call(stream, bearer)
+            expect(refused.status, refused.text).toBe(503)
+            expect(JSON.parse(refused.text).error.code).toBe("ledger_unavailable")
+          }
+          yield* Fiber.join(lock)
+          // What landed once the lock went is closed: every StreamStarted billed once, nothing reserved.
+          const settled = yield* untilSettled(
+            sql<{ started: number; billed: number; reserved: string }>`SELECT
+                (SELECT count(*)::int FROM event_log WHERE event_type = 'StreamStarted' AND data->>'key_id' = ${key.keyId}) AS started,
+                (SELECT count(*)::int FROM event_log WHERE event_type = 'Billed' AND data->>'key_id' = ${key.keyId}) AS billed,
+                (SELECT reserved_nanos::text FROM api_keys WHERE key_id = ${key.keyId}) AS reserved`,
+            (rows) => rows[0]!.started === rows[0]!.billed && rows[0]!.reserved === "0"
+          )
+          expect(settled[0]).toMatchObject({ reserved: "0" })
+          expect(settled[0]!.billed).toBe(settled[0]!.started)
+          expect((yield* call(false)).status, "served again").toBe(200)
+        }).pipe(Effect.scoped))
+    }
+  )
+})
