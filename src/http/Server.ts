@@ -228,14 +228,19 @@ export const NodeServerLive = Layer.scoped(
       (s) =>
         Effect.suspend(() => {
           if (!s.listening) return Effect.void
-          // New connections are refused at once; open ones close as they fall idle.
+          // New connections are refused at once (the listener closes now); open ones close as they fall idle.
+          let allClosed = false
+          let whenAllClosed: (() => void) | undefined
+          s.close(() => {
+            allClosed = true
+            clearInterval(timer)
+            whenAllClosed?.()
+          })
           const timer = setInterval(() => s.closeIdleConnections(), 200)
           timer.unref()
           const closed = Effect.async<void>((resume) => {
-            s.close(() => {
-              clearInterval(timer)
-              resume(Effect.void)
-            })
+            if (allClosed) return resume(Effect.void)
+            whenAllClosed = () => resume(Effect.void)
           })
           // The requests in flight get the grace, then are ended (and billed); what is still open
           // after that (a client that does not read its answer's end) is cut.

@@ -2,8 +2,8 @@
  * Stopping: a gateway sent SIGTERM lets its calls in flight finish for `server.shutdown_grace_ms`,
  * then ends the rest and bills them: a stream gets an error event (`server_stopping`), a call not
  * answered yet a 503 in the envelope, each is billed once as cancelled, and the process exits
- * long before its upstream would have finished. A request that comes meanwhile on a connection already
- * open is refused at once (503), not left waiting.
+ * long before its upstream would have finished. New connections are refused from the signal on, and a
+ * request that comes meanwhile on a connection already open is refused at once (503), not left waiting.
  */
 import { Effect, Exit, Scope } from "effect"
 import * as http from "node:http"
@@ -122,7 +122,26 @@ describe("a gateway stopped with calls in flight", () => {
     expect(await get()).toMatchObject({ status: 200 })
 
     process.kill(p.pid, "SIGTERM")
-    await new Promise((r) => setTimeout(r, 300))
+    // New connections are refused (a load balancer or a client tries another replica), never taken and
+    // answered 503 while the stream drains: before the signal is handled they are served, after it refused.
+    const answered: Array<number> = []
+    for (const until = Date.now() + 20_000; Date.now() < until;) {
+      const r = await new Promise<number | Error>((resolve) => {
+        const req = http.get(`${base}/livez`, { agent: false }, (res) => {
+          res.resume()
+          resolve(res.statusCode ?? 0)
+        })
+        req.on("error", (e) => resolve(e))
+      })
+      if (r instanceof Error) {
+        // Refused, or reset when it was in the accept queue as the listener closed.
+        expect(["ECONNREFUSED", "ECONNRESET"]).toContain((r as NodeJS.ErrnoException).code)
+        break
+      }
+      answered.push(r)
+      await new Promise((r) => setTimeout(r, 50))
+    }
+    expect(answered.filter((status) => status !== 200), "new connections answered while stopping").toEqual([])
     // Either the connection was closed as it fell idle, or the request is refused; never left waiting.
     const late = await get()
     if (late instanceof Error) expect(late.message).not.toMatch(/no answer/)
