@@ -156,7 +156,13 @@ export const layer = (dataDir: string) =>
         if (op._tag === "events.export") {
           return streamExport(runtime, op, res)
         }
-        Runtime.runPromiseExit(runtime)(run(op) as Effect.Effect<unknown, OperationFailed, Services>).then((exit) =>
+        const operation = op
+        Runtime.runPromiseExit(runtime)(
+          // A defect (not a refusal with its message) is logged, as the CLI's answer says it is.
+          (run(operation) as Effect.Effect<unknown, OperationFailed, Services>).pipe(
+            Effect.tapDefect((cause) => Effect.logError(`operator: ${operation._tag} failed`, cause))
+          )
+        ).then((exit) =>
           Exit.isSuccess(exit)
             ? reply(200, { ok: true, result: exit.value })
             : reply(200, { ok: false, error: exitMessage(exit) })

@@ -117,11 +117,17 @@ export const human = (op: Operation, r: Json): string => {
     case "events":
       return r.length === 0
         ? "(no events)"
-        : r.map((e: Json) =>
-          `${e.position.padStart(6)}  ${e.occurred_at}  ${e.stream_id}@${e.stream_version}  ${e.event_type}  ${
-            JSON.stringify(e.data)
-          }`
-        ).join("\n")
+        : [
+          ...r.map((e: Json) =>
+            `${e.position.padStart(6)}  ${e.occurred_at}  ${e.stream_id}@${e.stream_version}  ${e.event_type}  ${
+              JSON.stringify(e.data)
+            }`
+          ),
+          // As many as asked for: there may be more.
+          ...(r.length === op.limit
+            ? [`(the first ${op.limit}: more may follow from position ${BigInt(r.at(-1).position) + 1n}, with --from)`]
+            : [])
+        ].join("\n")
     case "migrations.applied":
       return `Applied migrations: ${r.join(", ")}`
     case "replay.verify": {

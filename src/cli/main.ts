@@ -48,8 +48,16 @@ import { described, execute, json, LocalLive, operation, opt, print } from "./ex
 
 // ---- commands -----------------------------------------------------------------------------------
 
+/**
+ * The most processes `serve --workers` runs: far past the cores of one host, and each opens up to 10
+ * connections to Postgres (whose default `max_connections` is 100).
+ */
+const MAX_WORKERS = 64
+
 const workers = Options.integer("workers").pipe(
-  Options.withDescription("server processes on the one port (Postgres backend only); default 1, or TOLLGATE_WORKERS"),
+  Options.withDescription(
+    "server processes on the one port (Postgres backend only), 1 to 64; default 1, or TOLLGATE_WORKERS"
+  ),
   Options.optional
 )
 
@@ -60,8 +68,8 @@ const serveCommand = Command.make("serve", { workers }, (o) =>
     // A second SIGTERM or SIGINT does not cut the drain of the first short.
     yield* keepStoppingOnRepeatedSignals
     const n = Option.getOrElse(o.workers, () => Number(process.env.TOLLGATE_WORKERS ?? 1))
-    if (!Number.isInteger(n) || n < 1) {
-      return yield* exitWith(`--workers must be a whole number of at least 1 (got ${n})`)
+    if (!Number.isInteger(n) || n < 1 || n > MAX_WORKERS) {
+      return yield* exitWith(`--workers must be a whole number from 1 to ${MAX_WORKERS} (got ${n})`)
     }
     if (isWorker || n === 1) return yield* serve
     const config = yield* GatewayConfig.pipe(Effect.provide(GatewayConfig.layer))
@@ -119,16 +127,24 @@ const eventsExport = Command.make("export", {
     Command.withDescription("write the log (or a window of days) as JSON Lines, for auditors, as it is read")
   )
 
+/** The most events `tollgate events` prints at once (more: `events export`, which streams them). */
+const MAX_EVENTS = 10_000
+
 const events = Command.make("events", {
   from: Options.text("from").pipe(
     Options.withDescription("first position in the log (a whole number, as printed; for days: events export --from)"),
     Options.optional
   ),
   stream: Options.text("stream").pipe(Options.withDescription("only this stream, e.g. key-key_abc"), Options.optional),
-  limit: Options.integer("limit").pipe(described("at most this many events"), Options.withDefault(100)),
+  limit: Options.integer("limit").pipe(
+    described(`at most this many events (1 to ${MAX_EVENTS})`),
+    Options.withDefault(100)
+  ),
   json
 }, (o) =>
-  Option.isSome(o.from) && !/^\d{1,18}$/.test(o.from.value)
+  o.limit < 1 || o.limit > MAX_EVENTS
+    ? Effect.fail(new OperationFailed({ message: `--limit ${o.limit}: give a whole number from 1 to ${MAX_EVENTS}` }))
+    : Option.isSome(o.from) && !/^\d{1,18}$/.test(o.from.value)
     ? Effect.fail(
       new OperationFailed({
         message:

@@ -247,6 +247,11 @@ export const run = (op: Operation) => {
       return Effect.gen(function*() {
         const problem = windowProblem({ from: op.from, to: op.to })
         if (problem) return yield* fail(`--${problem.param}: ${problem.message}`)
+        if (op.keyId === undefined && (op.from !== undefined || op.to !== undefined)) {
+          return yield* fail(
+            "--from/--to report one key's days: give its KEY_ID (without one, usage lists every key's totals since it was made)"
+          )
+        }
         const keys = yield* Keys
         const report = yield* UsageReport
         if (op.keyId !== undefined) {

@@ -3,14 +3,15 @@
  * for the next requests, while calls in flight finish on what they were routed to. A file that does
  * not pass the checks of a start is refused, with the same message, and the running configuration
  * stays. `server.*`, `billing.*`, `log.*` and `telemetry.*` are read at start only: a reload that changes them says so. At
- * start and after each reload, keys the configuration has left behind are named (accounts/keysAdrift.ts).
+ * start and after each reload, keys the configuration has left behind are named (accounts/keysAdrift.ts),
+ * and so are models it serves at no cost (no price set).
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Runtime from "effect/Runtime"
 import { Catalog } from "../accounts/Catalog.ts"
 import { keysAdrift } from "../accounts/keysAdrift.ts"
-import type { ConfigFile } from "../config/ConfigFile.ts"
+import { type ConfigFile, unpricedModels } from "../config/ConfigFile.ts"
 import { GatewayConfig, readConfigFile } from "../config/GatewayConfig.ts"
 
 const text = (v: unknown) => JSON.stringify(v, (_, x) => (typeof x === "bigint" ? x.toString() : x))
@@ -22,9 +23,19 @@ const startOnly = (running: ConfigFile, next: ConfigFile) =>
     !structurallyEqual(running[section], next[section])
   )
 
+/** Names the models a configuration serves at no cost: a price left out is 0, and bills nothing. */
+const warnUnpriced = (file: ConfigFile) => {
+  const free = unpricedModels(file.models)
+  return free.length === 0 ? Effect.void : Effect.logWarning(
+    `models served at no cost (no price set): ${free.join(", ")}; their calls are billed $0 ` +
+      "(set models.<id>.pricing to bill them)"
+  )
+}
+
 export const ReloadLive = Layer.scopedDiscard(Effect.gen(function*() {
   const config = yield* GatewayConfig
   const catalog = yield* Catalog
+  yield* warnUnpriced(config.file)
   yield* keysAdrift(catalog).pipe(
     Effect.catchAllCause((cause) => Effect.logWarning("could not check the keys against the configuration", cause))
   )
@@ -50,6 +61,7 @@ export const ReloadLive = Layer.scopedDiscard(Effect.gen(function*() {
         } Server Options` +
         (ignored.length > 0 ? ` (changes to ${ignored.join(" and ")} take effect at the next start)` : "")
     )
+    yield* warnUnpriced(next.right)
     yield* keysAdrift(catalog)
   }).pipe(
     Effect.catchAllCause((cause) =>

@@ -140,6 +140,13 @@ export const Pricing = Schema.Struct({
 })
 export type Pricing = typeof Pricing.Type
 
+/** The models of a configuration that cost nothing (every price 0, as when `pricing` is left out). */
+export const unpricedModels = (models: Readonly<Record<string, { readonly pricing: Pricing }>>): Array<string> =>
+  Object.entries(models).filter(([, m]) =>
+    m.pricing.input_per_mtok === 0n && m.pricing.output_per_mtok === 0n && m.pricing.per_image === 0n &&
+    (m.pricing.cached_input_per_mtok ?? 0n) === 0n
+  ).map(([id]) => id)
+
 export const Deployment = Schema.Struct({
   provider: Name,
   /** The model name the upstream knows; defaults to the public model id. */

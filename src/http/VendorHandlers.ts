@@ -61,6 +61,8 @@ const keyJsonAt = (clock: Clock.Clock) => (k: KeyDetails) => ({
 const refusedTopUp = (e: InvalidInput | CreditInsufficient | AccountNotFound | IdempotencyMismatch) =>
   e._tag === "InvalidInput" && e.param === "amount"
     ? new InvalidRequest({ message: e.message.replaceAll("`amount`", "`add_quota_usd`"), param: "add_quota_usd" })
+    : e._tag === "CreditInsufficient"
+    ? new InvalidRequest({ message: e.message, code: "insufficient_credit", param: "add_quota_usd" })
     : refused(e)
 
 export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handlers) =>

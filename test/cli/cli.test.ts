@@ -234,6 +234,14 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
     )
     const page = (await tollgateJson(["events", "--from", all[1].position, "--limit", "2"], env)).events
     expect(page.map((e: { position: string }) => e.position)).toEqual([all[1].position, all[2].position])
+    const first = await tollgate(["events", "--limit", "2"], env)
+    expect(first.stdout).toContain(`more may follow from position ${BigInt(all[1].position) + 1n}, with --from`)
+    for (const limit of ["-5", "0"]) {
+      const refused = await tollgate(["events", "--limit", limit], env)
+      expect(refused.code, limit).toBe(1)
+      expect(refused.stderr).toContain(`--limit ${limit}: give a whole number from 1 to`)
+      expect(refused.stderr).not.toContain("    at ")
+    }
   }, T)
 
   it("usage shows every key, or one key with its quota and window; a bad day exits 1", async () => {
@@ -248,6 +256,10 @@ describe.skipIf(backend() === "postgres")("CLI on an embedded data folder, no se
     const bad = await tollgate(["usage", created.id, "--from", "01/02/2020", "--json"], env)
     expect(bad.code).toBe(1)
     expect(bad.stderr).toContain("--from")
+    // A window without a key is not quietly dropped for every key's totals.
+    const windowed = await tollgate(["usage", "--from", "2020-01-01", "--json"], env)
+    expect(windowed.code).toBe(1)
+    expect(windowed.stderr).toContain("give its KEY_ID")
   }, T)
 
   it("replay --verify rebuilds every projection and finds them equal", async () => {
@@ -605,6 +617,14 @@ describe.skipIf(backend() === "postgres")("what the CLI says to an operator's mi
     )
     return file
   }
+
+  it("serve --workers takes 1 to 64 processes, and says so", async () => {
+    for (const n of ["0", "1000"]) {
+      const r = await tollgate(["serve", "--workers", n], { TOLLGATE_DATA_DIR: migratedDataDir(`workers${n}`) })
+      expect(r.code, n).toBe(1)
+      expect(r.stderr).toContain(`--workers must be a whole number from 1 to 64 (got ${n})`)
+    }
+  }, T)
 
   it("events --from takes a position, and says so when given a day", async () => {
     const r = await tollgate(["events", "--from", "2026-11-28"], { TOLLGATE_DATA_DIR: migratedDataDir("from") })

@@ -13,7 +13,7 @@ import { join } from "node:path"
 import { inspect } from "node:util"
 import * as Yaml from "yaml"
 import { costOf, type PriceSheet, priceSheet } from "../../src/accounts/Pricing.ts"
-import { maxTokensFieldOf } from "../../src/config/ConfigFile.ts"
+import { maxTokensFieldOf, unpricedModels } from "../../src/config/ConfigFile.ts"
 import { defaultConfigFile } from "../../src/config/defaults.ts"
 import { decodeFile, GatewayConfig } from "../../src/config/GatewayConfig.ts"
 import { formatUsd, parseUsd, UsdAmount } from "../../src/config/Money.ts"
@@ -403,6 +403,24 @@ describe("decodeFile", () => {
       expect(file.models.m!.pricing).toEqual({ input_per_mtok: 0n, output_per_mtok: 0n, per_image: 0n })
       expect(file.models.m!.kind).toBe("chat")
       expect(file.providers.p!.timeouts).toMatchObject({ connect_ms: 10_000, total_ms: 600_000 })
+      // A model left without prices costs nothing: named at start and at each reload (cli/reload.ts).
+      expect(unpricedModels(file.models)).toEqual(["m"])
+    }))
+
+  it.effect("names the models served at no cost: every price 0; one price set is a price", () =>
+    Effect.gen(function*() {
+      const file = yield* decodeFile({
+        providers: { p: { type: "mock", style: "openai" } },
+        models: {
+          free: { deployments: [{ provider: "p" }], pricing: { input_per_mtok: "0" } },
+          output: { deployments: [{ provider: "p" }], pricing: { output_per_mtok: "0.000001" } },
+          cached: { deployments: [{ provider: "p" }], pricing: { cached_input_per_mtok: "1" } },
+          image: { kind: "image", deployments: [{ provider: "p" }], pricing: { per_image: "0.04" } }
+        },
+        server_options: { o: { models: ["free", "output", "cached", "image"] } }
+      }, "prices")
+      expect(unpricedModels(file.models)).toEqual(["free"])
+      expect(unpricedModels((yield* decodeFile(defaultConfigFile, "built-in default")).models)).toEqual([])
     }))
 })
 

@@ -92,6 +92,7 @@ describe("vendor area", () => {
         expect(topped.body.quota_usd).toBe("5")
         const tooMuch = yield* call("PATCH", `/api/keys/${customer.id}`, { add_quota_usd: "2" }) // $1 of credit left
         expect(tooMuch.body.error.code).toBe("insufficient_credit")
+        expect(tooMuch.body.error.param, "the field the vendor sent").toBe("add_quota_usd")
 
         const later = new Date(Date.now() + 86_400_000).toISOString()
         const expiring = yield* call("PATCH", `/api/keys/${customer.id}`, { expires_at: later })
