@@ -4,6 +4,7 @@
  */
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as OpenApi from "@effect/platform/OpenApi"
+import { VERSION } from "../version.ts"
 import { AnthropicApi } from "./AnthropicApi.ts"
 import { DiscoveryApi } from "./DiscoveryApi.ts"
 import { HealthApi } from "./HealthApi.ts"
@@ -23,6 +24,7 @@ export class GatewayApi extends HttpApi.make("tollgate")
   .add(MetricsApi)
   .add(HealthApi)
   .annotate(OpenApi.Title, "Tollgate")
+  .annotate(OpenApi.Version, VERSION)
   .annotate(
     OpenApi.Description,
     "A model gateway: OpenAI- and Anthropic-style APIs, SSE streaming, exactly-once billing into an append-only event log."

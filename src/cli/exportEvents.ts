@@ -21,7 +21,9 @@ export interface Sink {
   readonly abort?: Effect.Effect<void>
 }
 
-const failed = (where: string) => (e: unknown) => new OperationFailed({ message: `${where}: ${(e as Error).message}` })
+/** A failure to write `where`, named as the operator gave it (not the temporary file beside it). */
+const failed = (where: string) => (e: unknown) =>
+  new OperationFailed({ message: `${where}: ${(e as Error).message.replaceAll(/\.\d+\.[0-9a-f]+\.tmp\b/g, "")}` })
 
 /**
  * `file`, written synchronously piece by piece to a private file beside it (created new, never through

@@ -25,6 +25,7 @@ import { usageFromLines } from "../ledger/Export.ts"
 import * as Replay from "../ledger/Replay.ts"
 import { configuredLoggerLayer, defaultLoggerLayer } from "../observability/Logging.ts"
 import { stderrOutput } from "../observability/LogOutput.ts"
+import { VERSION } from "../version.ts"
 import { exportEvents, fileSink, fromLog, fromServer, stdoutSink } from "./exportEvents.ts"
 import { migrateCommand } from "./migrate.ts"
 import { type ExportRequest, type Operation, OperationFailed, UsageProblem } from "./operations.ts"
@@ -220,7 +221,7 @@ const cli = (argv: ReadonlyArray<string>) => {
   const path = commandPath(argv.slice(2), tree)
   toleratePipeClose(printsSecret(path))
   const usage = `tollgate ${path.join(" ")}`.trimEnd()
-  return Command.run(root, { name: "tollgate", version: "0.1.0" })(argv).pipe(
+  return Command.run(root, { name: "tollgate", version: VERSION })(argv).pipe(
     Effect.catchIf(
       ValidationError.isValidationError,
       () =>

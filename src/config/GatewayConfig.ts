@@ -110,6 +110,13 @@ export const readConfigFile = (source: string) =>
           message: `${source}: not valid YAML: ${(e as Error).message.split("\n")[0]!.replace(/:\s*$/, "")}`
         })
     })
+    if (raw === null || raw === undefined || typeof raw !== "object" || Array.isArray(raw)) {
+      return yield* new ConfigFileError({
+        message: `${source}: the configuration is ${
+          raw === null || raw === undefined ? "empty" : "not a mapping"
+        }: it needs providers, models and server_options (docs/configuration.md, tollgate.example.yaml)`
+      })
+    }
     return yield* decodeFile(yield* substituteEnv(raw, source, [], substitutions), source, substitutions)
   })
 

@@ -16,6 +16,7 @@ import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { VERSION } from "../version.ts"
 
 /** The collector's base address, if traces are wanted (the environment first, then the file). */
 export const otlpEndpoint = Effect.gen(function*() {
@@ -35,7 +36,7 @@ export const TracingLive = Layer.unwrapEffect(Effect.gen(function*() {
   return Layer.mergeAll(
     OtlpTracer.layer({
       url: `${endpoint.value}/v1/traces`,
-      resource: { serviceName: config.file.telemetry.service_name, serviceVersion: "0.1.0" },
+      resource: { serviceName: config.file.telemetry.service_name, serviceVersion: VERSION },
       exportInterval: "1 second"
     }).pipe(Layer.provide(OtlpSerialization.layerJson), Layer.provide(FetchHttpClient.layer)),
     // A request span records the request's headers: those that may carry a credential (any client's

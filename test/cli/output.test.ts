@@ -111,6 +111,12 @@ describe.skipIf(backend() === "postgres")("CLI output on an embedded folder", ()
     expect(r.stderr).toContain(`wrote ${events.length} events to ${out}`)
     const toStdout = await tollgate(["events", "export"], env)
     expect(toStdout.stdout).toBe(fs.readFileSync(out, "utf8"))
+    // A folder that does not exist is named with the file asked for, not the temporary file beside it.
+    const nowhere = path.join(path.dirname(dir), "no-such-folder", "x.jsonl")
+    const refused = await tollgate(["events", "export", "--out", nowhere], env)
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toContain(`${nowhere}: ENOENT`)
+    expect(refused.stderr).not.toContain(".tmp")
   }, T)
 
   it(

@@ -197,6 +197,15 @@ describe("a config file (TOLLGATE_CONFIG)", () => {
       expect((yield* settingsFrom({ TOLLGATE_CONFIG: path, TOLLGATE_PORT: "7000", ...ENV })).port).toBe(7000)
     }))
 
+  it.effect("an empty file, or one that is not a mapping, is refused saying what a configuration needs", () =>
+    Effect.gen(function*() {
+      for (const [text, what] of [["", "empty"], ["# nothing yet\n", "empty"], ["- a\n- b\n", "not a mapping"]]) {
+        const path = writeConfig(text)
+        const error = yield* settingsFrom({ TOLLGATE_CONFIG: path }).pipe(Effect.flip)
+        expect(String(error), text).toContain(`${path}: the configuration is ${what}: it needs providers, models`)
+      }
+    }))
+
   it.effect("a missing environment variable is refused, naming the variable, the file and the field", () =>
     Effect.gen(function*() {
       const path = writeConfig(validFile())

@@ -6,6 +6,7 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Exit, Scope } from "effect"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, it as vitestIt } from "vitest"
 import { type Cluster, startCluster } from "../support/PostgresCluster.ts"
@@ -35,6 +36,8 @@ describe("health and the API document", () => {
         expect(doc.status).toBe(200)
         expect(doc.body.openapi).toMatch(/^3\./)
         expect(doc.body.info.title).toBe("Tollgate")
+        // The package's version (src/version.ts follows package.json).
+        expect(doc.body.info.version).toBe(JSON.parse(fs.readFileSync("package.json", "utf8")).version)
         const paths = Object.keys(doc.body.paths)
         for (
           const p of [
