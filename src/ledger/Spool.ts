@@ -445,6 +445,13 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
       Effect.forever,
       Effect.forkScoped
     )
+    // A process that stops with appends still waiting says so: the next one to use the folder lands them.
+    yield* Effect.addFinalizer(() =>
+      waiting.size === 0 ? Effect.void : Effect.logWarning(
+        `spool: stopping with ${waiting.size} append(s) not landed, kept in ${dir}: ` +
+          "the next process that uses this folder lands them once the database answers"
+      )
+    )
 
     return {
       put,

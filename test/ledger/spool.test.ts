@@ -2,7 +2,7 @@
  * The spool's landing passes (the background fiber's, the reconciler's) run one at a time: a bill is
  * landed by one pass, never landed by one and then "found billed" by another, logged twice.
  */
-import { describe, expect, layer } from "@effect/vitest"
+import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect, Layer, Logger } from "effect"
 import { GatewayConfig } from "../../src/config/GatewayConfig.ts"
 import { EventLog } from "../../src/ledger/EventLog.ts"
@@ -65,4 +65,31 @@ describe("the spool", () => {
         expect(lines.filter((l) => l.includes("billed already"))).toEqual([])
       }))
   })
+
+  it.effect(
+    "a process that stops with appends not landed says how many, and where they are kept",
+    () =>
+      Effect.gen(function*() {
+        const dir = tempDir("spool-stop")
+        lines.length = 0
+        yield* Effect.scoped(
+          Effect.gen(function*() {
+            const spool = yield* Spool
+            // The closing of a request whose StreamStarted is not (yet) in the log: it waits.
+            yield* spool.put(spooledBill("req_spool_stop", "key_spool", "close-if-started"))
+            expect(yield* spool.size).toBe(1)
+          }).pipe(
+            Effect.provide(Spool.Default.pipe(
+              Layer.provide(Capture),
+              Layer.provideMerge(EventLog.Default),
+              Layer.provideMerge(TestDatabase),
+              Layer.provideMerge(GatewayConfig.forTest({ dataDir: dir }))
+            )),
+            Effect.provide(Capture)
+          )
+        )
+        expect(lines).toContainEqual(expect.stringContaining("spool: stopping with 1 append(s) not landed, kept in"))
+      }),
+    60_000
+  )
 })
