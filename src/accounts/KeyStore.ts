@@ -23,6 +23,7 @@ import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import { DEFAULT_START_WAIT_MS } from "../config/ConfigFile.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { LedgerUnavailable } from "../ledger/appendErrors.ts"
 import { EventLog } from "../ledger/EventLog.ts"
@@ -101,7 +102,7 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
     // A lookup the database does not answer in this time refuses its request (503), as a StreamStarted
     // not confirmed in it does (`billing.start_wait_ms`).
     const lookupWait = Option.match(yield* Effect.serviceOption(GatewayConfig), {
-      onNone: () => 10_000,
+      onNone: () => DEFAULT_START_WAIT_MS,
       onSome: (config) => config.file.billing.start_wait_ms
     })
     const byHash = new Map<string, KeyRecord>()
@@ -321,10 +322,20 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
             clearTimeout(timer)
             resume(exit)
           }
-          const timer = setTimeout(() =>
+          // A waiter that stops waiting leaves the queue of lookups (which a flood of made-up keys in a
+          // stall would otherwise grow, to be read for no one once the database answers).
+          const leave = () => {
+            const list = misses.get(hash)
+            const i = list?.indexOf(answer) ?? -1
+            if (i !== -1) list!.splice(i, 1)
+            if (list?.length === 0) misses.delete(hash)
+          }
+          const timer = setTimeout(() => {
+            leave()
             answer(Exit.die(
               new LedgerUnavailable({ message: `the database did not answer a key's lookup within ${lookupWait} ms` })
-            )), lookupWait)
+            ))
+          }, lookupWait)
           timer.unref()
           const waiting = misses.get(hash)
           if (waiting) waiting.push(answer)
@@ -337,6 +348,7 @@ export class KeyStore extends Effect.Service<KeyStore>()("Accounts/KeyStore", {
           return Effect.sync(() => {
             answered = true
             clearTimeout(timer)
+            leave()
           })
         })
       })

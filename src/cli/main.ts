@@ -128,8 +128,8 @@ const eventsExport = Command.make("export", {
     Command.withDescription("write the log (or a window of days) as JSON Lines, for auditors, as it is read")
   )
 
-/** The most events `tollgate events` prints at once (more: `events export`, which streams them). */
-const MAX_EVENTS = 10_000
+/** The most events `tollgate events` reads at once, in memory (`events export` streams any number). */
+const MAX_EVENTS = 1_000_000
 
 const events = Command.make("events", {
   from: Options.text("from").pipe(

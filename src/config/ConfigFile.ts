@@ -289,6 +289,9 @@ export const ServerSection = Schema.Struct({
   metrics_port: Schema.optional(Schema.Int.pipe(Schema.between(1, 65535)))
 })
 
+/** `billing.start_wait_ms` unless set: how long a call waits for the database before it is refused. */
+export const DEFAULT_START_WAIT_MS = 10_000
+
 export const BillingSection = Schema.Struct({
   /**
    * How long a finished call waits for its Billed event to commit before it keeps it in the spool
@@ -300,7 +303,7 @@ export const BillingSection = Schema.Struct({
    * StreamStarted's commit, its key's lookup. A database that stops answering without closing its
    * connections (paused, partitioned away) would otherwise hold every call until it answers.
    */
-  start_wait_ms: Schema.optionalWith(PositiveInt, { default: () => 10_000 }),
+  start_wait_ms: Schema.optionalWith(PositiveInt, { default: () => DEFAULT_START_WAIT_MS }),
   /** A stream checkpoints its output (an OutputCheckpointed event) this often while it runs. */
   checkpoint_interval_ms: Schema.optionalWith(Schema.Int.pipe(Schema.greaterThanOrEqualTo(100)), {
     default: () => 5_000
@@ -311,7 +314,7 @@ export const BillingSection = Schema.Struct({
 export type BillingSection = typeof BillingSection.Type
 const defaultBilling = {
   commit_wait_ms: 2_000,
-  start_wait_ms: 10_000,
+  start_wait_ms: DEFAULT_START_WAIT_MS,
   checkpoint_interval_ms: 5_000,
   spool_retry_max_ms: 10_000
 }

@@ -45,7 +45,7 @@ export interface Ticket {
   /** The request stream's head as far as this process knows. */
   version: number
   billed: boolean
-  /** The stream was found closed by another process: no more checkpoints. */
+  /** The stream was found closed by another process, or missing from the log: no more checkpoints. */
   closed: boolean
   /** A non-streamed call's answer, once the upstream gave it (for the bill of a request that fails after). */
   answered?: { readonly endpoint: UpstreamEndpoint; readonly body: unknown }
@@ -104,7 +104,7 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
     const spool = yield* Spool
     const commitWait = (yield* GatewayConfig).file.billing.commit_wait_ms
     // A StreamStarted not confirmed in this time refuses its call (its outcome unknown: closed by the spool).
-    const startWait = { confirmWithinMs: (yield* GatewayConfig).file.billing.start_wait_ms }
+    const startWait = { confirmWithinMs: (yield* GatewayConfig).file.billing.start_wait_ms, outageIfUnconfirmed: true }
 
     const closingOf = (t: Ticket, settled: Settled, occurredAt: string) => {
       const usage = settled.estimate ? clamped(settled.usage, t.bound) : settled.usage
@@ -305,7 +305,9 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
               // An earlier checkpoint landed unconfirmed (learn the head), or another process closed the stream.
               ? Effect.map(log.requestSummary(streamId), (summary) => {
                 if (summary) t.version = summary.head
-                if (summary?.billed) t.closed = true
+                // Billed elsewhere, or a stream the log lacks (its StreamStarted gone: a restored
+                // database): no more checkpoints, each of which the log would refuse.
+                if (summary === undefined || summary.billed) t.closed = true
               }).pipe(Effect.ignore)
               : Effect.logDebug(`${t.requestId}: checkpoint not written (${e.message})`)
           )
@@ -358,8 +360,12 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
             : Option.getOrUndefined(Cause.failureOption(landing.cause))?.message ??
               (Cause.isInterruptedOnly(landing.cause) ? "the server is stopping" : e.message)
           const durable = yield* spool.put({ ...entry, kind: "bill" })
+          const notStarted = landing !== undefined && Exit.isSuccess(landing)
           yield* Effect.logWarning(
-            durable
+            notStarted && durable
+              ? `${t.requestId}: not billed: its StreamStarted is not in the log; the bill goes to the spool, ` +
+                "which parks it for the operator"
+              : durable
               ? `${t.requestId}: billing kept in the spool until the event log answers (${reason})`
               : `${t.requestId}: billing kept in memory only (its spool file could not be written) until the ` +
                 `event log answers (${reason})`

@@ -65,6 +65,10 @@ const firstHostedTool = (tools: unknown): string | undefined => {
   return undefined
 }
 
+/** What an `unsizedInput` path is: a content part of a turn, a hosted tool, or a field of its own. */
+export const unsizedKind = (path: string): string =>
+  /^(messages|input)\./.test(path) ? "content" : path.startsWith("tools.") ? "tool" : path
+
 /**
  * Where a body (in the upstream's style) refers to input whose size the gateway cannot know from
  * its bytes, as a field path; undefined when every input token is in the body.

@@ -14,7 +14,7 @@ import type { CallStop, ProtocolHeaders, UpstreamRequest } from "../providers/Up
 import { type Route, routeFor } from "../styles/registry.ts"
 import { attempt } from "../styles/shared/Untranslatable.ts"
 import type { RateLimits } from "./Billing.ts"
-import { boundOf, type CallBound, unsizedInput, withOutputCap } from "./Bound.ts"
+import { boundOf, type CallBound, unsizedInput, unsizedKind, withOutputCap } from "./Bound.ts"
 import { BadRequest, ModelNotFound } from "./errors.ts"
 import { openResponseId, previousNotFound } from "./responseIds.ts"
 
@@ -176,10 +176,14 @@ export const makeRouter = (catalog: CatalogService) => {
           // Usage arrives at the end of a chat stream only when asked for; the relay strips it again.
           upstreamBody.stream_options = { ...(upstreamBody.stream_options as object | undefined), include_usage: true }
         }
-        // Found in the body the upstream would read; named as the client wrote it (a translation moves
-        // turns: system prompts out of or into the messages).
-        if (unsized === undefined && unsizedInput(path.upstreamEndpoint, upstreamBody) !== undefined) {
-          unsized = unsizedInput(g.endpoint, body) ?? unsizedInput(path.upstreamEndpoint, upstreamBody)
+        // Found in the body the upstream would read; named as the client wrote it when the client's body
+        // has one of the same kind (a translation moves turns: system prompts out of or into the messages).
+        if (unsized === undefined) {
+          const upstream = unsizedInput(path.upstreamEndpoint, upstreamBody)
+          if (upstream !== undefined) {
+            const client = unsizedInput(g.endpoint, body)
+            unsized = client !== undefined && unsizedKind(client) === unsizedKind(upstream) ? client : upstream
+          }
         }
         candidates.push({ deployment, path, upstreamBody, dropped: translated.value.dropped })
       } else if (i === 0) {

@@ -266,6 +266,13 @@ export const shapeProblem = (
 
 const utf8 = new TextDecoder("utf-8", { fatal: true })
 
+/** The index of the first byte of `text` that is not JSON whitespace (its length if none). */
+const firstNonSpace = (text: Buffer) => {
+  let i = 0
+  while (i < text.length && (text[i] === 0x20 || text[i] === 0x0a || text[i] === 0x0d || text[i] === 0x09)) i++
+  return i
+}
+
 /** Reads the body of a node:http request as a JSON object, with every refusal above. */
 export const readJsonBody = (incoming: IncomingMessage, limits: BodyLimits): Effect.Effect<JsonBody, ReadError> => {
   const mediaType = mediaTypeProblem(incoming.headers["content-type"])
@@ -299,6 +306,10 @@ const parseObject = (raw: Buffer, maxDepth: number): Effect.Effect<JsonBody, Inv
     text = utf8.decode(raw)
   } catch {
     return Effect.fail(new InvalidRequest({ message: "The request body is not valid UTF-8.", code: "invalid_json" }))
+  }
+  // An array at the top is refused before the scan and the parse (which bound what is inside it).
+  if (raw[firstNonSpace(raw)] === OPEN_ARRAY) {
+    return Effect.fail(new InvalidRequest({ message: "The request body must be a JSON object.", code: "invalid_body" }))
   }
   const shape = shapeProblem(raw, maxDepth)
   if (shape === "too-deep") {

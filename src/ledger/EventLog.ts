@@ -14,6 +14,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import type { LooseJson } from "../canonical/Json.ts"
 import { isConnectRefusal } from "../db/errors.ts"
@@ -50,6 +51,14 @@ export interface Appended {
   readonly firstVersion: number
   readonly positions: ReadonlyArray<string>
   readonly occurredAt: string
+}
+
+/** How long an append may wait for its commit (EventLog.append, appendPending). */
+export interface ConfirmOptions {
+  /** Not confirmed in this time, the append fails as `LedgerUnavailable` (withdrawn if the writer has not taken it). */
+  readonly confirmWithinMs?: number
+  /** And the database is then taken for away (a call's StreamStarted: its wait is long). */
+  readonly outageIfUnconfirmed?: boolean
 }
 
 /** An append under way (EventLog.appendPending). */
@@ -122,10 +131,6 @@ const refuseUnfollowed = (follows: ReadonlyArray<{ readonly stream: string; read
     WHERE NOT EXISTS (SELECT 1 FROM event_log e WHERE e.stream_id = v.stream AND e.stream_version = v.version)`
 
 const MAX_BATCH = 256
-
-/** An append the writer did not confirm within `ms`: its outcome unknown (it may still commit). */
-const unconfirmed = (ms: number) =>
-  new LedgerUnavailable({ message: `the event log did not confirm the append within ${ms} ms` })
 
 export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
   scoped: Effect.gen(function*() {
@@ -380,10 +385,42 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     const loop = Effect.forever(Effect.zipRight(appendsWaiting, writeBatch))
     yield* Effect.forkScoped(loop)
 
+    const runtime = yield* Effect.runtime<never>()
+    const clock = yield* Effect.clock
+    /**
+     * What an append not confirmed within `ms` fails with, `LedgerUnavailable`: if the writer has not
+     * taken it yet, it is taken out of the queue (it never lands: `unsent`); if it is in the batch being
+     * committed, its outcome is unknown (it may still commit). With `outage` (a call's StreamStarted,
+     * whose wait is long), the database is then taken for away, as when a commit fails for want of it:
+     * calls commit their StreamStarted before anything goes upstream, readiness says so, and the probe
+     * asks the database every second until it answers.
+     */
+    const unconfirmed = (job: Job, ms: number, outage: boolean): LedgerUnavailable => {
+      if (outage) unavailableCommits++
+      if (outage && unavailableSince === undefined) {
+        unavailableSince = clock.unsafeCurrentTimeMillis()
+        Runtime.runFork(runtime)(Effect.zipRight(
+          Effect.logError(
+            `event log: the database confirmed no append for ${ms} ms; calls are refused with 503 ` +
+              "ledger_unavailable and bills kept in the spool until it answers"
+          ),
+          Effect.forkIn(Effect.interruptible(probeUntilBack), scope)
+        ))
+      }
+      const queued = pending.indexOf(job)
+      if (queued === -1) {
+        return new LedgerUnavailable({ message: `the event log did not confirm the append within ${ms} ms` })
+      }
+      pending.splice(queued, 1)
+      return new LedgerUnavailable({
+        message: `the event log did not take the append within ${ms} ms; it was withdrawn`,
+        unsent: true
+      })
+    }
+
     /**
      * Appends through the writer. With `confirmWithinMs`, an append not confirmed in that time fails
-     * as `LedgerUnavailable` (its outcome unknown: it may still commit), without a fiber or a timeout
-     * per append, only a timer.
+     * (`unconfirmed`), without a fiber or a timeout per append, only a timer.
      */
     const wakeWriter = () => {
       if (wake) {
@@ -395,7 +432,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
 
     const append = (
       request: AppendRequest,
-      options?: { readonly confirmWithinMs?: number }
+      options?: ConfirmOptions
     ): Effect.Effect<Appended, AppendError> =>
       Effect.async<Appended, AppendError>((resume) => {
         if (closed) return resume(Exit.fail(closing))
@@ -404,12 +441,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         if (wait === undefined) pending.push({ request, done: resume })
         else {
           let answered = false
-          const timer = setTimeout(() => {
-            answered = true
-            resume(Exit.fail(unconfirmed(wait)))
-          }, wait)
-          timer.unref() // an appender that stopped waiting does not hold the process
-          pending.push({
+          const job: Job = {
             request,
             done: (exit) => {
               if (answered) return
@@ -417,7 +449,13 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
               clearTimeout(timer)
               resume(exit)
             }
-          })
+          }
+          const timer = setTimeout(() => {
+            answered = true
+            resume(Exit.fail(unconfirmed(job, wait, options?.outageIfUnconfirmed === true)))
+          }, wait)
+          timer.unref() // an appender that stopped waiting does not hold the process
+          pending.push(job)
           // No canceller: one would wrap every append in an interruption handler, and an appender that
           // stops waiting leaves only this timer, whose answer then reaches no one (the append is
           // committed all the same).
@@ -429,11 +467,11 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
      * Appends through the writer now, and hands back its outcome to wait for later (`result`, which
      * answers at once if it is known) or to be told of as it comes (`onSettled`, from the writer). For
      * a caller that goes on beside the commit; plain callbacks, no fiber. With `confirmWithinMs`, as
-     * `append`: not confirmed in that time, its outcome is `LedgerUnavailable` (it may still commit).
+     * `append` (see `unconfirmed`).
      */
     const appendPending = (
       request: AppendRequest,
-      options?: { readonly confirmWithinMs?: number }
+      options?: ConfirmOptions
     ): PendingAppend => {
       let outcome: Exit.Exit<Appended, AppendError> | undefined
       let waiting: ((exit: Exit.Exit<Appended, AppendError>) => void) | undefined
@@ -446,10 +484,14 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       }
       if (closed) done(Exit.fail(closing))
       else {
-        pending.push({ request, done })
+        const job: Job = { request, done }
+        pending.push(job)
         const wait = options?.confirmWithinMs
         if (wait !== undefined) {
-          const timer = setTimeout(() => done(Exit.fail(unconfirmed(wait))), wait)
+          const timer = setTimeout(
+            () => done(Exit.fail(unconfirmed(job, wait, options?.outageIfUnconfirmed === true))),
+            wait
+          )
           timer.unref()
           observers.push(() => clearTimeout(timer))
         }

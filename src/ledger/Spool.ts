@@ -447,10 +447,22 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
     )
     // A process that stops with appends still waiting says so: the next one to use the folder lands them.
     yield* Effect.addFinalizer(() =>
-      waiting.size === 0 ? Effect.void : Effect.logWarning(
-        `spool: stopping with ${waiting.size} append(s) not landed, kept in ${dir}: ` +
-          "the next process that uses this folder lands them once the database answers"
-      )
+      Effect.suspend(() => {
+        const inMemory = [...waiting.values()].filter((w) => w.file === undefined).length
+        const onDisk = waiting.size - inMemory
+        return Effect.all([
+          onDisk === 0 ? Effect.void : Effect.logWarning(
+            `spool: stopping with ${onDisk} append(s) not landed, kept in ${dir}: ` +
+              "the next process that uses this folder lands them once the database answers"
+          ),
+          // Their files could not be written (a full disk): they end with the process.
+          inMemory === 0 ? Effect.void : Effect.logError(
+            `spool: stopping with ${inMemory} append(s) not landed that were held in memory only (their files ` +
+              "could not be written): they are lost with the process; the reconciler bills their requests " +
+              "from their checkpoints"
+          )
+        ], { discard: true })
+      })
     )
 
     return {

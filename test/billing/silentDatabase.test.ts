@@ -74,6 +74,14 @@ describe("a database that stops answering", () => {
           )
           expect(settled[0]).toMatchObject({ reserved: "0" })
           expect(settled[0]!.billed).toBe(settled[0]!.started)
+          // Only the call served before is billed; a refused call that started after all is closed at 0.
+          const bills = yield* sql<{ outcome: string; total: string }>`SELECT data->>'outcome' AS outcome,
+              data->'cost'->>'total_nanos' AS total FROM event_log
+            WHERE event_type = 'Billed' AND data->>'key_id' = ${key.keyId} ORDER BY position`
+          expect(bills[0]?.outcome).toBe("completed")
+          expect(bills.slice(1), "refused calls cost nothing").toEqual(
+            bills.slice(1).map(() => ({ outcome: "failed", total: "0" }))
+          )
           expect((yield* call(false)).status, "served again").toBe(200)
         }).pipe(Effect.scoped))
     }

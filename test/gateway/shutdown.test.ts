@@ -125,6 +125,7 @@ describe("a gateway stopped with calls in flight", () => {
     // New connections are refused (a load balancer or a client tries another replica), never taken and
     // answered 503 while the stream drains: before the signal is handled they are served, after it refused.
     const answered: Array<number> = []
+    let refusedNew = false
     for (const until = Date.now() + 20_000; Date.now() < until;) {
       const r = await new Promise<number | Error>((resolve) => {
         const req = http.get(`${base}/livez`, { agent: false }, (res) => {
@@ -136,11 +137,13 @@ describe("a gateway stopped with calls in flight", () => {
       if (r instanceof Error) {
         // Refused, or reset when it was in the accept queue as the listener closed.
         expect(["ECONNREFUSED", "ECONNRESET"]).toContain((r as NodeJS.ErrnoException).code)
+        refusedNew = true
         break
       }
       answered.push(r)
       await new Promise((r) => setTimeout(r, 50))
     }
+    expect(refusedNew, "a new connection refused once the stop began").toBe(true)
     expect(answered.filter((status) => status !== 200), "new connections answered while stopping").toEqual([])
     // Either the connection was closed as it fell idle, or the request is refused; never left waiting.
     const late = await get()

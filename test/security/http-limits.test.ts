@@ -482,6 +482,14 @@ describe("HTTP limits", () => {
             raw.slice(0, 60)
           )
         }
+        // An array at the top is not a request, however long: refused before it is parsed.
+        const top = yield* post(`  [${items}]`)
+        expectEnvelope(
+          top.status,
+          top.body,
+          { status: 400, code: "invalid_body", message: /must be a JSON object/ },
+          "["
+        )
         // 100,000 items, and commas in strings, are not too many.
         const long = yield* post(
           `{"model":"mock-gpt","messages":[{"role":"user","content":"${",".repeat(20_000)}"}],"x":[${
