@@ -11,7 +11,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { GatewayConfig } from "../../src/config/GatewayConfig.ts"
-import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
+import { chatChunk, Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
 import { untilSettled } from "../support/settled.ts"
 import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
 
@@ -26,16 +26,6 @@ const configFor = (url: string): ConfigFileEncoded => ({
   server_options: { all: { models: ["gpt-restored"] } }
 })
 
-const chunk = (delta: unknown, finish: string | null = null) => ({
-  data: {
-    id: "c",
-    object: "chat.completion.chunk",
-    created: 1,
-    model: "gpt-up",
-    choices: [{ index: 0, delta, finish_reason: finish }]
-  }
-})
-
 describe("a call whose StreamStarted leaves the log while it is served", () => {
   layer(withFakeUpstream((url) => makeTestGateway(configFor(url))), { timeout: 60_000, excludeTestServices: true })(
     (it) => {
@@ -45,9 +35,9 @@ describe("a call whose StreamStarted leaves the log while it is served", () => {
           const { key, secret } = yield* issueKey({ quotaUsd: 100 })
           ;(yield* Fake).script("/up/v1/chat/completions", {
             events: [
-              chunk({ role: "assistant", content: "" }),
-              ...Array.from({ length: 10 }, () => chunk({ content: "word " })),
-              chunk({}, "stop"),
+              chatChunk({ role: "assistant", content: "" }),
+              ...Array.from({ length: 10 }, () => chatChunk({ content: "word " })),
+              chatChunk({}, "stop"),
               {
                 data: {
                   id: "c",

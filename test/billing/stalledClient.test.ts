@@ -9,7 +9,7 @@ import { Effect } from "effect"
 import * as net from "node:net"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { RequestSupervisor } from "../../src/gateway/RequestSupervisor.ts"
-import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
+import { chatChunk, Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
 import { untilSettled } from "../support/settled.ts"
 import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
 
@@ -31,16 +31,6 @@ const configFor = (url: string): ConfigFileEncoded => ({
   server_options: { all: { models: ["gpt-slow"] } }
 })
 
-const chunk = (delta: unknown, finish: string | null = null) => ({
-  data: {
-    id: "c",
-    object: "chat.completion.chunk",
-    created: 1,
-    model: "gpt-up",
-    choices: [{ index: 0, delta, finish_reason: finish }]
-  }
-})
-
 describe("a client that stops reading", () => {
   layer(withFakeUpstream((url) => makeTestGateway(configFor(url))), { timeout: 60_000, excludeTestServices: true })(
     (it) => {
@@ -52,9 +42,9 @@ describe("a client that stops reading", () => {
           const big = "x".repeat(16_384)
           ;(yield* Fake).script("/slow/v1/chat/completions", {
             events: [
-              chunk({ role: "assistant", content: "" }),
-              ...Array.from({ length: 2000 }, () => chunk({ content: big })),
-              chunk({}, "stop"),
+              chatChunk({ role: "assistant", content: "" }),
+              ...Array.from({ length: 2000 }, () => chatChunk({ content: big })),
+              chatChunk({}, "stop"),
               { data: "[DONE]" }
             ],
             eventDelayMs: 1

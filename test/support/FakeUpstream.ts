@@ -120,6 +120,17 @@ export const defaultAnswer = (path: string, body: any): unknown => {
 }
 
 /** What a provider streams when nothing is scripted: a short text answer with usage, in the path's style. */
+/** One chat completion chunk of a scripted stream (`delta`, and the finish reason of the last). */
+export const chatChunk = (delta: unknown, finish: string | null = null, model = "gpt-up") => ({
+  data: {
+    id: "c",
+    object: "chat.completion.chunk",
+    created: 1,
+    model,
+    choices: [{ index: 0, delta, finish_reason: finish }]
+  }
+})
+
 export const defaultStream = (path: string, body: any): Array<{ event?: string; data: unknown }> => {
   const model = body?.model ?? "unknown"
   const input = usageFor(body)
