@@ -156,6 +156,8 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     let unavailableSince: number | undefined
     // Commits failed for want of it so far: a probe ends an outage only if none failed since it was sent.
     let unavailableCommits = 0
+    // Since when the writer's current batch (with its one-by-one retries) has been under way.
+    let committingSince: number | undefined
     // Optional, so that the log also serves without metrics (the CLI's operations, tests of the ledger).
     const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
     if (metrics) metrics.sources.writerQueueDepth = () => pending.length
@@ -265,6 +267,9 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
             Effect.suspend(() => {
               const since = unavailableSince
               if (since === undefined || unavailableCommits !== failedBefore) return Effect.void
+              // The database answers, but the writer's commit that did not answer holds it still: the
+              // outage ends when that commit does (`settle`), or fails.
+              if (committingSince !== undefined && committingSince <= since) return Effect.void
               unavailableSince = undefined
               return answersAgain(since)
             })
@@ -360,10 +365,13 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         wake = undefined
       })
     })
+    const runtime = yield* Effect.runtime<never>()
+    const clock = yield* Effect.clock
     const writeBatch = Effect.flatMap(Clock.currentTimeMillis, (now) => {
       const batch = pending.splice(0, MAX_BATCH)
       if (batch.length === 0) return Effect.void
       const began = performance.now()
+      committingSince = clock.unsafeCurrentTimeMillis()
       return commit(batch, new Date(now).toISOString()).pipe(
         Effect.matchCauseEffect({
           onSuccess: (result) => {
@@ -379,14 +387,13 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
             }
             return Effect.forEach(batch, runAlone, { discard: true })
           }
-        })
+        }),
+        Effect.ensuring(Effect.sync(() => void (committingSince = undefined)))
       )
     }).pipe(Effect.uninterruptible)
     const loop = Effect.forever(Effect.zipRight(appendsWaiting, writeBatch))
     yield* Effect.forkScoped(loop)
 
-    const runtime = yield* Effect.runtime<never>()
-    const clock = yield* Effect.clock
     /**
      * What an append not confirmed within `ms` fails with, `LedgerUnavailable`: if the writer has not
      * taken it yet, it is taken out of the queue (it never lands: `unsent`); if it is in the batch being
@@ -419,6 +426,24 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     }
 
     /**
+     * A call's StreamStarted (`outageIfUnconfirmed`) is refused at once, never queued, while the
+     * writer is held by a batch that began before the database was counted away (the batch that did not
+     * answer): queued behind it, the append would only wait out its time and be withdrawn.
+     */
+    const stalled = (options: ConfirmOptions | undefined): LedgerUnavailable | undefined => {
+      if (options?.outageIfUnconfirmed !== true) return undefined
+      if (unavailableSince === undefined || committingSince === undefined || committingSince > unavailableSince) {
+        return undefined
+      }
+      return new LedgerUnavailable({
+        message: `the event log's commit has not answered for ${
+          clock.unsafeCurrentTimeMillis() - committingSince
+        } ms; the append was not queued`,
+        unsent: true
+      })
+    }
+
+    /**
      * Appends through the writer. With `confirmWithinMs`, an append not confirmed in that time fails
      * (`unconfirmed`), without a fiber or a timeout per append, only a timer.
      */
@@ -436,6 +461,8 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     ): Effect.Effect<Appended, AppendError> =>
       Effect.async<Appended, AppendError>((resume) => {
         if (closed) return resume(Exit.fail(closing))
+        const stuck = stalled(options)
+        if (stuck) return resume(Exit.fail(stuck))
         // An appender that stops waiting (interrupted) leaves its append to be committed all the same.
         const wait = options?.confirmWithinMs
         if (wait === undefined) pending.push({ request, done: resume })
@@ -482,7 +509,9 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         waiting?.(exit)
         for (const f of observers) f(exit)
       }
+      const stuck = closed ? undefined : stalled(options)
       if (closed) done(Exit.fail(closing))
+      else if (stuck) done(Exit.fail(stuck))
       else {
         const job: Job = { request, done }
         pending.push(job)

@@ -49,7 +49,8 @@ import { landOnce } from "./landOnce.ts"
  * - `bill`: the closing events of a request whose StreamStarted committed;
  * - `close-if-started`: those of a request whose StreamStarted was never confirmed: they land only if
  *   it did commit. Its absence counts only once it has been seen twice, `NOT_STARTED_MS` apart, with
- *   the log answering: a transaction whose connection dropped may still be committing.
+ *   the log answering and this process's commits landing: a transaction whose connection dropped, or
+ *   the writer's commit that has not answered, may still be committing.
  */
 export type SpoolEntry = Omit<AppendRequest, "expectedVersion"> & {
   readonly occurredAt: string
@@ -386,6 +387,9 @@ export class Spool extends Effect.Service<Spool>()("Ledger/Spool", {
         }
         if (landing._tag === "not-started" && entry.kind === "close-if-started") {
           const now = yield* Clock.currentTimeMillis
+          // While this process's commits do not land, its StreamStarted may be in the commit under way:
+          // its absence counts from when they land again.
+          if (!log.answeringNow()) waiter.notStartedSince = now
           waiter.notStartedSince ??= now
           if (now - waiter.notStartedSince < NOT_STARTED_MS) continue
         } else if (landing._tag === "not-started") {
