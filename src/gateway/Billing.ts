@@ -103,7 +103,9 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
     const log = yield* EventLog
     const spool = yield* Spool
     const commitWait = (yield* GatewayConfig).file.billing.commit_wait_ms
-    // A StreamStarted not confirmed in this time refuses its call (its outcome unknown: closed by the spool).
+    // A StreamStarted not confirmed in this time refuses its call (withdrawn if the writer had not taken
+    // it; otherwise its outcome is unknown, and the spool closes it if it landed) and takes the
+    // database for away (EventLog's `unconfirmed`).
     const startWait = { confirmWithinMs: (yield* GatewayConfig).file.billing.start_wait_ms, outageIfUnconfirmed: true }
 
     const closingOf = (t: Ticket, settled: Settled, occurredAt: string) => {
@@ -353,14 +355,14 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
         } else {
           // A bill whose StreamStarted the log lacks (a database restored from an earlier backup, a
           // replica promoted behind its primary) goes to the spool too, which parks it for the operator.
-          const reason = landing === undefined
-            ? e.message
-            : Exit.isSuccess(landing)
+          const notStarted = landing !== undefined && Exit.isSuccess(landing)
+          const reason = notStarted
             ? "its StreamStarted is not in the log"
+            : landing === undefined || Exit.isSuccess(landing)
+            ? e.message
             : Option.getOrUndefined(Cause.failureOption(landing.cause))?.message ??
               (Cause.isInterruptedOnly(landing.cause) ? "the server is stopping" : e.message)
           const durable = yield* spool.put({ ...entry, kind: "bill" })
-          const notStarted = landing !== undefined && Exit.isSuccess(landing)
           yield* Effect.logWarning(
             notStarted && durable
               ? `${t.requestId}: not billed: its StreamStarted is not in the log; the bill goes to the spool, ` +

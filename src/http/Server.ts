@@ -216,6 +216,32 @@ const CLOSE_AFTER_REQUESTS_MS = 2_000
  * (RequestSupervisor.shutdown), and any connection still open a moment later is cut.
  */
 
+/**
+ * The end of a server's listening: `stop` closes its listener (new connections refused) once, whoever
+ * comes first (the requests' side as it starts refusing, or the server's release); `allClosed` waits
+ * until every connection has closed too.
+ */
+const endingOf = (s: Server) => {
+  let begun = false
+  let allClosed = false
+  let whenAllClosed: (() => void) | undefined
+  return {
+    begun: () => begun,
+    stop: () => {
+      if (begun) return
+      begun = true
+      s.close(() => {
+        allClosed = true
+        whenAllClosed?.()
+      })
+    },
+    allClosed: Effect.async<void>((resume) => {
+      if (allClosed) return resume(Effect.void)
+      whenAllClosed = () => resume(Effect.void)
+    })
+  }
+}
+
 export const NodeServerLive = Layer.scoped(
   HttpServer.HttpServer,
   Effect.gen(function*() {
@@ -223,29 +249,23 @@ export const NodeServerLive = Layer.scoped(
     const lane = yield* GenerationLane
     const supervisor = yield* RequestSupervisor
     const metrics = yield* Metrics
-    const server = yield* Effect.acquireRelease(
-      Effect.sync(() => createNodeServer(config.file.server)),
-      (s) =>
+    const { ending, server } = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const s = createNodeServer(config.file.server)
+        return { server: s, ending: endingOf(s) }
+      }),
+      ({ ending, server: s }) =>
         Effect.suspend(() => {
-          if (!s.listening) return Effect.void
-          // New connections are refused at once (the listener closes now); open ones close as they fall idle.
-          let allClosed = false
-          let whenAllClosed: (() => void) | undefined
-          s.close(() => {
-            allClosed = true
-            clearInterval(timer)
-            whenAllClosed?.()
-          })
+          if (!s.listening && !ending.begun()) return Effect.void
+          // New connections are refused (the listener is closed, if the requests' side has not closed it
+          // first); open ones close as they fall idle.
+          ending.stop()
           const timer = setInterval(() => s.closeIdleConnections(), 200)
           timer.unref()
-          const closed = Effect.async<void>((resume) => {
-            if (allClosed) return resume(Effect.void)
-            whenAllClosed = () => resume(Effect.void)
-          })
           // The requests in flight get the grace, then are ended (and billed); what is still open
           // after that (a client that does not read its answer's end) is cut.
           return supervisor.shutdown.pipe(
-            Effect.zipRight(closed.pipe(Effect.timeout(CLOSE_AFTER_REQUESTS_MS), Effect.ignore)),
+            Effect.zipRight(ending.allClosed.pipe(Effect.timeout(CLOSE_AFTER_REQUESTS_MS), Effect.ignore)),
             Effect.ensuring(Effect.sync(() => {
               clearInterval(timer)
               s.closeAllConnections()
@@ -292,7 +312,9 @@ export const NodeServerLive = Layer.scoped(
           }
           yield* Effect.addFinalizer(() =>
             Effect.sync(() => {
+              // Refused from here on, and no new connection taken (the listener closes in the same step).
               stopping = true
+              ending.stop()
               server.closeIdleConnections()
             })
           )

@@ -371,7 +371,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       const batch = pending.splice(0, MAX_BATCH)
       if (batch.length === 0) return Effect.void
       const began = performance.now()
-      committingSince = clock.unsafeCurrentTimeMillis()
+      committingSince = now
       return commit(batch, new Date(now).toISOString()).pipe(
         Effect.matchCauseEffect({
           onSuccess: (result) => {
@@ -443,10 +443,6 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       })
     }
 
-    /**
-     * Appends through the writer. With `confirmWithinMs`, an append not confirmed in that time fails
-     * (`unconfirmed`), without a fiber or a timeout per append, only a timer.
-     */
     const wakeWriter = () => {
       if (wake) {
         const w = wake
@@ -455,46 +451,12 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       }
     }
 
-    const append = (
-      request: AppendRequest,
-      options?: ConfirmOptions
-    ): Effect.Effect<Appended, AppendError> =>
-      Effect.async<Appended, AppendError>((resume) => {
-        if (closed) return resume(Exit.fail(closing))
-        const stuck = stalled(options)
-        if (stuck) return resume(Exit.fail(stuck))
-        // An appender that stops waiting (interrupted) leaves its append to be committed all the same.
-        const wait = options?.confirmWithinMs
-        if (wait === undefined) pending.push({ request, done: resume })
-        else {
-          let answered = false
-          const job: Job = {
-            request,
-            done: (exit) => {
-              if (answered) return
-              answered = true
-              clearTimeout(timer)
-              resume(exit)
-            }
-          }
-          const timer = setTimeout(() => {
-            answered = true
-            resume(Exit.fail(unconfirmed(job, wait, options?.outageIfUnconfirmed === true)))
-          }, wait)
-          timer.unref() // an appender that stopped waiting does not hold the process
-          pending.push(job)
-          // No canceller: one would wrap every append in an interruption handler, and an appender that
-          // stops waiting leaves only this timer, whose answer then reaches no one (the append is
-          // committed all the same).
-        }
-        wakeWriter()
-      })
-
     /**
      * Appends through the writer now, and hands back its outcome to wait for later (`result`, which
      * answers at once if it is known) or to be told of as it comes (`onSettled`, from the writer). For
-     * a caller that goes on beside the commit; plain callbacks, no fiber. With `confirmWithinMs`, as
-     * `append` (see `unconfirmed`).
+     * a caller that goes on beside the commit; plain callbacks, no fiber. With `confirmWithinMs`, an
+     * append not confirmed in that time fails (`unconfirmed`); with `outageIfUnconfirmed` too, one that
+     * would queue behind a commit that did not answer is refused at once (`stalled`).
      */
     const appendPending = (
       request: AppendRequest,
@@ -537,6 +499,21 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         }
       }
     }
+
+    /**
+     * Appends through the writer. With `confirmWithinMs`, as `appendPending`: not confirmed in that
+     * time, the append fails (`unconfirmed`), with a timer and no fiber. An appender that stops waiting
+     * (interrupted) leaves its append to be committed all the same: no canceller, which would wrap every
+     * append in an interruption handler; its timer's answer then reaches no one.
+     */
+    const append = (request: AppendRequest, options?: ConfirmOptions): Effect.Effect<Appended, AppendError> =>
+      options?.confirmWithinMs === undefined
+        ? Effect.async<Appended, AppendError>((resume) => {
+          if (closed) return resume(Exit.fail(closing))
+          pending.push({ request, done: resume })
+          wakeWriter()
+        })
+        : Effect.suspend(() => appendPending(request, options).result)
 
     return {
       append,
