@@ -10,7 +10,6 @@
  * - a key it has not seen (created elsewhere a moment ago) is looked up in the database once, and an
  *   unknown one is remembered for two seconds (at most 10,000 of them) against floods of bad keys.
  */
-import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -25,6 +24,7 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { DEFAULT_START_WAIT_MS } from "../config/ConfigFile.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { Notices } from "../db/Notices.ts"
 import { LedgerUnavailable } from "../ledger/appendErrors.ts"
 import { EventLog } from "../ledger/EventLog.ts"
 import { fromRow, KEY_COLUMNS, type KeyRecord, KeyRow } from "./KeyRecord.ts"
@@ -72,9 +72,9 @@ interface Cursor {
  */
 export const KeyChangeListener = Layer.scopedDiscard(Effect.gen(function*() {
   const store = yield* KeyStore
-  const pg = yield* Effect.serviceOption(PgClient.PgClient)
-  if (Option.isNone(pg)) return
-  yield* pg.value.listen("tollgate_keys").pipe(
+  const notices = yield* Effect.serviceOption(Notices)
+  if (Option.isNone(notices)) return
+  yield* notices.value.listen("tollgate_keys").pipe(
     Stream.debounce("50 millis"),
     // A catch-up that fails (the database away, a row that does not decode) is reported by the
     // periodic catch-up below; the listening goes on, and a lost connection is listened to again.

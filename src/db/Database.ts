@@ -4,16 +4,20 @@
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
+import { SqlError } from "@effect/sql/SqlError"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import pg from "pg"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as DataDirLock from "./DataDirLock.ts"
 import { describeDatabase, postgresLocation } from "./describe.ts"
 import { migrate } from "./Migrations.ts"
+import * as Notices from "./Notices.ts"
 import * as Pglite from "./Pglite.ts"
+import * as SilentConnections from "./SilentConnections.ts"
 
 export interface DatabaseInfo {
   readonly backend: "postgres" | "pglite"
@@ -22,10 +26,42 @@ export interface DatabaseInfo {
 }
 export class Database extends Context.Tag("Db/Database")<Database, DatabaseInfo>() {}
 
+/**
+ * A pool of up to 10 connections, answering a first statement within 5 s (as @effect/sql-pg's own
+ * layer does), and watched for connections that stop answering (SilentConnections.ts).
+ */
+const pool = (url: Redacted.Redacted<string>) =>
+  Effect.gen(function*() {
+    const pool = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const pool = new pg.Pool({
+          connectionString: Redacted.value(url),
+          max: 10,
+          application_name: "tollgate",
+          keepAlive: true // an idle connection whose peer is gone is found, and dropped
+        })
+        pool.on("error", () => undefined) // an idle connection's loss: the pool drops it
+        return pool
+      }),
+      (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
+    )
+    yield* Effect.tryPromise({
+      try: () => pool.query("SELECT 1"),
+      catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
+    }).pipe(Effect.timeoutFail({
+      duration: "5 seconds",
+      onTimeout: () =>
+        new SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
+    }))
+    yield* SilentConnections.watch(pool)
+    return pool
+  })
+
 /** Postgres from a URL. */
 export const postgres = (url: Redacted.Redacted<string>) =>
-  Layer.merge(
-    PgClient.layer({ url, maxConnections: 10, applicationName: "tollgate" }),
+  Layer.mergeAll(
+    PgClient.layerFromPool({ acquire: pool(url), applicationName: "tollgate" }),
+    Notices.postgres(url),
     Layer.succeed(Database, { backend: "postgres", location: postgresLocation(Redacted.value(url)) })
   )
 

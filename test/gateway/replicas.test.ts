@@ -6,7 +6,15 @@
  */
 import { Effect, Exit, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { meteredCall, meteredConfig, type Proc, serveGateway, tempDir, tollgateJson } from "../support/Processes.ts"
+import {
+  meteredCall,
+  meteredConfig,
+  type Proc,
+  serveGateway,
+  sleep,
+  tempDir,
+  tollgateJson
+} from "../support/Processes.ts"
 import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
 
 const T = 120_000
@@ -46,9 +54,20 @@ describe.skipIf(backend() !== "postgres")("two gateway processes on one Postgres
     expect(refused.length).toBe(4 * N)
     for (const r of refused) expect(r.body.error.code).toBe("insufficient_quota")
 
-    const { events } = await tollgateJson(["events", "--limit", "10000"], env)
-    const billed = events.filter((e: any) => e.event_type === "Billed")
-    const started = events.filter((e: any) => e.event_type === "StreamStarted")
+    // The log's reads return settled events only: a long transaction of another test file on the same
+    // server holds that point back for a while, so the read is repeated until the bills are there.
+    const read = async () => {
+      const { events } = await tollgateJson(["events", "--limit", "10000"], env)
+      return {
+        billed: events.filter((e: any) => e.event_type === "Billed"),
+        started: events.filter((e: any) => e.event_type === "StreamStarted")
+      }
+    }
+    let { billed, started } = await read()
+    for (const until = Date.now() + 20_000; billed.length < N && Date.now() < until;) {
+      await sleep(250)
+      ;({ billed, started } = await read())
+    }
     expect(started).toHaveLength(N)
     expect(billed).toHaveLength(N)
     expect(new Set(billed.map((e: any) => e.stream_id)).size).toBe(N)

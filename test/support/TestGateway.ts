@@ -24,9 +24,14 @@ const quietUnlessAsked = Layer.unwrapEffect(
   )
 )
 
-export const makeTestGateway = (file?: ConfigFileEncoded, upstreams: Layer.Layer<Upstreams> = Upstreams.Default) =>
+export const makeTestGateway = <Extra = never>(
+  file?: ConfigFileEncoded,
+  upstreams: Layer.Layer<Upstreams> = Upstreams.Default,
+  /** The database (and whatever else it gives the test): TestDatabase unless a test brings its own. */
+  database?: Layer.Layer<Layer.Layer.Success<typeof TestDatabase> | Extra>
+) =>
   makeAppLive(upstreams).pipe(
-    Layer.provideMerge(TestDatabase),
+    Layer.provideMerge(database ?? (TestDatabase as Layer.Layer<Layer.Layer.Success<typeof TestDatabase> | Extra>)),
     Layer.provideMerge(GatewayConfig.forTest({ ...(file ? { file } : {}), host: "127.0.0.1", port: 0 })),
     Layer.provideMerge(NodeContext.layer),
     Layer.provide(quietUnlessAsked)
