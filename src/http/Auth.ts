@@ -21,6 +21,7 @@ import { digest } from "../canonical/digest.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { currentRecord, note } from "../observability/RequestRecord.ts"
 import { matchedEndpoint } from "./endpoints.ts"
+import { readWithin } from "./readWithin.ts"
 
 const bearer = (value: string | undefined) => {
   if (!value) return undefined
@@ -131,6 +132,7 @@ export const VendorAuthLive = Layer.effect(
   Effect.gen(function*() {
     const vendors = yield* Vendors
     const keys = yield* KeyStore
+    const bounded = readWithin((yield* GatewayConfig).file.billing.start_wait_ms)
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const token = bearer(request.headers["authorization"])
@@ -148,7 +150,7 @@ export const VendorAuthLive = Layer.effect(
           })
         }
       } else {
-        const session = yield* vendors.authenticate(token)
+        const session = yield* bounded(vendors.authenticate(token))
         if (session) {
           yield* note((r) => void (r.vendorId = session.vendor.vendorId))
           const scope = yield* requiredScope

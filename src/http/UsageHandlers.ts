@@ -5,11 +5,14 @@ import { UsageReport, windowProblem } from "../accounts/UsageReport.ts"
 import { InvalidRequest } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { CurrentKey } from "../api/security.ts"
+import { GatewayConfig } from "../config/GatewayConfig.ts"
+import { readWithin } from "./readWithin.ts"
 
 export const UsageHandlers = HttpApiBuilder.group(GatewayApi, "usage", (handlers) =>
   Effect.gen(function*() {
     const keys = yield* KeyStore
     const report = yield* UsageReport
+    const bounded = readWithin((yield* GatewayConfig).file.billing.start_wait_ms)
     return handlers.handle("getUsage", ({ urlParams }) =>
       Effect.gen(function*() {
         const problem = windowProblem(urlParams)
@@ -17,6 +20,6 @@ export const UsageHandlers = HttpApiBuilder.group(GatewayApi, "usage", (handlers
         const { keyId } = yield* CurrentKey
         const key = keys.byId(keyId)
         if (!key) return yield* Effect.die(new Error(`authenticated key ${keyId} is not in the key store`))
-        return yield* report.forKey(key, urlParams)
+        return yield* bounded(report.forKey(key, urlParams))
       }))
   }))

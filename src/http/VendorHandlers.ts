@@ -18,7 +18,9 @@ import { Vendors } from "../accounts/Vendors.ts"
 import { InvalidRequest, NotFound } from "../api/errors.ts"
 import { GatewayApi } from "../api/GatewayApi.ts"
 import { CurrentVendor } from "../api/security.ts"
+import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { formatUsd, parseUsd } from "../config/Money.ts"
+import { readWithin } from "./readWithin.ts"
 
 /** A replayed create's answer says so in a header too. */
 const markReplayed = HttpApp.appendPreResponseHandler((_, response) =>
@@ -72,6 +74,8 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
     const catalog = yield* Catalog
     const report = yield* UsageReport
     const vendorKeyJson = keyJsonAt(yield* Effect.clock)
+    // Reads only (see readWithin.ts): a write is waited for, so that its answer is the truth.
+    const bounded = readWithin((yield* GatewayConfig).file.billing.start_wait_ms)
 
     return handlers
       .handle("createKey", ({ headers, payload: input }) =>
@@ -151,7 +155,7 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
             })
           }
           // Pages in key id order; `after` is the last id of the previous page.
-          const all = (yield* keys.list({ vendorId: session.vendorId }))
+          const all = (yield* bounded(keys.list({ vendorId: session.vendorId })))
             .filter((k) => urlParams.after === undefined || k.keyId > urlParams.after)
             .sort((a, b) => (a.keyId < b.keyId ? -1 : 1))
           const page = all.slice(0, limit)
@@ -165,7 +169,7 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
       .handle("getKey", ({ path }) =>
         Effect.gen(function*() {
           const session = yield* CurrentVendor
-          return vendorKeyJson(yield* keys.get(path.id, session.vendorId).pipe(Effect.mapError(refused)))
+          return vendorKeyJson(yield* bounded(keys.get(path.id, session.vendorId)).pipe(Effect.mapError(refused)))
         }))
       .handle("updateKey", ({ path, payload: input }) =>
         Effect.gen(function*() {
@@ -212,8 +216,10 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
           const session = yield* CurrentVendor
           const problem = windowProblem(urlParams)
           if (problem) return yield* new InvalidRequest(problem)
-          const vendor = yield* vendors.get(session.vendorId).pipe(Effect.orDie)
-          const usage = yield* report.breakdown({ vendorId: session.vendorId }, urlParams)
+          const [vendor, usage] = yield* bounded(Effect.all([
+            vendors.get(session.vendorId).pipe(Effect.orDie),
+            report.breakdown({ vendorId: session.vendorId }, urlParams)
+          ]))
           return {
             object: "vendor_usage",
             vendor: { id: vendor.vendorId, name: vendor.name },

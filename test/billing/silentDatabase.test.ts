@@ -12,7 +12,7 @@ import { Deferred, Effect, Fiber } from "effect"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { withFakeUpstream } from "../support/FakeUpstream.ts"
 import { untilSettled } from "../support/settled.ts"
-import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
+import { baseUrl, issueKey, makeTestGateway, registerVendor } from "../support/TestGateway.ts"
 
 const configFor = (url: string): ConfigFileEncoded => ({
   providers: { up: { style: "openai", base_url: `${url}/v1`, api_key: "up-key" } },
@@ -42,15 +42,21 @@ describe("a database that stops answering", () => {
               }).then(async (r) => ({ status: r.status, text: await r.text() }))
             )
           expect((yield* call(false)).status, "served while the database answers").toBe(200)
+          const vendor = yield* registerVendor(["keys:read", "usage:read"])
+          const get = (path: string, bearer: string) =>
+            Effect.promise(() =>
+              fetch(`${base}${path}`, { headers: { authorization: `Bearer ${bearer}` } })
+                .then(async (r) => ({ status: r.status, text: await r.text() }))
+            )
           const sql = yield* SqlClient.SqlClient
-          // The keys' table locked by a transaction that does not end for 12 s: a StreamStarted's
+          // The keys' table locked by a transaction that does not end for 15 s: a StreamStarted's
           // reservation and a key's lookup wait for it (on the embedded database, a single session,
           // everything does).
           const held = yield* Deferred.make<void>()
           const lock = yield* Effect.fork(sql.withTransaction(Effect.gen(function*() {
             yield* sql`LOCK TABLE api_keys IN ACCESS EXCLUSIVE MODE`
             yield* Deferred.succeed(held, undefined)
-            yield* Effect.sleep("12 seconds")
+            yield* Effect.sleep("15 seconds")
           })))
           yield* Deferred.await(held)
           // A key in the cache (its StreamStarted waits), and one that is not (its lookup waits).
@@ -68,7 +74,18 @@ describe("a database that stops answering", () => {
             // is refused at once, not queued behind the commit that does not answer.
             if (stream) expect(Date.now() - began, "refused without waiting again").toBeLessThan(3_000)
           }
+          // Reads for a request (a usage report, the vendor area's lists) are bounded the same way.
+          const began = Date.now()
+          const reads = yield* Effect.all([get("/v1/usage", secret), get("/api/keys", vendor.token)], {
+            concurrency: "unbounded"
+          })
+          expect(Date.now() - began, "answered within start_wait_ms and a little").toBeLessThan(5_000)
+          for (const read of reads) {
+            expect(read.status, read.text).toBe(503)
+            expect(JSON.parse(read.text).error.code).toBe("ledger_unavailable")
+          }
           yield* Fiber.join(lock)
+          expect((yield* get("/v1/usage", secret)).status, "the usage report once the database answers").toBe(200)
           const again = yield* untilSettled(call(false), (r) => r.status === 200)
           expect(again.status, again.text).toBe(200)
           // What landed once the lock went is closed: every StreamStarted billed once, nothing reserved.
