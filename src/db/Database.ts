@@ -38,13 +38,17 @@ const pool = (url: Redacted.Redacted<string>) =>
           connectionString: Redacted.value(url),
           max: 10,
           application_name: "tollgate",
-          keepAlive: true // an idle connection whose peer is gone is found, and dropped
+          // An idle connection's probes start after 30 s (the system's default is 2 h): a peer that is
+          // gone is found, and the connection dropped, and a NAT keeps the connection meanwhile.
+          keepAlive: true,
+          keepAliveInitialDelayMillis: 30_000
         })
         pool.on("error", () => undefined) // an idle connection's loss: the pool drops it
         return pool
       }),
       (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
     )
+    yield* SilentConnections.watch(pool)
     yield* Effect.tryPromise({
       try: () => pool.query("SELECT 1"),
       catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
@@ -53,7 +57,6 @@ const pool = (url: Redacted.Redacted<string>) =>
       onTimeout: () =>
         new SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
     }))
-    yield* SilentConnections.watch(pool)
     return pool
   })
 

@@ -4,8 +4,9 @@
  *
  * The connection is closed, not told to UNLISTEN, when the listening ends: a connection that stopped
  * answering (SilentConnections.ts) would hold a polite ending, and the process's stop with it, forever.
- * TCP keepalive is on, since a listening connection sends nothing of its own: a peer that is gone is
- * found in minutes, the stream then fails, and its user listens again on a new connection.
+ * TCP keepalive is on (its probes after 30 s idle), since a listening connection sends nothing of its
+ * own: a peer that is gone is found in minutes (the system's probes, 9 at 75 s on Linux), the stream then
+ * fails, and its user listens again on a new connection; LISTEN itself is given 10 s.
  */
 import { SqlError } from "@effect/sql/SqlError"
 import * as Context from "effect/Context"
@@ -30,7 +31,12 @@ const listenOn = (options: pg.ClientConfig, channel: string): Stream.Stream<stri
   Stream.asyncPush<string, SqlError>((emit) =>
     Effect.acquireRelease(
       Effect.async<pg.Client, SqlError>((resume) => {
-        const client = new pg.Client({ ...options, keepAlive: true, connectionTimeoutMillis: 5_000 })
+        const client = new pg.Client({
+          ...options,
+          keepAlive: true,
+          keepAliveInitialDelayMillis: 30_000,
+          connectionTimeoutMillis: 5_000
+        })
         const lost = (cause: unknown) => emit.fail(new SqlError({ cause, message: `lost the notices of ${channel}` }))
         client.on("error", lost)
         client.on("end", () => lost(new Error("Connection ended")))
@@ -47,7 +53,13 @@ const listenOn = (options: pg.ClientConfig, channel: string): Stream.Stream<stri
             }
           )
         return Effect.sync(() => destroy(client))
-      }).pipe(Effect.interruptible),
+      }).pipe(
+        Effect.timeoutFail({
+          duration: "10 seconds",
+          onTimeout: () => new SqlError({ cause: new Error("timed out"), message: `Failed to listen to ${channel}` })
+        }),
+        Effect.interruptible
+      ),
       (client) =>
         Effect.sync(() => {
           client.removeAllListeners()

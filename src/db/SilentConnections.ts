@@ -5,21 +5,20 @@
  * minutes before it gives up, and the statement (the event writer's commit, a key's lookup) waits as
  * long, holding its pool connection, with the writer's commit holding every call's StreamStarted behind it.
  *
- * So the pool is watched. Once a connection's statement has been out for `stuckAfterMs`, the database
- * is asked, on a new connection of its own (`pg_stat_activity`, by the sessions' process ids), about
- * every statement out for `quietMs` or more: if it says a session is idle outside a transaction (for
- * `quietMs` or more: the statement, or its answer, has been on its way that long) or has no such
- * session, the statement cannot be answered, and the connection is closed, which fails its statement as
- * a lost connection fails it (the event writer retries its appends one by one, as after a restart
- * mid-commit).
- * The pool's idle connections are closed with it: they were opened over the same path. A statement that
- * runs long, or waits on a lock, is `active` and left alone, and so is a session in a transaction (its
- * holder may be busy between two statements: only the serving path's single statements and scripts
- * are watched for certain); while the database cannot be reached the question goes unanswered and
+ * So the pool is watched. A statement out for `stuckAfterMs` is asked about, on a new connection of the
+ * watch's own, by its session's process id (`pg_stat_activity`): if the database has seen that session
+ * idle outside a transaction for `quietMs` or more (the statement, or its answer, has been on its way
+ * that long), or has no such session, the connection is closed, which fails its statement as a lost
+ * connection fails it (the event writer tries its appends again one by one, each at the place its batch
+ * gave it: EventLog.ts). The pool's idle connections are closed with it: they were opened over the same
+ * path. A statement that runs long, or waits on a lock, is `active` and left alone, and so is a session
+ * in a transaction (its holder may be busy between two statements; the serving path's statements and
+ * scripts run outside one); while the database cannot be reached the question goes unanswered and
  * nothing is closed.
  *
- * A connection pooler between Tollgate and Postgres (PgBouncer) gives its own process ids, which the
- * database does not know: the watch finds that at start and stays off (those connections are left to TCP).
+ * Behind a connection pooler (PgBouncer) the sessions' process ids are the pooler's, which the database
+ * does not know: the watch's own connection shows it (its id is not its session's), and then nothing
+ * is closed (those connections are left to TCP).
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -36,13 +35,14 @@ export interface SilentConnectionsOptions {
   readonly everyMs: number
 }
 
-export const defaults: SilentConnectionsOptions = { stuckAfterMs: 5_000, quietMs: 2_000, everyMs: 1_000 }
+export const defaults: SilentConnectionsOptions = { stuckAfterMs: 5_000, quietMs: 3_000, everyMs: 1_000 }
 
 /** What pg's client holds that the watch needs: its session's process id, and its socket to close. */
 interface WatchedClient {
   readonly processID: number | null
   readonly connection?: { readonly stream?: { destroy(error?: Error): void } }
 }
+const watched = (c: pg.ClientBase) => c as unknown as WatchedClient
 
 interface SessionRow {
   readonly pid: number
@@ -50,89 +50,88 @@ interface SessionRow {
   readonly quiet_ms: number | null
 }
 
-/** A connection of its own for one question: the pool's may be the silent ones. */
+/** What the database says of the sessions asked about, or that a pooler stands between. */
+type Answer = { readonly _tag: "sessions"; readonly rows: ReadonlyArray<SessionRow> } | { readonly _tag: "pooler" }
+
+/** A connection of the watch's own for one question: the pool's may be the silent ones. */
 const askDatabase = (options: pg.PoolConfig, pids: ReadonlyArray<number>) =>
-  Effect.async<ReadonlyArray<SessionRow> | undefined>((resume) => {
+  Effect.async<Answer | undefined>((resume) => {
     const client = new pg.Client({ ...options, connectionTimeoutMillis: 2_000, application_name: "tollgate-watch" })
     let done = false
-    const finish = (rows: ReadonlyArray<SessionRow> | undefined) => {
+    const finish = (answer: Answer | undefined) => {
       if (done) return
       done = true
       client.end().catch(() => undefined)
-      resume(Effect.succeed(rows))
+      resume(Effect.succeed(answer))
     }
     client.on("error", () => finish(undefined))
     client.connect()
       .then(() =>
-        client.query<SessionRow>(
-          `SELECT pid, state, (extract(epoch FROM clock_timestamp() - state_change) * 1000)::float8 AS quiet_ms
-             FROM pg_stat_activity WHERE pid = ANY($1::int[])`,
+        client.query<SessionRow & { self: number }>(
+          `SELECT pg_backend_pid() AS self, s.pid, s.state,
+                  (extract(epoch FROM clock_timestamp() - s.state_change) * 1000)::float8 AS quiet_ms
+             FROM (SELECT 1) AS one
+             LEFT JOIN pg_stat_activity s ON s.pid = ANY($1::int[])`,
           [pids]
         )
       )
-      .then((r) => finish(r.rows), () => finish(undefined))
+      .then((r) => {
+        const self = r.rows[0]?.self
+        finish(
+          self !== watched(client).processID
+            ? { _tag: "pooler" }
+            : { _tag: "sessions", rows: r.rows.filter((row) => row.pid !== null) }
+        )
+      }, () => finish(undefined))
     return Effect.sync(() => {
       done = true
-      ;(client as unknown as WatchedClient).connection?.stream?.destroy()
+      watched(client).connection?.stream?.destroy()
     })
   }).pipe(Effect.timeoutOption("3 seconds"), Effect.map(Option.getOrUndefined))
 
-/** Whether the pool's connections are Postgres's own sessions (not a pooler's): their process ids agree. */
-const sessionsAreDirect = (pool: pg.Pool) =>
-  Effect.promise(async () => {
-    const client = await pool.connect()
-    try {
-      const r = await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")
-      return r.rows[0]?.pid === (client as unknown as WatchedClient).processID
-    } finally {
-      client.release()
-    }
-  }).pipe(Effect.timeoutOption("5 seconds"), Effect.map(Option.getOrElse(() => false)))
-
 /**
- * Watches `pool` for as long as the calling scope lasts (forked into it). Returns at once; the watch
- * itself is off behind a pooler.
+ * Watches `pool` for as long as the calling scope lasts (forked into it). Call it before the pool opens
+ * its first connection: the watch knows the connections it saw opened.
  */
 export const watch = (pool: pg.Pool, options: SilentConnectionsOptions = defaults) =>
   Effect.gen(function*() {
-    const clock = yield* Effect.clock
-    // Every connection the pool holds, and since when each one handed out has been out.
+    // Every connection the pool holds, and since when (performance.now()) each one handed out has been out.
     const all = new Set<pg.PoolClient>()
     const outSince = new Map<pg.PoolClient, number>()
     pool.on("connect", (c) => void all.add(c))
-    pool.on("acquire", (c) => void outSince.set(c, clock.unsafeCurrentTimeMillis()))
+    pool.on("acquire", (c) => void outSince.set(c, performance.now()))
     pool.on("release", (_e: unknown, c: pg.PoolClient) => void outSince.delete(c))
     pool.on("remove", (c) => {
       all.delete(c)
       outSince.delete(c)
     })
-    if (!(yield* sessionsAreDirect(pool))) {
-      return yield* Effect.logInfo(
-        "database: its connections' process ids are not the server's (a connection pooler between?): " +
-          "connections that stop answering are left to TCP to notice"
-      )
-    }
+    let poolerSaid = false
 
     const close = (client: pg.PoolClient, why: string) =>
-      (client as unknown as WatchedClient).connection?.stream?.destroy(
-        new Error(`Connection closed by Tollgate: ${why}`)
-      )
+      watched(client).connection?.stream?.destroy(new Error(`Connection closed by Tollgate: ${why}`))
 
     const look = Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      const out = [...outSince].filter(([c]) => typeof (c as unknown as WatchedClient).processID === "number")
-      if (!out.some(([, since]) => now - since >= options.stuckAfterMs)) return
-      // Once asking, about every statement out long enough to tell: those on the same path go together.
-      const suspects = out.filter(([, since]) => now - since >= options.quietMs)
-      const rows = yield* askDatabase(
-        pool.options,
-        suspects.map(([c]) => (c as unknown as WatchedClient).processID!)
+      const now = performance.now()
+      const suspects = [...outSince].filter(([c, since]) =>
+        now - since >= options.stuckAfterMs && typeof watched(c).processID === "number"
       )
-      if (rows === undefined) return // the database cannot be reached: nothing is known
-      const sessions = new Map(rows.map((r) => [r.pid, r]))
+      if (suspects.length === 0) return
+      const answer = yield* askDatabase(pool.options, suspects.map(([c]) => watched(c).processID!))
+      if (answer === undefined) return // the database cannot be reached: nothing is known
+      if (answer._tag === "pooler") {
+        if (poolerSaid) return
+        poolerSaid = true
+        return yield* Effect.logWarning(
+          `database: a statement has been out ${
+            options.stuckAfterMs / 1000
+          } s or more, and the connections' session ids are not the ` +
+            "database's (a connection pooler between?): connections that stop answering are left to TCP to notice"
+        )
+      }
+      const sessions = new Map(answer.rows.map((r) => [r.pid, r]))
       const lost = suspects.filter(([c, since]) => {
         if (outSince.get(c) !== since) return false // answered meanwhile, or handed out again
-        const session = sessions.get((c as unknown as WatchedClient).processID!)
+        const session = sessions.get(watched(c).processID!)
         // Idle outside a transaction: inside one, the session may be idle because its holder is busy
         // elsewhere (its next statement not yet sent), which the pool cannot tell from a lost one.
         return session === undefined || (session.state === "idle" && (session.quiet_ms ?? 0) >= options.quietMs)
@@ -140,7 +139,7 @@ export const watch = (pool: pg.Pool, options: SilentConnectionsOptions = default
       if (lost.length === 0) return
       const idle = [...all].filter((c) => !outSince.has(c))
       for (const [c, since] of lost) {
-        const session = sessions.get((c as unknown as WatchedClient).processID!)
+        const session = sessions.get(watched(c).processID!)
         close(
           c,
           `its statement went unanswered for ${Math.round((now - since) / 1000)} s and the database ` +
@@ -157,6 +156,9 @@ export const watch = (pool: pg.Pool, options: SilentConnectionsOptions = default
     yield* look.pipe(
       Effect.catchAllCause((cause) => Effect.logError("database: the connection watch failed", cause)),
       Effect.repeat(Schedule.spaced(`${options.everyMs} millis`)),
+      // Network time is real time, whatever clock the rest runs on (a TestClock set years ahead would
+      // otherwise run the watch once for every second in between).
+      Effect.withClock(Clock.make()),
       Effect.interruptible,
       Effect.forkScoped
     )

@@ -9,6 +9,7 @@
  * recognised instead of duplicated.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -17,7 +18,7 @@ import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import type { LooseJson } from "../canonical/Json.ts"
-import { isConnectRefusal } from "../db/errors.ts"
+import { isConnectionLoss, isConnectRefusal } from "../db/errors.ts"
 import { type Fragment, join, jsonDocument, numeric, script, sql as sqlText } from "../db/SqlScript.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { type AppendError, appendErrorOf, LedgerRejected, LedgerUnavailable } from "./appendErrors.ts"
@@ -79,6 +80,14 @@ interface Job {
   readonly request: AppendRequest
   /** An attempt of this append failed in a way that may have reached the database (its outcome unknown). */
   maybeSent?: boolean
+  /** The first version and the time its last attempt wrote it at (an "any" append's place is chosen then). */
+  planned?: { readonly first: number; readonly at: string } | undefined
+  /**
+   * An "any" append whose batch may have landed is tried again at the place that batch gave it, never at
+   * the stream's new end: had the batch landed, that place is taken (by these very events: answered as
+   * appended), and had it not, the place is free or taken by another append (then it goes to the end).
+   */
+  pinned?: { readonly first: number; readonly at: string } | undefined
   /** Answers the appending fiber (once). */
   readonly done: (exit: Exit.Exit<Appended, AppendError>) => void
 }
@@ -132,6 +141,13 @@ const refuseUnfollowed = (follows: ReadonlyArray<{ readonly stream: string; read
 
 const MAX_BATCH = 256
 
+/** An event as its row holds it: its type, and its data without the tag. */
+const encodedOf = (event: DomainEvent) => {
+  const { _tag, ...data } = encodeEvent(event) as { _tag: EventType }
+  return { _tag, data }
+}
+const dataOf = (event: DomainEvent) => encodedOf(event).data
+
 export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -170,7 +186,11 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     const commit = (jobs: ReadonlyArray<Job>, occurredAt: string) =>
       Effect.gen(function*() {
         const anyStreams = [
-          ...new Set(jobs.filter((j) => j.request.expectedVersion === "any").map((j) => j.request.streamId))
+          ...new Set(
+            jobs.filter((j) => j.request.expectedVersion === "any" && j.pinned === undefined).map((j) =>
+              j.request.streamId
+            )
+          )
         ]
         const heads = new Map<string, number>()
         if (anyStreams.length > 0) {
@@ -188,14 +208,16 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         const committed: Array<CommittedEvents[number]> = []
         const plans = jobs.map((job) => {
           const { events, expectedVersion, metadata, streamId } = job.request
-          const when = job.request.occurredAt ?? occurredAt
-          const first = (expectedVersion === "any" ? heads.get(streamId) ?? 0 : expectedVersion) + 1
+          const when = job.pinned?.at ?? job.request.occurredAt ?? occurredAt
+          const first = job.pinned?.first ??
+            (expectedVersion === "any" ? heads.get(streamId) ?? 0 : expectedVersion) + 1
+          job.planned = { first, at: when }
           // Later appends to the same stream in this batch go after this one.
           heads.set(streamId, Math.max(heads.get(streamId) ?? 0, first + events.length - 1))
           const ids = events.map((event, i) => {
             const version = first + i
             const id = eventIdOf(streamId, version)
-            const { _tag, ...data } = encodeEvent(event) as { _tag: EventType }
+            const { _tag, data } = encodedOf(event)
             rows.push({
               id,
               stream: streamId,
@@ -219,6 +241,8 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         const follows = jobs.flatMap((j) =>
           typeof j.request.expectedVersion === "number" && j.request.expectedVersion > 0
             ? [{ stream: j.request.streamId, version: j.request.expectedVersion }]
+            : j.pinned !== undefined && j.pinned.first > 1
+            ? [{ stream: j.request.streamId, version: j.pinned.first - 1 }]
             : []
         )
         if (follows.length > 0) statements.push(refuseUnfollowed(follows))
@@ -308,50 +332,101 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           : Effect.zipRight(back, Effect.logError("an event log listener or an append's observer failed", ...failed))
       })
 
+    /**
+     * Whether a pinned append's events are the ones at its place (its batch landed after all): the same
+     * types, data and time at each version. Then its result, as the commit would have given it.
+     */
+    const landedAtPin = (job: Job, pin: { readonly first: number; readonly at: string }) =>
+      Effect.gen(function*() {
+        const { events, streamId } = job.request
+        const expected = JSON.stringify(events.map((e) => ({ type: e._tag, data: dataOf(e) })))
+        const rows = yield* sql<{ position: string | null; same: boolean | null }>`SELECT e.position::text AS position,
+              (e.event_type = j.value->>'type' AND e.data = j.value->'data'
+                AND e.occurred_at = ${pin.at}::timestamptz) AS same
+            FROM jsonb_array_elements(${expected}::jsonb) WITH ORDINALITY AS j(value, n)
+            LEFT JOIN event_log e ON e.stream_id = ${streamId} AND e.stream_version = ${pin.first} + j.n::int - 1
+           ORDER BY j.n`
+        if (rows.length !== events.length || !rows.every((r) => r.same === true)) return undefined
+        return {
+          appended: [{
+            streamId,
+            firstVersion: pin.first,
+            positions: rows.map((r) => r.position!),
+            occurredAt: pin.at
+          }],
+          committed: events.map((event) => ({ event, occurredAt: pin.at }))
+        }
+      })
+
     // Only a failed script leads to the retry: once a batch has committed, it is settled, never written again.
-    const runAlone = (job: Job) =>
+    const runAlone = (job: Job): Effect.Effect<void> =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
         const occurredAt = new Date(now).toISOString()
+        const pin = job.pinned
         return commit([job], occurredAt).pipe(
           Effect.matchCauseEffect({
             onSuccess: (result) => settle([job], result),
             onFailure: (cause) => {
-              // A defect (an event that cannot be written at all) answers its append too, and the writer goes on.
-              const failure = Cause.failureOption(cause)
-              const error = Option.isSome(failure)
-                ? appendErrorOf(
-                  job.request.streamId,
-                  failure.value,
-                  job.request.occurredAt ?? occurredAt,
-                  job.maybeSent === true
+              const failed = Cause.failureOption(cause)
+              if (
+                pin !== undefined && Option.isSome(failed) &&
+                !isConnectionLoss((failed.value as { cause?: unknown }).cause)
+              ) {
+                // Its place is taken: by its own events (the batch landed), or by another append (it did
+                // not, and cannot now: its place is gone); or the version before it is missing (the batch
+                // did not land, and an append of it that went before is not there); or it was refused.
+                // Unless its own events are there, it goes to the stream's end like any append.
+                return landedAtPin(job, pin).pipe(
+                  Effect.matchCauseEffect({
+                    onSuccess: (result) => {
+                      if (result !== undefined) return settle([job], result)
+                      job.pinned = undefined
+                      return runAlone(job)
+                    },
+                    onFailure: () => answerFailure(job, cause, occurredAt, now)
+                  })
                 )
-                : new LedgerRejected({ message: `event log append failed: ${Cause.pretty(cause)}`, cause })
-              // The outage is logged once, when it starts (and its end by `settle`); each refused call
-              // has its access line.
-              return Effect.suspend(() => {
-                const down = error._tag === "LedgerUnavailable" && unavailableSince === undefined
-                if (error._tag === "LedgerUnavailable") {
-                  unavailableSince ??= now
-                  unavailableCommits++
-                }
-                const thrown = answer(job, Exit.fail(error))
-                const outage = down
-                  ? Effect.zipRight(
-                    Effect.logError(
-                      `event log: commits fail for want of the database (${error.message}); calls are refused ` +
-                        `with 503 ledger_unavailable and bills kept in the spool until it answers`
-                    ),
-                    // Interruptible, unlike the batch it is forked from: the log's closing stops it.
-                    Effect.forkIn(Effect.interruptible(probeUntilBack), scope)
-                  )
-                  : Effect.void
-                return thrown === undefined
-                  ? outage
-                  : Effect.zipRight(outage, Effect.logError("an append's observer failed", thrown))
-              })
+              }
+              return answerFailure(job, cause, occurredAt, now)
             }
           })
         )
+      })
+
+    /** Answers a single append that failed, and takes the database for away if that is why. */
+    const answerFailure = (job: Job, cause: Cause.Cause<SqlError>, occurredAt: string, now: number) =>
+      Effect.suspend(() => {
+        // A defect (an event that cannot be written at all) answers its append too, and the writer goes on.
+        const failure = Cause.failureOption(cause)
+        const error = Option.isSome(failure)
+          ? appendErrorOf(
+            job.request.streamId,
+            failure.value,
+            job.request.occurredAt ?? occurredAt,
+            job.maybeSent === true
+          )
+          : new LedgerRejected({ message: `event log append failed: ${Cause.pretty(cause)}`, cause })
+        // The outage is logged once, when it starts (and its end by `settle`); each refused call has its
+        // access line.
+        const down = error._tag === "LedgerUnavailable" && unavailableSince === undefined
+        if (error._tag === "LedgerUnavailable") {
+          unavailableSince ??= now
+          unavailableCommits++
+        }
+        const thrown = answer(job, Exit.fail(error))
+        const outage = down
+          ? Effect.zipRight(
+            Effect.logError(
+              `event log: commits fail for want of the database (${error.message}); calls are refused ` +
+                `with 503 ledger_unavailable and bills kept in the spool until it answers`
+            ),
+            // Interruptible, unlike the batch it is forked from: the log's closing stops it.
+            Effect.forkIn(Effect.interruptible(probeUntilBack), scope)
+          )
+          : Effect.void
+        return thrown === undefined
+          ? outage
+          : Effect.zipRight(outage, Effect.logError("an append's observer failed", thrown))
       })
 
     // One batch at a time: whatever queued up while the previous transaction was in flight.
@@ -382,8 +457,14 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           onFailure: (cause) => {
             // Each append is tried alone next; one whose batch may have reached the database keeps that.
             const failure = Cause.failureOption(cause)
-            if (!(Option.isSome(failure) && isConnectRefusal((failure.value as { cause?: unknown }).cause))) {
-              for (const job of batch) job.maybeSent = true
+            const driverError = Option.isSome(failure) ? (failure.value as { cause?: unknown }).cause : undefined
+            if (!(Option.isSome(failure) && isConnectRefusal(driverError))) {
+              // A lost connection leaves the batch's outcome unknown: its "any" appends keep their places.
+              const unknown = Option.isSome(failure) && isConnectionLoss(driverError)
+              for (const job of batch) {
+                job.maybeSent = true
+                if (unknown && job.request.expectedVersion === "any") job.pinned = job.planned
+              }
             }
             return Effect.forEach(batch, runAlone, { discard: true })
           }

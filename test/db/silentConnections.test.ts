@@ -13,6 +13,7 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
 import pg from "pg"
+import { Keys } from "../../src/accounts/Keys.ts"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import * as Database from "../../src/db/Database.ts"
 import { withFakeUpstream } from "../support/FakeUpstream.ts"
@@ -76,6 +77,25 @@ describe.skipIf(backend() !== "postgres")("connections to the database that go s
         expect(row?.slept).toBe(true)
       }))
 
+    it.effect("a top-up whose commit landed but whose answer was lost is granted once", () =>
+      Effect.gen(function*() {
+        const { direct, proxy } = yield* Place
+        const { key } = yield* issueKey({ quotaUsd: 100 })
+        const keys = yield* Keys
+        // The commit of the grant's script lands; its connection then goes silent. The writer hears
+        // nothing until the watch closes that connection, then tries the grant again: at the place its
+        // batch gave it, where it finds its own event (without that: a second QuotaGranted, twice the money).
+        proxy.loseAnswersAfter("QuotaGranted")
+        yield* keys.grant(key.keyId, 5_000_000_000n, "test")
+        const rows = yield* readDirect<{ grants: number; quota: string }>(
+          direct,
+          `SELECT (SELECT count(*)::int FROM event_log WHERE event_type = 'QuotaGranted' AND data->>'key_id' = $1) AS grants,
+                  (SELECT quota_nanos::text FROM api_keys WHERE key_id = $1) AS quota`,
+          [key.keyId]
+        )
+        expect(rows[0]).toEqual({ grants: 1, quota: "105000000000" })
+      }))
+
     it.effect("are closed once the database answers on a new connection, and calls are served again", () =>
       Effect.gen(function*() {
         const { direct, proxy } = yield* Place
@@ -90,7 +110,10 @@ describe.skipIf(backend() !== "postgres")("connections to the database that go s
             }).then(async (r) => ({ status: r.status, text: await r.text() }))
           )
         expect((yield* call(false)).status, "served while the connections answer").toBe(200)
-        expect(proxy.silence(), "the gateway's connections, silenced").toBeGreaterThan(0)
+        // Connections open and idle in the pool, for the next statements to take.
+        const sql = yield* SqlClient.SqlClient
+        yield* Effect.all(Array.from({ length: 4 }, () => sql`SELECT pg_sleep(0.05)`), { concurrency: "unbounded" })
+        expect(proxy.silence(), "the gateway's connections, silenced").toBeGreaterThanOrEqual(4)
 
         // The first call's StreamStarted goes to a silent connection: refused after start_wait_ms.
         const refused = yield* call(true)

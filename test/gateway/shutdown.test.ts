@@ -144,7 +144,11 @@ describe("a gateway stopped with calls in flight", () => {
       await new Promise((r) => setTimeout(r, 50))
     }
     expect(refusedNew, "a new connection refused once the stop began").toBe(true)
-    expect(answered.filter((status) => status !== 200), "new connections answered while stopping").toEqual([])
+    // A connection taken just before the stop began may have its request read just after: that one is
+    // refused (503); none taken after it is answered at all.
+    const refusedAnswers = answered.filter((status) => status !== 200)
+    expect(refusedAnswers.length, `new connections answered while stopping: ${answered}`).toBeLessThanOrEqual(1)
+    if (refusedAnswers.length === 1) expect(answered.at(-1)).toBe(503)
     // Either the connection was closed as it fell idle, or the request is refused; never left waiting.
     const late = await get()
     if (late instanceof Error) expect(late.message).not.toMatch(/no answer/)

@@ -11,27 +11,38 @@ export interface SilentProxy {
   readonly url: string
   /** Stops forwarding on every connection open now; returns how many there were. */
   readonly silence: () => number
+  /**
+   * The next connection to send `text` sends it, but from then on its answers are lost (the statement
+   * runs; its client never hears of it), as when a partition begins right after a commit was sent.
+   */
+  readonly loseAnswersAfter: (text: string) => void
   readonly close: () => Promise<void>
 }
 
 export const startSilentProxy = async (databaseUrl: string): Promise<SilentProxy> => {
   const target = new URL(databaseUrl)
-  const pairs = new Set<{ silent: boolean }>()
+  const pairs = new Set<{ silent: boolean; answersLost: boolean }>()
+  let losingAfter: string | undefined
   // Every socket open, silent or not: closing the proxy closes them all.
   const sockets = new Set<net.Socket>()
   const server = net.createServer((client) => {
     const upstream = net.connect(Number(target.port || 5432), target.hostname)
-    const pair = { silent: false }
+    const pair = { silent: false, answersLost: false }
     pairs.add(pair)
     const forward = (from: net.Socket, to: net.Socket) => {
       sockets.add(from)
-      from.on("data", (b) => {
-        if (!pair.silent) to.write(b)
+      from.on("data", (b: Buffer) => {
+        if (from === client && losingAfter !== undefined && b.includes(losingAfter)) {
+          losingAfter = undefined
+          pair.answersLost = true
+        }
+        if (pair.silent || (from === upstream && pair.answersLost)) return
+        to.write(b)
       })
       from.on("close", () => {
         sockets.delete(from)
         pairs.delete(pair)
-        if (!pair.silent) to.destroy()
+        if (!pair.silent && !pair.answersLost) to.destroy()
       })
       from.on("error", () => undefined)
     }
@@ -45,6 +56,9 @@ export const startSilentProxy = async (databaseUrl: string): Promise<SilentProxy
   url.port = String(port)
   return {
     url: url.toString(),
+    loseAnswersAfter: (text) => {
+      losingAfter = text
+    },
     silence: () => {
       for (const p of pairs) p.silent = true
       return pairs.size
