@@ -17,6 +17,7 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
+import { randomUUID } from "node:crypto"
 import type { LooseJson } from "../canonical/Json.ts"
 import { isConnectionLoss, isConnectRefusal } from "../db/errors.ts"
 import { type Fragment, join, jsonDocument, numeric, script, sql as sqlText } from "../db/SqlScript.ts"
@@ -88,6 +89,8 @@ interface Job {
    * appended), and had it not, the place is free or taken by another append (then it goes to the end).
    */
   pinned?: { readonly first: number; readonly at: string } | undefined
+  /** An "any" append's own id, in its events' metadata (`append_id`): what tells its events from a twin's. */
+  appendId?: string
   /** Answers the appending fiber (once). */
   readonly done: (exit: Exit.Exit<Appended, AppendError>) => void
 }
@@ -212,6 +215,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           const first = job.pinned?.first ??
             (expectedVersion === "any" ? heads.get(streamId) ?? 0 : expectedVersion) + 1
           job.planned = { first, at: when }
+          const appendId = expectedVersion === "any" ? (job.appendId ??= randomUUID()) : undefined
           // Later appends to the same stream in this batch go after this one.
           heads.set(streamId, Math.max(heads.get(streamId) ?? 0, first + events.length - 1))
           const ids = events.map((event, i) => {
@@ -225,14 +229,16 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
               type: _tag,
               schema: currentSchemaVersion[_tag],
               data,
-              metadata: { replica: replicaId, ...metadata },
+              metadata: appendId === undefined
+                ? { replica: replicaId, ...metadata }
+                : { replica: replicaId, ...metadata, append_id: appendId },
               at: when
             })
             for (const d of project(event, when)) deltas.push(d)
             committed.push({ event, occurredAt: when })
             return id
           })
-          return { job, first, ids }
+          return { job, first, ids, when }
         })
         const statements: Array<Fragment> = [insertEvents(rows)]
         // An append after version n needs the stream to hold version n (the index on (stream, version)
@@ -259,11 +265,11 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         >
         const positions = new Map(inserted.map((r) => [r.event_id, r.position]))
         // The script either committed every append of the batch or none.
-        const appended = plans.map(({ first, ids, job }): Appended => ({
+        const appended = plans.map(({ first, ids, job, when }): Appended => ({
           streamId: job.request.streamId,
           firstVersion: first,
           positions: ids.map((id) => positions.get(id)!),
-          occurredAt: job.request.occurredAt ?? occurredAt
+          occurredAt: when
         }))
         return { appended, committed }
       })
@@ -342,7 +348,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
         const expected = JSON.stringify(events.map((e) => ({ type: e._tag, data: dataOf(e) })))
         const rows = yield* sql<{ position: string | null; same: boolean | null }>`SELECT e.position::text AS position,
               (e.event_type = j.value->>'type' AND e.data = j.value->'data'
-                AND e.occurred_at = ${pin.at}::timestamptz) AS same
+                AND e.occurred_at = ${pin.at}::timestamptz AND e.metadata->>'append_id' = ${job.appendId ?? ""}) AS same
             FROM jsonb_array_elements(${expected}::jsonb) WITH ORDINALITY AS j(value, n)
             LEFT JOIN event_log e ON e.stream_id = ${streamId} AND e.stream_version = ${pin.first} + j.n::int - 1
            ORDER BY j.n`
@@ -383,7 +389,8 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
                       job.pinned = undefined
                       return runAlone(job)
                     },
-                    onFailure: () => answerFailure(job, cause, occurredAt, now)
+                    // Unknown again (the check itself failed): answered as the check's failure says.
+                    onFailure: (checked) => answerFailure(job, checked, occurredAt, now)
                   })
                 )
               }
