@@ -9,22 +9,11 @@
 import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { Deferred, Effect, Fiber } from "effect"
-import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { withFakeUpstream } from "../support/FakeUpstream.ts"
 import { untilSettled } from "../support/settled.ts"
-import { baseUrl, issueKey, makeTestGateway, registerVendor } from "../support/TestGateway.ts"
+import { baseUrl, issueKey, makeTestGateway, oneModelFile, registerVendor } from "../support/TestGateway.ts"
 
-const configFor = (url: string): ConfigFileEncoded => ({
-  providers: { up: { style: "openai", base_url: `${url}/v1`, api_key: "up-key" } },
-  models: {
-    "gpt-silent": {
-      deployments: [{ provider: "up", model: "gpt-up" }],
-      pricing: { input_per_mtok: "1", output_per_mtok: "2" }
-    }
-  },
-  server_options: { all: { models: ["gpt-silent"] } },
-  billing: { start_wait_ms: 3_000 }
-})
+const configFor = (url: string) => oneModelFile(url, "gpt-silent", { start_wait_ms: 3_000 })
 
 describe("a database that stops answering", () => {
   layer(withFakeUpstream((url) => makeTestGateway(configFor(url))), { timeout: 90_000, excludeTestServices: true })(

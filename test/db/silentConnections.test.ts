@@ -14,24 +14,13 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
 import pg from "pg"
 import { Keys } from "../../src/accounts/Keys.ts"
-import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import * as Database from "../../src/db/Database.ts"
 import { withFakeUpstream } from "../support/FakeUpstream.ts"
 import { startSilentProxy } from "../support/SilentProxy.ts"
 import { backend, freshPostgresDatabase } from "../support/TestDatabase.ts"
-import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
+import { baseUrl, issueKey, makeTestGateway, oneModelFile } from "../support/TestGateway.ts"
 
-const configFor = (url: string): ConfigFileEncoded => ({
-  providers: { up: { style: "openai", base_url: `${url}/v1`, api_key: "up-key" } },
-  models: {
-    "gpt-silent": {
-      deployments: [{ provider: "up", model: "gpt-up" }],
-      pricing: { input_per_mtok: "1", output_per_mtok: "2" }
-    }
-  },
-  server_options: { all: { models: ["gpt-silent"] } },
-  billing: { start_wait_ms: 2_000 }
-})
+const configFor = (url: string) => oneModelFile(url, "gpt-silent", { start_wait_ms: 2_000 })
 
 /** The database seen directly (the test's own reads), and through the proxy (the gateway's). */
 class Place extends Effect.Service<Place>()("test/SilentPlace", {

@@ -66,3 +66,23 @@ export const registerVendor = (scopes: Array<string>, serverOptions?: Array<stri
     }
     return registered
   }).pipe(Effect.orDie)
+
+/**
+ * A configuration of one model, `model`, on an OpenAI-style upstream at `upstreamUrl` (a fake the test
+ * scripts), priced $1/$2 a million tokens, on a Server Option `all`, with the billing settings given.
+ */
+export const oneModelFile = (
+  upstreamUrl: string,
+  model: string,
+  billing: NonNullable<ConfigFileEncoded["billing"]> = {}
+): ConfigFileEncoded => ({
+  providers: { up: { style: "openai", base_url: `${upstreamUrl}/v1`, api_key: "up-key" } },
+  models: {
+    [model]: {
+      deployments: [{ provider: "up", model: "gpt-up" }],
+      pricing: { input_per_mtok: "1", output_per_mtok: "2" }
+    }
+  },
+  server_options: { all: { models: [model] } },
+  billing
+})
