@@ -144,6 +144,12 @@ const refuseUnfollowed = (follows: ReadonlyArray<{ readonly stream: string; read
 
 const MAX_BATCH = 256
 
+/** Whether a driver error is the database's own report of a statement's failure (it carries a SQLSTATE). */
+const reportedByDatabase = (cause: unknown) => {
+  const code = (cause as { code?: unknown } | undefined)?.code
+  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)
+}
+
 /** An event as its row holds it: its type, and its data without the tag. */
 const encodedOf = (event: DomainEvent) => {
   const { _tag, ...data } = encodeEvent(event) as { _tag: EventType }
@@ -374,18 +380,19 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
             onSuccess: (result) => settle([job], result),
             onFailure: (cause) => {
               const failed = Cause.failureOption(cause)
-              if (
-                pin !== undefined && Option.isSome(failed) &&
-                !isConnectionLoss((failed.value as { cause?: unknown }).cause)
-              ) {
+              if (pin !== undefined && Option.isSome(failed)) {
                 // Its place is taken: by its own events (the batch landed), or by another append (it did
                 // not, and cannot now: its place is gone); or the version before it is missing (the batch
                 // did not land, and an append of it that went before is not there); or it was refused.
-                // Unless its own events are there, it goes to the stream's end like any append.
+                // Unless its own events are there, it goes to the stream's end like any append. Had this
+                // attempt lost its connection too, it may still land at its place: it is answered as
+                // unknown, never sent to the end. If the database cannot say, as the question's failure says.
+                const definite = reportedByDatabase((failed.value as { cause?: unknown }).cause)
                 return landedAtPin(job, pin).pipe(
                   Effect.matchCauseEffect({
                     onSuccess: (result) => {
                       if (result !== undefined) return settle([job], result)
+                      if (!definite) return answerFailure(job, cause, occurredAt, now)
                       job.pinned = undefined
                       return runAlone(job)
                     },
@@ -466,8 +473,10 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
             const failure = Cause.failureOption(cause)
             const driverError = Option.isSome(failure) ? (failure.value as { cause?: unknown }).cause : undefined
             if (!(Option.isSome(failure) && isConnectRefusal(driverError))) {
-              // A lost connection leaves the batch's outcome unknown: its "any" appends keep their places.
-              const unknown = Option.isSome(failure) && isConnectionLoss(driverError)
+              // Unless the database itself said the script failed (an error with its SQLSTATE: the
+              // transaction rolled back), the batch's outcome is unknown: its "any" appends keep their places.
+              const unknown = Option.isSome(failure) &&
+                (isConnectionLoss(driverError) || !reportedByDatabase(driverError))
               for (const job of batch) {
                 job.maybeSent = true
                 if (unknown && job.request.expectedVersion === "any") job.pinned = job.planned
