@@ -277,38 +277,82 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         return yield* get(keyId)
       })
 
-    /** Tops up a key's quota (an event on its stream); a vendor's top-up draws on its credit. */
-    const grant = (keyId: string, amountNanos: bigint, grantedBy: string, reason = "top-up", vendorId?: string) =>
+    /**
+     * Tops up a key's quota (an event on its stream); a vendor's top-up draws on its credit. With `once`
+     * (a vendor's Idempotency-Key and what its request asked), a top-up already made with that key is
+     * not made again (`replayed`), and one made for another request is refused: the grant is appended
+     * at the stream's head as read with that check, so two at once cannot both pass it.
+     */
+    const grantOnce = (
+      keyId: string,
+      amountNanos: bigint,
+      grantedBy: string,
+      reason = "top-up",
+      vendorId?: string,
+      once?: { readonly key: string; readonly fingerprint: string }
+    ) =>
       Effect.gen(function*() {
         const problem = Bounds.amountProblem("amount", amountNanos, { positive: true }) ??
-          Bounds.textProblem("reason", reason)
+          Bounds.textProblem("reason", reason) ??
+          (once === undefined ? undefined : Bounds.textProblem("Idempotency-Key", once.key))
         if (problem) return yield* problem
-        const key = yield* get(keyId, vendorId)
-        if (key.revokedAt !== null) {
-          return yield* new InvalidInput({ param: "key", message: `Key ${keyId} is revoked.` })
-        }
-        const past = Bounds.totalProblem("amount", key.quotaNanos, amountNanos, "the key's quota")
-        if (past) return yield* past
-        yield* log.append({
-          streamId: streamOf.key(keyId),
-          expectedVersion: "any",
-          events: [{
-            _tag: "QuotaGranted",
-            key_id: keyId,
-            amount_nanos: amountNanos,
-            granted_by: grantedBy,
-            reason,
-            ...(vendorId !== undefined ? { vendor_id: vendorId } : {})
-          }]
-        }).pipe(
-          Effect.catchAll((e) =>
-            e._tag === "CreditShort"
-              ? Effect.fail(new CreditInsufficient({ message: "Your credit left cannot cover this top-up." }))
-              : Effect.die(e)
+        const streamId = streamOf.key(keyId)
+        for (let attempt = 1;; attempt++) {
+          const key = yield* get(keyId, vendorId)
+          let expectedVersion: number | "any" = "any"
+          if (once !== undefined) {
+            const [seen] = yield* sql<{ head: number | null; fingerprint: string | null; used: boolean }>`SELECT
+                max(stream_version)::int AS head,
+                bool_or(event_type = 'QuotaGranted' AND metadata->>'idempotency_key' = ${once.key}) AS used,
+                max(metadata->>'idempotency_fingerprint')
+                  FILTER (WHERE event_type = 'QuotaGranted' AND metadata->>'idempotency_key' = ${once.key}) AS fingerprint
+              FROM event_log WHERE stream_id = ${streamId}`.pipe(Effect.orDie)
+            if (seen?.used === true) {
+              if (seen.fingerprint !== once.fingerprint) {
+                return yield* new IdempotencyMismatch({
+                  message: "This Idempotency-Key was used for a different request; use a new key for a new request."
+                })
+              }
+              return { key, replayed: true }
+            }
+            expectedVersion = seen?.head ?? 0
+          }
+          if (key.revokedAt !== null) {
+            return yield* new InvalidInput({ param: "key", message: `Key ${keyId} is revoked.` })
+          }
+          const past = Bounds.totalProblem("amount", key.quotaNanos, amountNanos, "the key's quota")
+          if (past) return yield* past
+          const appended = yield* log.append({
+            streamId,
+            expectedVersion,
+            events: [{
+              _tag: "QuotaGranted",
+              key_id: keyId,
+              amount_nanos: amountNanos,
+              granted_by: grantedBy,
+              reason,
+              ...(vendorId !== undefined ? { vendor_id: vendorId } : {})
+            }],
+            ...(once !== undefined
+              ? { metadata: { idempotency_key: once.key, idempotency_fingerprint: once.fingerprint } }
+              : {})
+          }).pipe(
+            Effect.as(true),
+            Effect.catchAll((e) =>
+              e._tag === "CreditShort"
+                ? Effect.fail(new CreditInsufficient({ message: "Your credit left cannot cover this top-up." }))
+                : e._tag === "StreamConflict" && once !== undefined && attempt < 5
+                ? Effect.succeed(false) // the key's stream moved since the check: check again
+                : Effect.die(e)
+            )
           )
-        )
-        return yield* get(keyId)
+          if (appended) return { key: yield* get(keyId), replayed: false }
+        }
       })
+
+    /** Tops up a key's quota (an event on its stream); a vendor's top-up draws on its credit. */
+    const grant = (keyId: string, amountNanos: bigint, grantedBy: string, reason = "top-up", vendorId?: string) =>
+      Effect.map(grantOnce(keyId, amountNanos, grantedBy, reason, vendorId), (r) => r.key)
 
     /** Sets or clears a key's expiry. */
     const setExpiry = (keyId: string, expiresAt: string | null, changedBy: string, vendorId?: string) =>
@@ -367,6 +411,6 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         Effect.map((rows) => rows.map(detailsFromRow))
       )
 
-    return { issue, get, revoke, grant, setExpiry, expiryProblem, move, list } as const
+    return { issue, get, revoke, grant, grantOnce, setExpiry, expiryProblem, move, list } as const
   })
 }) {}

@@ -23,6 +23,13 @@ const IdempotencyHeaders = Schema.Struct({
   }))
 })
 
+const TopUpIdempotencyHeaders = Schema.Struct({
+  "idempotency-key": Schema.optional(Schema.String.annotations({
+    description:
+      "1 to 255 characters; a retry with the same key and request does not top up again (answers the key as it is, with `idempotent-replayed: true`)"
+  }))
+})
+
 /**
  * The reseller area (spec §4.8 and what a reseller needs beside it), under `/api`; a vendor token with
  * the endpoint's scope required. Bodies are JSON objects read by BodyReader, after VendorAuth.
@@ -64,6 +71,7 @@ export class VendorApi extends HttpApiGroup.make("vendor")
     HttpApiEndpoint.patch("updateKey", "/api/keys/:id")
       .setPath(KeyPath)
       .setPayload(UpdateKeyRequest)
+      .setHeaders(TopUpIdempotencyHeaders)
       .addSuccess(VendorKey)
       .addError(InvalidRequest)
       .addError(NotFound)

@@ -3,6 +3,7 @@ import * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import { createHash } from "node:crypto"
 import * as Bounds from "../accounts/bounds.ts"
 import { Catalog } from "../accounts/Catalog.ts"
 import type {
@@ -21,6 +22,10 @@ import { CurrentVendor } from "../api/security.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { formatUsd, parseUsd } from "../config/Money.ts"
 import { readWithin } from "./readWithin.ts"
+
+/** What a top-up with an Idempotency-Key asked: its key, amount and expiry. */
+const topUpFingerprint = (keyId: string, amount: bigint, expiresAt: string | null | undefined) =>
+  createHash("sha256").update(JSON.stringify([keyId, amount.toString(), expiresAt ?? null])).digest("hex")
 
 /** A replayed create's answer says so in a header too. */
 const markReplayed = HttpApp.appendPreResponseHandler((_, response) =>
@@ -171,7 +176,7 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
           const session = yield* CurrentVendor
           return vendorKeyJson(yield* bounded(keys.get(path.id, session.vendorId)).pipe(Effect.mapError(refused)))
         }))
-      .handle("updateKey", ({ path, payload: input }) =>
+      .handle("updateKey", ({ headers, path, payload: input }) =>
         Effect.gen(function*() {
           const session = yield* CurrentVendor
           // Every field is checked before anything changes: a refused field must not leave a top-up behind.
@@ -191,18 +196,37 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
             const past = yield* keys.expiryProblem(input.expires_at)
             if (past) return yield* refused(past)
           }
+          const idempotencyKey = headers["idempotency-key"]?.trim()
+          if (idempotencyKey !== undefined && (idempotencyKey === "" || idempotencyKey.length > 255)) {
+            return yield* new InvalidRequest({
+              message: "The Idempotency-Key header must be 1 to 255 characters.",
+              param: "Idempotency-Key"
+            })
+          }
           let key = yield* keys.get(path.id, session.vendorId).pipe(Effect.mapError(refused))
+          let replayed = false
           if (amount !== undefined) {
-            key = yield* keys.grant(path.id, amount, `vendor:${session.vendorId}`, "vendor top-up", session.vendorId)
-              .pipe(
-                Effect.mapError(refusedTopUp)
-              )
+            // With an Idempotency-Key, a retry of this request (its answer lost) does not top up twice.
+            const once = idempotencyKey === undefined
+              ? undefined
+              : { key: idempotencyKey, fingerprint: topUpFingerprint(path.id, amount, input.expires_at) }
+            const granted = yield* keys.grantOnce(
+              path.id,
+              amount,
+              `vendor:${session.vendorId}`,
+              "vendor top-up",
+              session.vendorId,
+              once
+            ).pipe(Effect.mapError(refusedTopUp))
+            key = granted.key
+            replayed = granted.replayed
           }
           if (input.expires_at !== undefined) {
             key = yield* keys.setExpiry(path.id, input.expires_at, `vendor:${session.vendorId}`, session.vendorId).pipe(
               Effect.mapError(refused)
             )
           }
+          if (replayed) yield* markReplayed
           return vendorKeyJson(key)
         }))
       .handle("revokeKey", ({ path }) =>

@@ -244,5 +244,50 @@ describe("idempotent key creation", () => {
         expect((yield* create("order-43", body)).status).toBe(201)
         expect((yield* Replay.verify).ok).toBe(true)
       }))
+
+    it.effect("a retried top-up with the same Idempotency-Key tops up once; another request with it is refused", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const vendor = yield* registerVendor(ALL, undefined, 20)
+        const customer = yield* request(base, "POST", "/api/keys", vendor.token, { quota_usd: "1" })
+        expect(customer.status).toBe(201)
+        const topUp = (idem: string, body: unknown) =>
+          Effect.promise(() =>
+            fetch(`${base}/api/keys/${customer.body.id}`, {
+              method: "PATCH",
+              headers: {
+                authorization: `Bearer ${vendor.token}`,
+                "content-type": "application/json",
+                "idempotency-key": idem
+              },
+              body: JSON.stringify(body)
+            }).then(async (r) => ({
+              status: r.status,
+              replayed: r.headers.get("idempotent-replayed"),
+              body: (await r.json()) as any
+            }))
+          )
+        // A vendor whose client timed out sends the same top-up again, several times at once, then late.
+        const first = yield* Effect.all(Array.from({ length: 4 }, () => topUp("grant-7", { add_quota_usd: "5" })), {
+          concurrency: "unbounded"
+        })
+        const late = yield* topUp("grant-7", { add_quota_usd: "5" })
+        const all = [...first, late]
+        for (const r of all) expect(r.status, JSON.stringify(r.body)).toBe(200)
+        expect(all.filter((r) => r.replayed === "true")).toHaveLength(4)
+        expect(late.body.quota_usd).toBe("6")
+        const usage = yield* request(base, "GET", "/api/usage", vendor.token)
+        expect(usage.body.credit.drawn_usd, "the key's $1 and one $5 top-up").toBe("6")
+        const reused = yield* topUp("grant-7", { add_quota_usd: "4" })
+        expect(reused.status).toBe(400)
+        expect(reused.body.error).toMatchObject({ code: "idempotency_key_reused", param: "Idempotency-Key" })
+        // Another key, another top-up; without a key, each request tops up.
+        expect((yield* topUp("grant-8", { add_quota_usd: "5" })).body.quota_usd).toBe("11")
+        expect(
+          (yield* request(base, "PATCH", `/api/keys/${customer.body.id}`, vendor.token, { add_quota_usd: "1" })).body
+            .quota_usd
+        ).toBe("12")
+        expect((yield* Replay.verify).ok).toBe(true)
+      }))
   })
 })
