@@ -281,7 +281,9 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
      * Tops up a key's quota (an event on its stream); a vendor's top-up draws on its credit. With `once`
      * (a vendor's Idempotency-Key and what its request asked), a top-up already made with that key is
      * not made again (`replayed`), and one made for another request is refused: the grant is appended
-     * at the stream's head as read with that check, so two at once cannot both pass it.
+     * at the stream's head as read before the check and the key, so that anything landing after them (a
+     * retry of the same request, a revocation) makes it conflict and look again. `expiry` (the same
+     * request's change of expiry) goes in the same append: a replay changes nothing.
      */
     const grantOnce = (
       keyId: string,
@@ -289,7 +291,8 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
       grantedBy: string,
       reason = "top-up",
       vendorId?: string,
-      once?: { readonly key: string; readonly fingerprint: string }
+      once?: { readonly key: string; readonly fingerprint: string },
+      expiry?: { readonly expiresAt: string | null; readonly changedBy: string }
     ) =>
       Effect.gen(function*() {
         const problem = Bounds.amountProblem("amount", amountNanos, { positive: true }) ??
@@ -298,7 +301,6 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         if (problem) return yield* problem
         const streamId = streamOf.key(keyId)
         for (let attempt = 1;; attempt++) {
-          const key = yield* get(keyId, vendorId)
           let expectedVersion: number | "any" = "any"
           if (once !== undefined) {
             const [seen] = yield* sql<{ head: number | null; fingerprint: string | null; used: boolean }>`SELECT
@@ -313,26 +315,36 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
                   message: "This Idempotency-Key was used for a different request; use a new key for a new request."
                 })
               }
-              return { key, replayed: true }
+              return { key: yield* get(keyId, vendorId), replayed: true }
             }
             expectedVersion = seen?.head ?? 0
           }
+          const key = yield* get(keyId, vendorId)
           if (key.revokedAt !== null) {
             return yield* new InvalidInput({ param: "key", message: `Key ${keyId} is revoked.` })
           }
-          const past = Bounds.totalProblem("amount", key.quotaNanos, amountNanos, "the key's quota")
+          const past = Bounds.totalProblem("amount", key.quotaNanos, amountNanos, "the key's quota") ??
+            (expiry?.expiresAt == null ? undefined : yield* expiryProblem(expiry.expiresAt))
           if (past) return yield* past
           const appended = yield* log.append({
             streamId,
             expectedVersion,
-            events: [{
-              _tag: "QuotaGranted",
-              key_id: keyId,
-              amount_nanos: amountNanos,
-              granted_by: grantedBy,
-              reason,
-              ...(vendorId !== undefined ? { vendor_id: vendorId } : {})
-            }],
+            events: [
+              {
+                _tag: "QuotaGranted",
+                key_id: keyId,
+                amount_nanos: amountNanos,
+                granted_by: grantedBy,
+                reason,
+                ...(vendorId !== undefined ? { vendor_id: vendorId } : {})
+              },
+              ...(expiry === undefined ? [] : [{
+                _tag: "KeyExpiryChanged" as const,
+                key_id: keyId,
+                expires_at: expiry.expiresAt === null ? null : new Date(expiry.expiresAt).toISOString(),
+                changed_by: expiry.changedBy
+              }])
+            ],
             ...(once !== undefined
               ? { metadata: { idempotency_key: once.key, idempotency_fingerprint: once.fingerprint } }
               : {})

@@ -23,9 +23,16 @@ import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { formatUsd, parseUsd } from "../config/Money.ts"
 import { readWithin } from "./readWithin.ts"
 
-/** What a top-up with an Idempotency-Key asked: its key, amount and expiry. */
+/**
+ * What a top-up with an Idempotency-Key asked: its key, amount and expiry (the instant, however written;
+ * left as it is, cleared and set are three different requests).
+ */
 const topUpFingerprint = (keyId: string, amount: bigint, expiresAt: string | null | undefined) =>
-  createHash("sha256").update(JSON.stringify([keyId, amount.toString(), expiresAt ?? null])).digest("hex")
+  createHash("sha256").update(JSON.stringify([
+    keyId,
+    amount.toString(),
+    expiresAt === undefined ? "unchanged" : expiresAt === null ? null : new Date(expiresAt).toISOString()
+  ])).digest("hex")
 
 /** A replayed create's answer says so in a header too. */
 const markReplayed = HttpApp.appendPreResponseHandler((_, response) =>
@@ -191,11 +198,6 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
             ? undefined
             : Bounds.amountProblem("add_quota_usd", amount, { positive: true })
           if (tooMuch) return yield* refused(tooMuch)
-          // Checked before anything changes: a top-up must not land beside a refused expiry.
-          if (input.expires_at !== undefined && input.expires_at !== null) {
-            const past = yield* keys.expiryProblem(input.expires_at)
-            if (past) return yield* refused(past)
-          }
           const idempotencyKey = headers["idempotency-key"]?.trim()
           if (idempotencyKey !== undefined && (idempotencyKey === "" || idempotencyKey.length > 255)) {
             return yield* new InvalidRequest({
@@ -203,30 +205,45 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
               param: "Idempotency-Key"
             })
           }
-          let key = yield* keys.get(path.id, session.vendorId).pipe(Effect.mapError(refused))
-          let replayed = false
-          if (amount !== undefined) {
-            // With an Idempotency-Key, a retry of this request (its answer lost) does not top up twice.
-            const once = idempotencyKey === undefined
-              ? undefined
-              : { key: idempotencyKey, fingerprint: topUpFingerprint(path.id, amount, input.expires_at) }
+          if (input.expires_at !== undefined && input.expires_at !== null) {
+            const written = Bounds.parseInstant("expires_at", input.expires_at)
+            if (typeof written !== "number") return yield* refused(written)
+          }
+          const changedBy = `vendor:${session.vendorId}`
+          if (amount !== undefined && idempotencyKey !== undefined) {
+            // A top-up with an Idempotency-Key: its expiry (checked there, after the replay check, so that a
+            // late retry is answered as the first was) goes in the same append, and a retry of this request
+            // (its answer lost) changes nothing.
+            const once = { key: idempotencyKey, fingerprint: topUpFingerprint(path.id, amount, input.expires_at) }
+            const expiry = input.expires_at === undefined ? undefined : { expiresAt: input.expires_at, changedBy }
             const granted = yield* keys.grantOnce(
               path.id,
               amount,
-              `vendor:${session.vendorId}`,
+              changedBy,
               "vendor top-up",
               session.vendorId,
-              once
-            ).pipe(Effect.mapError(refusedTopUp))
-            key = granted.key
-            replayed = granted.replayed
+              once,
+              expiry
+            )
+              .pipe(Effect.mapError(refusedTopUp))
+            if (granted.replayed) yield* markReplayed
+            return vendorKeyJson(granted.key)
+          }
+          // Checked before anything changes: a top-up must not land beside a refused expiry.
+          if (input.expires_at !== undefined && input.expires_at !== null) {
+            const past = yield* keys.expiryProblem(input.expires_at)
+            if (past) return yield* refused(past)
+          }
+          let key = yield* keys.get(path.id, session.vendorId).pipe(Effect.mapError(refused))
+          if (amount !== undefined) {
+            key = yield* keys.grant(path.id, amount, changedBy, "vendor top-up", session.vendorId)
+              .pipe(Effect.mapError(refusedTopUp))
           }
           if (input.expires_at !== undefined) {
             key = yield* keys.setExpiry(path.id, input.expires_at, `vendor:${session.vendorId}`, session.vendorId).pipe(
               Effect.mapError(refused)
             )
           }
-          if (replayed) yield* markReplayed
           return vendorKeyJson(key)
         }))
       .handle("revokeKey", ({ path }) =>

@@ -287,6 +287,21 @@ describe("idempotent key creation", () => {
           (yield* request(base, "PATCH", `/api/keys/${customer.body.id}`, vendor.token, { add_quota_usd: "1" })).body
             .quota_usd
         ).toBe("12")
+        // With an expiry: one change, made with the top-up; a late retry (the same instant, written another
+        // way) does not undo the change made since; clearing the expiry is another request.
+        const t1 = new Date(Math.ceil(Date.now() / 1000) * 1000 + 86_400_000) // whole seconds: written two ways below
+        const t2 = new Date(Date.now() + 2 * 86_400_000)
+        const withExpiry = yield* topUp("grant-9", { add_quota_usd: "1", expires_at: t1.toISOString() })
+        expect(withExpiry.body).toMatchObject({ quota_usd: "13", expires_at: t1.toISOString() })
+        yield* request(base, "PATCH", `/api/keys/${customer.body.id}`, vendor.token, { expires_at: t2.toISOString() })
+        const lateRetry = yield* topUp("grant-9", {
+          add_quota_usd: "1.000",
+          expires_at: t1.toISOString().replace(".000Z", "+00:00")
+        })
+        expect(lateRetry.replayed, JSON.stringify(lateRetry.body)).toBe("true")
+        expect(lateRetry.body).toMatchObject({ quota_usd: "13", expires_at: t2.toISOString() })
+        const cleared = yield* topUp("grant-9", { add_quota_usd: "1", expires_at: null })
+        expect(cleared.body.error?.code).toBe("idempotency_key_reused")
         expect((yield* Replay.verify).ok).toBe(true)
       }))
   })
