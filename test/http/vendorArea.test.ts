@@ -28,6 +28,20 @@ const request = (base: string, method: string, path: string, token: string, body
     }).then(async (r) => ({ status: r.status, body: await r.json() }))
   )
 
+/** A vendor's request with an Idempotency-Key, and whether its answer says it was replayed. */
+const idempotent = (base: string, method: string, path: string, token: string, idem: string, body: unknown) =>
+  Effect.promise(() =>
+    fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json", "idempotency-key": idem },
+      body: JSON.stringify(body)
+    }).then(async (r) => ({
+      status: r.status,
+      replayed: r.headers.get("idempotent-replayed"),
+      body: (await r.json()) as any
+    }))
+  )
+
 describe("vendor area", () => {
   layer(TestGateway, { timeout: 60_000, excludeTestServices: true })((it) => {
     it.effect("a reseller manages its keys: list, get, top up from credit, change expiry, revoke, usage", () =>
@@ -199,22 +213,7 @@ describe("idempotent key creation", () => {
       Effect.gen(function*() {
         const base = yield* baseUrl
         const vendor = yield* registerVendor(ALL, undefined, 10)
-        const create = (idem: string, body: unknown) =>
-          Effect.promise(() =>
-            fetch(`${base}/api/keys`, {
-              method: "POST",
-              headers: {
-                authorization: `Bearer ${vendor.token}`,
-                "content-type": "application/json",
-                "idempotency-key": idem
-              },
-              body: JSON.stringify(body)
-            }).then(async (r) => ({
-              status: r.status,
-              replayed: r.headers.get("idempotent-replayed"),
-              body: (await r.json()) as any
-            }))
-          )
+        const create = (idem: string, body: unknown) => idempotent(base, "POST", "/api/keys", vendor.token, idem, body)
         const body = { name: "retry-me", quota_usd: "3" }
         // Concurrent retries of one request, then a late one.
         const first = yield* Effect.all(
@@ -252,21 +251,7 @@ describe("idempotent key creation", () => {
         const customer = yield* request(base, "POST", "/api/keys", vendor.token, { quota_usd: "1" })
         expect(customer.status).toBe(201)
         const topUp = (idem: string, body: unknown) =>
-          Effect.promise(() =>
-            fetch(`${base}/api/keys/${customer.body.id}`, {
-              method: "PATCH",
-              headers: {
-                authorization: `Bearer ${vendor.token}`,
-                "content-type": "application/json",
-                "idempotency-key": idem
-              },
-              body: JSON.stringify(body)
-            }).then(async (r) => ({
-              status: r.status,
-              replayed: r.headers.get("idempotent-replayed"),
-              body: (await r.json()) as any
-            }))
-          )
+          idempotent(base, "PATCH", `/api/keys/${customer.body.id}`, vendor.token, idem, body)
         // A vendor whose client timed out sends the same top-up again, several times at once, then late.
         const first = yield* Effect.all(Array.from({ length: 4 }, () => topUp("grant-7", { add_quota_usd: "5" })), {
           concurrency: "unbounded"
