@@ -43,17 +43,35 @@ export type IssuedKey =
   | { readonly key: KeyDetails; readonly secret: string; readonly replayed: false }
   | { readonly key: KeyDetails; readonly secret: null; readonly replayed: true }
 
-/** What an idempotent create asked for, hashed, to tell a retry from a different request. */
-const fingerprintOf = (input: IssueKey, serverOption: string) =>
+const hashOf = (input: IssueKey, serverOption: string, expiresAt: string | null) =>
   createHash("sha256").update(JSON.stringify([
     input.quotaNanos.toString(),
     input.name ?? null,
     serverOption,
     input.models ?? null,
-    input.expiresAt ?? null,
+    expiresAt,
     input.metadata ?? null,
     input.rateLimits ?? null
   ])).digest("hex")
+
+/**
+ * What an idempotent create asked for, hashed, to tell a retry from a different request; its expiry as
+ * the instant it names, however written.
+ */
+const fingerprintOf = (input: IssueKey, serverOption: string) =>
+  hashOf(
+    input,
+    serverOption,
+    input.expiresAt === undefined
+      ? null
+      : Number.isNaN(Date.parse(input.expiresAt))
+      ? input.expiresAt
+      : new Date(input.expiresAt).toISOString()
+  )
+
+/** The same, of the expiry as written (the fingerprint some stored keys hold): a retry matching either is the same request. */
+const writtenFingerprintOf = (input: IssueKey, serverOption: string) =>
+  hashOf(input, serverOption, input.expiresAt ?? null)
 
 const decodeKeyRows = Schema.decodeUnknown(Schema.Array(KeyDetailRow))
 const decodeIdempotentRows = Schema.decodeUnknown(Schema.Array(Schema.Struct({
@@ -82,7 +100,11 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         if (input.idempotencyKey === undefined || input.vendorId === undefined) return undefined
         const row = yield* byIdempotencyKey(input.vendorId, input.idempotencyKey)
         if (!row) return undefined
-        if (row.idempotency_fingerprint !== fingerprintOf(input, serverOption)) {
+        const fingerprint = row.idempotency_fingerprint
+        if (
+          fingerprint !== fingerprintOf(input, serverOption) &&
+          fingerprint !== writtenFingerprintOf(input, serverOption)
+        ) {
           return yield* new IdempotencyMismatch({
             message: "This Idempotency-Key was used for a different request; use a new key for a new request."
           })

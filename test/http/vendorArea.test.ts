@@ -241,6 +241,12 @@ describe("idempotent key creation", () => {
         expect(reused.status).toBe(400)
         expect(reused.body.error).toMatchObject({ code: "idempotency_key_reused", param: "Idempotency-Key" })
         expect((yield* create("order-43", body)).status).toBe(201)
+        // An expiry is the instant it names: written another way, the retry is the same request.
+        const at = new Date(Math.ceil(Date.now() / 1000) * 1000 + 86_400_000).toISOString()
+        const expiring = { ...body, expires_at: at }
+        expect((yield* create("order-44", expiring)).status).toBe(201)
+        const retried = yield* create("order-44", { ...expiring, expires_at: at.replace(".000Z", "Z") })
+        expect([retried.status, retried.replayed], JSON.stringify(retried.body)).toEqual([200, "true"])
         expect((yield* Replay.verify).ok).toBe(true)
       }))
 
