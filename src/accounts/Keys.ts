@@ -59,19 +59,28 @@ const hashOf = (input: IssueKey, serverOption: string, expiresAt: string | null)
  * the instant it names, however written.
  */
 const fingerprintOf = (input: IssueKey, serverOption: string) =>
-  hashOf(
-    input,
-    serverOption,
-    input.expiresAt === undefined
-      ? null
-      : Number.isNaN(Date.parse(input.expiresAt))
-      ? input.expiresAt
-      : new Date(input.expiresAt).toISOString()
-  )
+  hashOf(input, serverOption, input.expiresAt === undefined ? null : Bounds.instantText(input.expiresAt))
 
 /** The same, of the expiry as written (the fingerprint some stored keys hold): a retry matching either is the same request. */
 const writtenFingerprintOf = (input: IssueKey, serverOption: string) =>
   hashOf(input, serverOption, input.expiresAt ?? null)
+
+/**
+ * What a top-up with an Idempotency-Key asked: its key, amount and expiry (left as it is, cleared and
+ * set are three different requests).
+ */
+const topUpFingerprintOf = (keyId: string, amountNanos: bigint, expiresAt: string | null | undefined) =>
+  createHash("sha256").update(JSON.stringify([
+    keyId,
+    amountNanos.toString(),
+    expiresAt === undefined ? "unchanged" : expiresAt === null ? null : Bounds.instantText(expiresAt)
+  ])).digest("hex")
+
+/** An Idempotency-Key sent again with another request. */
+const reusedIdempotencyKey = () =>
+  new IdempotencyMismatch({
+    message: "This Idempotency-Key was used for a different request; use a new key for a new request."
+  })
 
 const decodeKeyRows = Schema.decodeUnknown(Schema.Array(KeyDetailRow))
 const decodeIdempotentRows = Schema.decodeUnknown(Schema.Array(Schema.Struct({
@@ -105,9 +114,7 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
           fingerprint !== fingerprintOf(input, serverOption) &&
           fingerprint !== writtenFingerprintOf(input, serverOption)
         ) {
-          return yield* new IdempotencyMismatch({
-            message: "This Idempotency-Key was used for a different request; use a new key for a new request."
-          })
+          return yield* reusedIdempotencyKey()
         }
         return { key: detailsFromRow(row), secret: null, replayed: true } satisfies IssuedKey
       })
@@ -220,7 +227,7 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
           allowed_models: input.models ? [...new Set(input.models)] : null,
           quota_nanos: input.quotaNanos,
           metadata: input.metadata ?? {},
-          expires_at: input.expiresAt === undefined ? null : new Date(input.expiresAt).toISOString(),
+          expires_at: input.expiresAt === undefined ? null : Bounds.instantText(input.expiresAt),
           issued_by: input.issuedBy,
           ...(rateLimits ? { rate_limits: rateLimits } : {}),
           ...(input.idempotencyKey !== undefined
@@ -300,12 +307,12 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
       })
 
     /**
-     * Tops up a key's quota (an event on its stream); a vendor's top-up draws on its credit. With `once`
-     * (a vendor's Idempotency-Key and what its request asked), a top-up already made with that key is
-     * not made again (`replayed`), and one made for another request is refused: the grant is appended
-     * at the stream's head as read before the check and the key, so that anything landing after them (a
-     * retry of the same request, a revocation) makes it conflict and look again. `expiry` (the same
-     * request's change of expiry) goes in the same append: a replay changes nothing.
+     * Tops up a key's quota (an event on its stream); a vendor's top-up draws on its credit. With an
+     * `idempotencyKey`, a top-up already made with that key is not made again (`replayed`), and one made
+     * for another request (amount, expiry) is refused: the grant is appended at the stream's head as read
+     * before the check and the key, so that anything landing after them (a retry of the same request, a
+     * revocation) makes it conflict and look again. `expiresAt` (the same request's change of expiry, by
+     * `grantedBy`) goes in the same append: a replay changes nothing.
      */
     const grantOnce = (
       keyId: string,
@@ -313,14 +320,17 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
       grantedBy: string,
       reason = "top-up",
       vendorId?: string,
-      once?: { readonly key: string; readonly fingerprint: string },
-      expiry?: { readonly expiresAt: string | null; readonly changedBy: string }
+      idempotencyKey?: string,
+      expiresAt?: string | null
     ) =>
       Effect.gen(function*() {
         const problem = Bounds.amountProblem("amount", amountNanos, { positive: true }) ??
           Bounds.textProblem("reason", reason) ??
-          (once === undefined ? undefined : Bounds.textProblem("Idempotency-Key", once.key))
+          (idempotencyKey === undefined ? undefined : Bounds.textProblem("Idempotency-Key", idempotencyKey))
         if (problem) return yield* problem
+        const once = idempotencyKey === undefined
+          ? undefined
+          : { key: idempotencyKey, fingerprint: topUpFingerprintOf(keyId, amountNanos, expiresAt) }
         const streamId = streamOf.key(keyId)
         for (let attempt = 1;; attempt++) {
           let expectedVersion: number | "any" = "any"
@@ -332,11 +342,7 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
                   FILTER (WHERE event_type = 'QuotaGranted' AND metadata->>'idempotency_key' = ${once.key}) AS fingerprint
               FROM event_log WHERE stream_id = ${streamId}`.pipe(Effect.orDie)
             if (seen?.used === true) {
-              if (seen.fingerprint !== once.fingerprint) {
-                return yield* new IdempotencyMismatch({
-                  message: "This Idempotency-Key was used for a different request; use a new key for a new request."
-                })
-              }
+              if (seen.fingerprint !== once.fingerprint) return yield* reusedIdempotencyKey()
               return { key: yield* get(keyId, vendorId), replayed: true }
             }
             expectedVersion = seen?.head ?? 0
@@ -346,7 +352,7 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
             return yield* new InvalidInput({ param: "key", message: `Key ${keyId} is revoked.` })
           }
           const past = Bounds.totalProblem("amount", key.quotaNanos, amountNanos, "the key's quota") ??
-            (expiry?.expiresAt == null ? undefined : yield* expiryProblem(expiry.expiresAt))
+            (expiresAt == null ? undefined : yield* expiryProblem(expiresAt))
           if (past) return yield* past
           const appended = yield* log.append({
             streamId,
@@ -360,11 +366,11 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
                 reason,
                 ...(vendorId !== undefined ? { vendor_id: vendorId } : {})
               },
-              ...(expiry === undefined ? [] : [{
+              ...(expiresAt === undefined ? [] : [{
                 _tag: "KeyExpiryChanged" as const,
                 key_id: keyId,
-                expires_at: expiry.expiresAt === null ? null : new Date(expiry.expiresAt).toISOString(),
-                changed_by: expiry.changedBy
+                expires_at: expiresAt === null ? null : Bounds.instantText(expiresAt),
+                changed_by: grantedBy
               }])
             ],
             ...(once !== undefined
@@ -400,7 +406,7 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
           events: [{
             _tag: "KeyExpiryChanged",
             key_id: keyId,
-            expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString(),
+            expires_at: expiresAt === null ? null : Bounds.instantText(expiresAt),
             changed_by: changedBy
           }]
         }).pipe(Effect.orDie)

@@ -120,6 +120,12 @@ export const parseInstant = (param: string, value: string): number | InvalidInpu
   return at
 }
 
+/** An instant as the log writes it (ISO-8601 in UTC, with milliseconds); text that names none, as it is. */
+export const instantText = (value: string): string => {
+  const at = Date.parse(value)
+  return Number.isNaN(at) ? value : new Date(at).toISOString()
+}
+
 export const rateProblem = (param: string, value: number) =>
   Number.isInteger(value) && value > 0 && value <= LIMITS.maxRatePerMinute
     ? undefined

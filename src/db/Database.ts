@@ -26,6 +26,16 @@ export interface DatabaseInfo {
 }
 export class Database extends Context.Tag("Db/Database")<Database, DatabaseInfo>() {}
 
+/** Every connection Tollgate opens to a Postgres: the pool's and the notices'. */
+const connectionOptions = (url: Redacted.Redacted<string>): pg.ClientConfig => ({
+  connectionString: Redacted.value(url),
+  application_name: "tollgate",
+  // An idle connection's probes start after 30 s (the system's default is 2 h): a peer that is gone is
+  // found, and the connection dropped, and a NAT keeps the connection meanwhile.
+  keepAlive: true,
+  keepAliveInitialDelayMillis: 30_000
+})
+
 /**
  * A pool of up to 10 connections, answering a first statement within 5 s (as @effect/sql-pg's own
  * layer does), and watched for connections that stop answering (SilentConnections.ts).
@@ -34,15 +44,7 @@ const pool = (url: Redacted.Redacted<string>) =>
   Effect.gen(function*() {
     const pool = yield* Effect.acquireRelease(
       Effect.sync(() => {
-        const pool = new pg.Pool({
-          connectionString: Redacted.value(url),
-          max: 10,
-          application_name: "tollgate",
-          // An idle connection's probes start after 30 s (the system's default is 2 h): a peer that is
-          // gone is found, and the connection dropped, and a NAT keeps the connection meanwhile.
-          keepAlive: true,
-          keepAliveInitialDelayMillis: 30_000
-        })
+        const pool = new pg.Pool({ ...connectionOptions(url), max: 10 })
         pool.on("error", () => undefined) // an idle connection's loss: the pool drops it
         return pool
       }),
@@ -64,7 +66,7 @@ const pool = (url: Redacted.Redacted<string>) =>
 export const postgres = (url: Redacted.Redacted<string>) =>
   Layer.mergeAll(
     PgClient.layerFromPool({ acquire: pool(url), applicationName: "tollgate" }),
-    Notices.postgres(url),
+    Notices.postgres(connectionOptions(url)),
     Layer.succeed(Database, { backend: "postgres", location: postgresLocation(Redacted.value(url)) })
   )
 

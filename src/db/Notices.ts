@@ -4,7 +4,7 @@
  *
  * The connection is closed, not told to UNLISTEN, when the listening ends: a connection that stopped
  * answering (SilentConnections.ts) would hold a polite ending, and the process's stop with it, forever.
- * TCP keepalive is on (its probes after 30 s idle), since a listening connection sends nothing of its
+ * Its connection has TCP keepalive on (Database.ts), since a listening connection sends nothing of its
  * own: a peer that is gone is found in minutes (the system's probes, 9 at 75 s on Linux), the stream then
  * fails, and its user listens again on a new connection; LISTEN itself is given 10 s.
  */
@@ -12,7 +12,6 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
 import pg from "pg"
 
@@ -31,12 +30,7 @@ const listenOn = (options: pg.ClientConfig, channel: string): Stream.Stream<stri
   Stream.asyncPush<string, SqlError>((emit) =>
     Effect.acquireRelease(
       Effect.async<pg.Client, SqlError>((resume) => {
-        const client = new pg.Client({
-          ...options,
-          keepAlive: true,
-          keepAliveInitialDelayMillis: 30_000,
-          connectionTimeoutMillis: 5_000
-        })
+        const client = new pg.Client({ ...options, connectionTimeoutMillis: 5_000 })
         const lost = (cause: unknown) => emit.fail(new SqlError({ cause, message: `lost the notices of ${channel}` }))
         client.on("error", lost)
         client.on("end", () => lost(new Error("Connection ended")))
@@ -69,7 +63,6 @@ const listenOn = (options: pg.ClientConfig, channel: string): Stream.Stream<stri
     )
   )
 
-export const postgres = (url: Redacted.Redacted<string>) =>
-  Layer.succeed(Notices, {
-    listen: (channel) => listenOn({ connectionString: Redacted.value(url), application_name: "tollgate" }, channel)
-  })
+/** Notices on connections opened with `options`. */
+export const postgres = (options: pg.ClientConfig) =>
+  Layer.succeed(Notices, { listen: (channel) => listenOn(options, channel) })

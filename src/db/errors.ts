@@ -22,11 +22,28 @@ export const isConnectRefusal = (cause: unknown): boolean => {
     /timeout exceeded when trying to connect/i.test(String(c?.message ?? ""))
 }
 
+/** The SQLSTATE of an error the database itself reported, if `cause` is one. */
+const sqlStateOf = (cause: unknown): string | undefined => {
+  const code = (cause as { code?: unknown } | undefined)?.code
+  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined
+}
+
+/**
+ * True when a statement that failed with `cause` may have committed all the same: the database did not
+ * report its failure (the connection was lost or closed, the driver gave up), or reported it only by
+ * ending the session (class 08, 57P01-57P03). A statement the database refused (any other SQLSTATE)
+ * rolled back.
+ */
+export const outcomeUnknown = (cause: unknown): boolean => {
+  const code = sqlStateOf(cause)
+  return code === undefined || code.startsWith("08") || code.startsWith("57P")
+}
+
 /** True when `cause` (a driver error) means the database was unreachable rather than that it refused the statement. */
 export const isConnectionLoss = (cause: unknown): boolean => {
   const c = cause as { code?: unknown; message?: unknown } | undefined
   const code = typeof c?.code === "string" ? c.code : ""
-  if (/^[0-9A-Z]{5}$/.test(code)) return retryableState(code)
+  if (sqlStateOf(cause) !== undefined) return retryableState(code)
   if (/^E[A-Z]+$/.test(code)) return true // a Node socket error: ECONNREFUSED, ECONNRESET, ETIMEDOUT, EPIPE, ...
   // node-postgres reports a dropped or timed-out connection as a plain Error without a code.
   return /connect|terminat|Connection|closed|timeout/i.test(String(c?.message ?? ""))

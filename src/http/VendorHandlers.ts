@@ -3,7 +3,6 @@ import * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import { createHash } from "node:crypto"
 import * as Bounds from "../accounts/bounds.ts"
 import { Catalog } from "../accounts/Catalog.ts"
 import type {
@@ -22,17 +21,6 @@ import { CurrentVendor } from "../api/security.ts"
 import { GatewayConfig } from "../config/GatewayConfig.ts"
 import { formatUsd, parseUsd } from "../config/Money.ts"
 import { readWithin } from "./readWithin.ts"
-
-/**
- * What a top-up with an Idempotency-Key asked: its key, amount and expiry (the instant, however written;
- * left as it is, cleared and set are three different requests).
- */
-const topUpFingerprint = (keyId: string, amount: bigint, expiresAt: string | null | undefined) =>
-  createHash("sha256").update(JSON.stringify([
-    keyId,
-    amount.toString(),
-    expiresAt === undefined ? "unchanged" : expiresAt === null ? null : new Date(expiresAt).toISOString()
-  ])).digest("hex")
 
 /** A replayed create's answer says so in a header too. */
 const markReplayed = HttpApp.appendPreResponseHandler((_, response) =>
@@ -214,18 +202,15 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
             // A top-up with an Idempotency-Key: its expiry (checked there, after the replay check, so that a
             // late retry is answered as the first was) goes in the same append, and a retry of this request
             // (its answer lost) changes nothing.
-            const once = { key: idempotencyKey, fingerprint: topUpFingerprint(path.id, amount, input.expires_at) }
-            const expiry = input.expires_at === undefined ? undefined : { expiresAt: input.expires_at, changedBy }
             const granted = yield* keys.grantOnce(
               path.id,
               amount,
               changedBy,
               "vendor top-up",
               session.vendorId,
-              once,
-              expiry
-            )
-              .pipe(Effect.mapError(refusedTopUp))
+              idempotencyKey,
+              input.expires_at
+            ).pipe(Effect.mapError(refusedTopUp))
             if (granted.replayed) yield* markReplayed
             return vendorKeyJson(granted.key)
           }
@@ -240,7 +225,7 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
               .pipe(Effect.mapError(refusedTopUp))
           }
           if (input.expires_at !== undefined) {
-            key = yield* keys.setExpiry(path.id, input.expires_at, `vendor:${session.vendorId}`, session.vendorId).pipe(
+            key = yield* keys.setExpiry(path.id, input.expires_at, changedBy, session.vendorId).pipe(
               Effect.mapError(refused)
             )
           }

@@ -19,7 +19,7 @@ import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
 import type { LooseJson } from "../canonical/Json.ts"
-import { isConnectionLoss, isConnectRefusal } from "../db/errors.ts"
+import { isConnectRefusal, outcomeUnknown } from "../db/errors.ts"
 import { type Fragment, join, jsonDocument, numeric, script, sql as sqlText } from "../db/SqlScript.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { type AppendError, appendErrorOf, LedgerRejected, LedgerUnavailable } from "./appendErrors.ts"
@@ -81,7 +81,7 @@ interface Job {
   readonly request: AppendRequest
   /** An attempt of this append failed in a way that may have reached the database (its outcome unknown). */
   maybeSent?: boolean
-  /** The first version and the time its last attempt wrote it at (an "any" append's place is chosen then). */
+  /** An "any" append's first version and time as its last attempt wrote them (its place is chosen then). */
   planned?: { readonly first: number; readonly at: string } | undefined
   /**
    * An "any" append whose batch may have landed is tried again at the place that batch gave it, never at
@@ -143,12 +143,6 @@ const refuseUnfollowed = (follows: ReadonlyArray<{ readonly stream: string; read
     WHERE NOT EXISTS (SELECT 1 FROM event_log e WHERE e.stream_id = v.stream AND e.stream_version = v.version)`
 
 const MAX_BATCH = 256
-
-/** Whether a driver error is the database's own report of a statement's failure (it carries a SQLSTATE). */
-const reportedByDatabase = (cause: unknown) => {
-  const code = (cause as { code?: unknown } | undefined)?.code
-  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)
-}
 
 /** An event as its row holds it: its type, and its data without the tag. */
 const encodedOf = (event: DomainEvent) => {
@@ -220,8 +214,9 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           const when = job.pinned?.at ?? job.request.occurredAt ?? occurredAt
           const first = job.pinned?.first ??
             (expectedVersion === "any" ? heads.get(streamId) ?? 0 : expectedVersion) + 1
-          job.planned = { first, at: when }
+          // An "any" append's place, kept in case its batch's outcome is unknown (then it is pinned there).
           const appendId = expectedVersion === "any" ? (job.appendId ??= randomUUID()) : undefined
+          if (appendId !== undefined) job.planned = { first, at: when }
           // Later appends to the same stream in this batch go after this one.
           heads.set(streamId, Math.max(heads.get(streamId) ?? 0, first + events.length - 1))
           const ids = events.map((event, i) => {
@@ -387,7 +382,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
                 // Unless its own events are there, it goes to the stream's end like any append. Had this
                 // attempt lost its connection too, it may still land at its place: it is answered as
                 // unknown, never sent to the end. If the database cannot say, as the question's failure says.
-                const definite = reportedByDatabase((failed.value as { cause?: unknown }).cause)
+                const definite = !outcomeUnknown((failed.value as { cause?: unknown }).cause)
                 return landedAtPin(job, pin).pipe(
                   Effect.matchCauseEffect({
                     onSuccess: (result) => {
@@ -473,10 +468,9 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
             const failure = Cause.failureOption(cause)
             const driverError = Option.isSome(failure) ? (failure.value as { cause?: unknown }).cause : undefined
             if (!(Option.isSome(failure) && isConnectRefusal(driverError))) {
-              // Unless the database itself said the script failed (an error with its SQLSTATE: the
-              // transaction rolled back), the batch's outcome is unknown: its "any" appends keep their places.
-              const unknown = Option.isSome(failure) &&
-                (isConnectionLoss(driverError) || !reportedByDatabase(driverError))
+              // Unless the database said the script failed (it rolled back), the batch's outcome is
+              // unknown: its "any" appends keep their places.
+              const unknown = Option.isSome(failure) && outcomeUnknown(driverError)
               for (const job of batch) {
                 job.maybeSent = true
                 if (unknown && job.request.expectedVersion === "any") job.pinned = job.planned
