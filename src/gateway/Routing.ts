@@ -12,7 +12,7 @@ import type { Endpoint } from "../ledger/events.ts"
 import type { ClientJson } from "../providers/ClientJson.ts"
 import type { CallStop, ProtocolHeaders, UpstreamRequest } from "../providers/Upstream.ts"
 import { type Route, routeFor } from "../styles/registry.ts"
-import { attempt } from "../styles/shared/Untranslatable.ts"
+import { attempt, refusalCode } from "../styles/shared/Untranslatable.ts"
 import type { RateLimits } from "./Billing.ts"
 import { boundOf, type CallBound, unsizedInput, unsizedKind, withOutputCap } from "./Bound.ts"
 import { BadRequest, ModelNotFound } from "./errors.ts"
@@ -192,7 +192,7 @@ export const makeRouter = (catalog: CatalogService) => {
           translated && !translated.ok
             ? new BadRequest({
               param: translated.error.param,
-              code: "untranslatable_field",
+              ...refusalCode(translated.error),
               message: translated.error.message
             })
             : new BadRequest({

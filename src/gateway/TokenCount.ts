@@ -13,7 +13,7 @@ import type { ProtocolHeaders } from "../providers/Upstream.ts"
 import { Upstreams } from "../providers/Upstreams.ts"
 import { CODECS } from "../styles/registry.ts"
 import { makePolicy } from "../styles/shared/Policy.ts"
-import { attempt } from "../styles/shared/Untranslatable.ts"
+import { attempt, refusalCode } from "../styles/shared/Untranslatable.ts"
 import { countPromptOf } from "../tokens/count.ts"
 import { promptLength } from "../tokens/text.ts"
 import { BadRequest, ModelNotFound, TooLarge, UpstreamFailure } from "./errors.ts"
@@ -84,7 +84,7 @@ export class TokenCount extends Effect.Service<TokenCount>()("Gateway/TokenCount
           if (!read.ok) {
             return yield* new BadRequest({
               param: read.error.param,
-              code: "untranslatable_field",
+              ...refusalCode(read.error),
               message: read.error.message
             })
           }

@@ -126,6 +126,21 @@ describe("translation policy over HTTP", () => {
         expect(fake.received).toEqual([])
       }))
 
+    it.effect("a function call output without its call's id is a 400 naming the field, before anything goes upstream", () =>
+      Effect.gen(function*() {
+        const { fake, openai } = yield* clients
+        const error = yield* Effect.promise(() =>
+          openai.responses.create({
+            model: "claude-up",
+            input: [{ type: "function_call_output", output: "ok" }]
+          } as any).then(() => undefined, (e) => e)
+        )
+        expect(error).toBeInstanceOf(OpenAI.BadRequestError)
+        expect([error.param, error.code, error.type]).toEqual(["input.0.call_id", null, "invalid_request_error"])
+        expect(error.message).toMatch(/`input.0.call_id` is required/)
+        expect(fake.received).toEqual([])
+      }))
+
     it.effect("thinking and effort map across styles; disabled thinking sends nothing", () =>
       Effect.gen(function*() {
         const { fake, anthropic, openai } = yield* clients

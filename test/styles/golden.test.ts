@@ -116,8 +116,12 @@ describe("chat -> messages", () => {
     ).toBe(7)
   })
 
-  it("maps tool_choice forms", () => {
-    const base = { model: "m", messages: [{ role: "user", content: "x" }] }
+  it("maps tool_choice forms (a choice goes with tools only)", () => {
+    const base = {
+      model: "m",
+      messages: [{ role: "user", content: "x" }],
+      tools: [{ type: "function", function: { name: "f", parameters: { type: "object" } } }]
+    }
     expect(chatRequestToMessages({ ...base, tool_choice: "auto" }, 1).tool_choice).toEqual({ type: "auto" })
     expect(chatRequestToMessages({ ...base, tool_choice: "none" }, 1).tool_choice).toEqual({ type: "none" })
     expect(

@@ -10,7 +10,7 @@ import { sealThinking, unsealThinking } from "../../src/styles/messages/thinking
 import { fromMessagesId, toMessagesId } from "../../src/styles/messages/toolIds.ts"
 import { routeFor } from "../../src/styles/registry.ts"
 import { generalise, makePolicy, meaningful } from "../../src/styles/shared/Policy.ts"
-import { attempt } from "../../src/styles/shared/Untranslatable.ts"
+import { attempt, refusalCode } from "../../src/styles/shared/Untranslatable.ts"
 import { chatRequestToMessages, messagesResponseToChat } from "../support/translators.ts"
 import { chatResponseToMessages, messagesRequestToChat } from "../support/translators.ts"
 import { chatResponseToResponses, responsesRequestToChat } from "../support/translators.ts"
@@ -430,6 +430,14 @@ describe("responses -> messages and chat (Codex and the Agents SDK)", () => {
     expect(() => responsesRequestToChat(body, chat, makePolicy())).toThrow(/needs the item's `id`/)
   })
 
+  it("a JSON schema format without `strict` is not strict, as the Responses API defaults it", () => {
+    const body = { model: "m", input: "x", text: { format: { type: "json_schema", name: "o", schema } } }
+    expect(run((p) => responsesRequestToChat(body, chat, p)).out.response_format).toEqual({
+      type: "json_schema",
+      json_schema: { name: "o", schema, strict: false }
+    })
+  })
+
   it("maps structured output on both routes; truncation and verbosity are hints", () => {
     const body = {
       model: "m",
@@ -460,6 +468,97 @@ describe("responses -> messages and chat (Codex and the Agents SDK)", () => {
         .out.response_format
     )
       .toEqual({ type: "json_object" })
+  })
+})
+
+describe("what a translation cannot do without", () => {
+  const missing = (f: () => unknown) => {
+    const r = attempt(f)
+    return r.ok ? undefined : { param: r.error.param, code: refusalCode(r.error).code, message: r.error.message }
+  }
+  const call = { type: "function_call", call_id: "c1", name: "f", arguments: "{}" }
+  const output = { type: "function_call_output", call_id: "c1", output: "ok" }
+
+  it("a call's id and name, the id an output answers, a tool's name: refused naming the field, with no code", () => {
+    const cases: Array<[Json, string]> = [
+      [{ input: [{ ...call, call_id: undefined }] }, "input.0.call_id"],
+      [{ input: [{ ...call, name: 7 }] }, "input.0.name"],
+      [{ input: [call, { ...output, call_id: "" }] }, "input.1.call_id"],
+      [{ input: "x", tools: [{ type: "function" }] }, "tools.0.name"],
+      [{ input: "x", tools: [{ type: "function", name: "f" }], tool_choice: { type: "function" } }, "tool_choice.name"]
+    ]
+    for (const [body, param] of cases) {
+      for (const translate of [responsesRequestToChat, responsesRequestToMessages]) {
+        const r = missing(() => translate({ model: "m", ...body as object }, { ...chat, ...messages }, makePolicy()))
+        expect(r).toEqual({ param, code: undefined, message: expect.stringContaining(`\`${param}\` is required`) })
+      }
+    }
+    const toolCall = { id: "call_1", type: "function", function: { name: "f", arguments: "{}" } }
+    const chatCases: Array<[Json, string]> = [
+      [{ messages: [{ role: "tool", content: "ok" }] }, "messages.0.tool_call_id"],
+      [
+        { messages: [{ role: "assistant", tool_calls: [{ ...toolCall, id: undefined }] }] },
+        "messages.0.tool_calls.0.id"
+      ],
+      [
+        { messages: [{ role: "assistant", tool_calls: [{ ...toolCall, function: { arguments: "{}" } }] }] },
+        "messages.0.tool_calls.0.function.name"
+      ],
+      [
+        { messages: [{ role: "user", content: "x" }], tools: [{ type: "function", function: {} }] },
+        "tools.0.function.name"
+      ]
+    ]
+    for (const [body, param] of chatCases) {
+      expect(missing(() => chatRequestToMessages({ model: "m", ...body as object }, messages, makePolicy()))?.param)
+        .toBe(param)
+    }
+    const use = { type: "tool_use", id: "toolu_1", name: "f", input: {} }
+    const messagesCases: Array<[Json, string]> = [
+      [{ messages: [{ role: "assistant", content: [{ ...use, id: undefined }] }] }, "messages.0.content.0.id"],
+      [{ messages: [{ role: "assistant", content: [{ ...use, name: "" }] }] }, "messages.0.content.0.name"],
+      [
+        { messages: [{ role: "user", content: [{ type: "tool_result", content: "ok" }] }] },
+        "messages.0.content.0.tool_use_id"
+      ],
+      [{ messages: [{ role: "user", content: "x" }], tools: [{ input_schema: schema }] }, "tools.0.name"],
+      [
+        { messages: [{ role: "user", content: "x" }], tools: [{ name: "f" }], tool_choice: { type: "tool" } },
+        "tool_choice.name"
+      ]
+    ]
+    for (const [body, param] of messagesCases) {
+      expect(
+        missing(() => messagesRequestToChat({ model: "m", max_tokens: 9, ...body as object }, chat, makePolicy()))
+          ?.param
+      )
+        .toBe(param)
+    }
+  })
+
+  it("tool_choice and parallel_tool_calls go upstream only with tools", () => {
+    const noTools = { model: "m", input: "x", tool_choice: "auto", parallel_tool_calls: false }
+    const toChat = run((p) => responsesRequestToChat(noTools, chat, p)).out
+    expect([toChat.tool_choice, toChat.parallel_tool_calls, toChat.tools]).toEqual([undefined, undefined, undefined])
+    const toMessages = run((p) => responsesRequestToMessages(noTools, messages, p)).out
+    expect([toMessages.tool_choice, toMessages.tools]).toEqual([undefined, undefined])
+    const fromChat = run((p) =>
+      chatRequestToMessages(
+        { model: "m", messages: [{ role: "user", content: "x" }], parallel_tool_calls: false },
+        messages,
+        p
+      )
+    ).out
+    expect(fromChat.tool_choice).toBeUndefined()
+    const tools = [{ type: "function", name: "f", parameters: schema }]
+    expect(run((p) => responsesRequestToChat({ ...noTools, tools }, chat, p)).out).toMatchObject({
+      tool_choice: "auto",
+      parallel_tool_calls: false
+    })
+    expect(run((p) => responsesRequestToMessages({ ...noTools, tools }, messages, p)).out.tool_choice).toEqual({
+      type: "auto",
+      disable_parallel_tool_use: true
+    })
   })
 })
 

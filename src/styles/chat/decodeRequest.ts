@@ -18,7 +18,7 @@ import { normaliseEffort } from "../shared/effort.ts"
 import { imageFromUrl } from "../shared/images.ts"
 import { dropExtras, type Policy, sortTopLevel } from "../shared/Policy.ts"
 import { textOfParts } from "../shared/textParts.ts"
-import { argumentsText, refuse } from "../shared/Untranslatable.ts"
+import { argumentsText, refuse, requiredText } from "../shared/Untranslatable.ts"
 
 const MAPPED = new Set([
   "model",
@@ -107,8 +107,8 @@ const assistantTurn = (raw: Json, p: string, policy: Policy): Turn => {
       dropExtras(call, TOOL_CALL, cp, policy)
       const toolCall: ToolCall = {
         type: "call",
-        id: typeof call.id === "string" ? call.id : String(call.id ?? ""),
-        name: call.function.name,
+        id: requiredText(call.id, `${cp}.id`, "a tool call has an id"),
+        name: requiredText(call.function.name, `${cp}.function.name`, "a tool call names its function"),
         arguments: argumentsText(call.function.arguments),
         param: `${cp}.function.arguments`
       }
@@ -124,7 +124,10 @@ const readToolChoice = (choice: unknown): ToolChoice | undefined => {
   if (choice === undefined || choice === null) return undefined
   if (choice === "auto" || choice === "required" || choice === "none") return { kind: choice }
   if (isObject(choice) && choice.type === "function" && isObject(choice.function)) {
-    return { kind: "function", name: choice.function.name }
+    return {
+      kind: "function",
+      name: requiredText(choice.function.name, "tool_choice.function.name", "a function tool choice names its function")
+    }
   }
   return refuse("tool_choice", "this tool choice has no equivalent")
 }
@@ -155,7 +158,7 @@ const readTools = (tools: unknown, policy: Policy): Array<Tool> => {
     const f = tool.function
     dropExtras(f, FUNCTION, `tools.${i}.function`, policy)
     return {
-      name: f.name,
+      name: requiredText(f.name, `tools.${i}.function.name`, "a function tool has a name"),
       ...(f.description !== undefined ? { description: f.description } : {}),
       parameters: isObject(f.parameters) ? f.parameters : { type: "object", properties: {} },
       ...(typeof f.strict === "boolean" ? { strict: f.strict } : {})
@@ -190,7 +193,7 @@ export const decodeChatRequest = (body: Json, policy: Policy): Request => {
           role: "user",
           content: [{
             type: "result",
-            callId: typeof raw.tool_call_id === "string" ? raw.tool_call_id : String(raw.tool_call_id ?? ""),
+            callId: requiredText(raw.tool_call_id, `${p}.tool_call_id`, "a tool message names the call it answers"),
             content: toolResultContent(raw.content, `${p}.content`),
             isError: false
           }]

@@ -128,14 +128,14 @@ export const encodeChatRequest = (r: Request, target: RequestTarget, policy: Pol
         ...(t.strict !== undefined ? { strict: t.strict } : {})
       }
     }))
-    // A tool choice without tools is an error upstream.
+    // A tool choice or parallel_tool_calls without tools is an error upstream.
     if (r.toolChoice) {
       out.tool_choice = r.toolChoice.kind === "function"
         ? { type: "function", function: { name: r.toolChoice.name } }
         : r.toolChoice.kind
     }
+    if (r.parallelToolCalls !== undefined) out.parallel_tool_calls = r.parallelToolCalls
   }
-  if (r.parallelToolCalls !== undefined) out.parallel_tool_calls = r.parallelToolCalls
   if (r.stream !== undefined) out.stream = r.stream
   return out
 }

@@ -19,7 +19,7 @@ import type {
 import { normaliseEffort } from "../shared/effort.ts"
 import { dropExtras, type Policy, sortTopLevel } from "../shared/Policy.ts"
 import { textOfPart, textOfParts } from "../shared/textParts.ts"
-import { refuse } from "../shared/Untranslatable.ts"
+import { refuse, requiredText } from "../shared/Untranslatable.ts"
 import { effortOfBudget, sealRedacted, sealThinking } from "./thinking.ts"
 import { fromMessagesId } from "./toolIds.ts"
 
@@ -121,7 +121,9 @@ const readTurn = (raw: unknown, p: string, policy: Policy): Turn => {
               dropExtras(b, TOOL_RESULT, bp, policy)
               return {
                 type: "result",
-                callId: fromMessagesId(b.tool_use_id),
+                callId: fromMessagesId(
+                  requiredText(b.tool_use_id, `${bp}.tool_use_id`, "a tool result names the tool use it answers")
+                ),
                 content: resultContent(b.content, `${bp}.content`, policy),
                 isError: b.is_error === true
               }
@@ -143,8 +145,8 @@ const readTurn = (raw: unknown, p: string, policy: Policy): Turn => {
               dropExtras(b, TOOL_USE, bp, policy)
               return {
                 type: "call",
-                id: fromMessagesId(b.id),
-                name: b.name,
+                id: fromMessagesId(requiredText(b.id, `${bp}.id`, "a tool use has an id")),
+                name: requiredText(b.name, `${bp}.name`, "a tool use names its tool"),
                 arguments: JSON.stringify(b.input ?? {}),
                 param: `${bp}.input`
               }
@@ -230,7 +232,7 @@ const readTools = (tools: unknown, policy: Policy): Array<Tool> | undefined => {
     }
     dropExtras(tool, TOOL, `tools.${i}`, policy)
     out.push({
-      name: tool.name,
+      name: requiredText(tool.name, `tools.${i}.name`, "a tool has a name"),
       ...(tool.description !== undefined ? { description: tool.description } : {}),
       parameters: isObject(tool.input_schema) ? tool.input_schema : { type: "object", properties: {} },
       ...(typeof tool.strict === "boolean" ? { strict: tool.strict } : {})
@@ -248,7 +250,10 @@ const readToolChoice = (c: Json): ToolChoice => {
     case "none":
       return { kind: "none" }
     case "tool":
-      return { kind: "function", name: c.name }
+      return {
+        kind: "function",
+        name: requiredText(c.name, "tool_choice.name", "a tool choice of type tool names its tool")
+      }
     default:
       return refuse("tool_choice.type", "this tool choice has no equivalent")
   }

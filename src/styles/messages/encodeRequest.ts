@@ -107,18 +107,19 @@ export const encodeMessagesRequest = (r: Request, target: RequestTarget, policy:
   if (r.format?.type === "json_schema") {
     out.output_config = { format: { type: "json_schema", schema: r.format.schema } }
   } else if (r.format) refuse(r.format.param, "JSON mode without a schema has no equivalent in messages style")
-  if (r.tools) {
+  if (r.tools && r.tools.length > 0) {
     out.tools = r.tools.map((t) => ({
       name: t.name,
       ...(t.description !== undefined ? { description: t.description } : {}),
       input_schema: t.parameters,
       ...(t.strict !== undefined ? { strict: t.strict } : {})
     }))
+    // A tool choice without tools is an error upstream: with none, how to choose among them says nothing.
+    const choice = r.toolChoice ? writeToolChoice(r.toolChoice) : undefined
+    if (r.parallelToolCalls === false) {
+      out.tool_choice = { ...(choice ?? { type: "auto" }), disable_parallel_tool_use: true }
+    } else if (choice) out.tool_choice = choice
   }
-  const choice = r.toolChoice ? writeToolChoice(r.toolChoice) : undefined
-  if (r.parallelToolCalls === false) {
-    out.tool_choice = { ...(choice ?? { type: "auto" }), disable_parallel_tool_use: true }
-  } else if (choice) out.tool_choice = choice
   if (r.reasoning) {
     const { level, param, requested } = r.reasoning
     if (level === undefined) refuse(param, `the effort "${String(requested)}" has no equivalent`)

@@ -17,7 +17,7 @@ import type {
 import { normaliseEffort } from "../shared/effort.ts"
 import { imageFromUrl } from "../shared/images.ts"
 import { type Policy, sortTopLevel } from "../shared/Policy.ts"
-import { refuse } from "../shared/Untranslatable.ts"
+import { refuse, requiredText } from "../shared/Untranslatable.ts"
 
 const MAPPED = new Set([
   "model",
@@ -105,8 +105,8 @@ const readItems = (input: unknown): Array<Turn> => {
       if (present(raw, "namespace")) refuse(`${p}.namespace`, "namespaced tools have no equivalent")
       return assistantItem({
         type: "call",
-        id: String(raw.call_id),
-        name: String(raw.name),
+        id: requiredText(raw.call_id, `${p}.call_id`, "a function call names its call"),
+        name: requiredText(raw.name, `${p}.name`, "a function call names its function"),
         arguments: String(raw.arguments ?? "{}"),
         param: `${p}.arguments`
       })
@@ -137,7 +137,12 @@ const readItems = (input: unknown): Array<Turn> => {
         : outputParts.flatMap((part) => (part.type === "text" ? [part.text] : [])).join("")
       turns.push({
         role: "user",
-        content: [{ type: "result", callId: String(raw.call_id), content: output, isError: false }]
+        content: [{
+          type: "result",
+          callId: requiredText(raw.call_id, `${p}.call_id`, "a function call's output names the call it answers"),
+          content: output,
+          isError: false
+        }]
       })
     } else if (type === "item_reference") {
       // Items the gateway stored were put in place before this (gateway/StoredItems.ts).
@@ -166,7 +171,7 @@ const readFormat = (text: Json, policy: Policy): Request["format"] => {
       type: "json_schema",
       name: String(f.name ?? "output"),
       schema: f.schema,
-      strict: f.strict !== false,
+      strict: f.strict === true,
       param: "text.format"
     }
   }
@@ -201,7 +206,7 @@ const readTools = (tools: unknown, policy: Policy): Array<Tool> => {
     }
     if (t.type !== "function") return refuse(`tools.${i}.type`, "built-in tools have no equivalent")
     out.push({
-      name: String(t.name),
+      name: requiredText(t.name, `tools.${i}.name`, "a function tool has a name"),
       ...(t.description !== undefined ? { description: t.description } : {}),
       parameters: isObject(t.parameters) ? t.parameters : { type: "object", properties: {} },
       ...(typeof t.strict === "boolean" ? { strict: t.strict } : {})
@@ -212,7 +217,12 @@ const readTools = (tools: unknown, policy: Policy): Array<Tool> => {
 
 const readToolChoice = (c: unknown): ToolChoice | undefined => {
   if (c === "auto" || c === "required" || c === "none") return { kind: c }
-  if (isObject(c) && c.type === "function") return { kind: "function", name: String(c.name) }
+  if (isObject(c) && c.type === "function") {
+    return {
+      kind: "function",
+      name: requiredText(c.name, "tool_choice.name", "a function tool choice names its function")
+    }
+  }
   if (c !== undefined && c !== null) refuse("tool_choice", "this tool choice has no equivalent")
   return undefined
 }

@@ -10,12 +10,38 @@ export class Untranslatable extends Data.TaggedError("Untranslatable")<{
   /** The field, as a path in the client's request, e.g. `messages.2.content.0.type`. */
   readonly param: string
   readonly message: string
+  /**
+   * `missing`: the field is one the translation needs and the request lacks it (or gives it as another
+   * type): a bad request whatever the upstream. Otherwise it has no equivalent upstream.
+   */
+  readonly missing?: true
 }> {}
 
 /** Thrown inside the pure codecs and turned into a failure at their boundary (`attempt`). */
 export const refuse = (param: string, why: string): never => {
   throw new Untranslatable({ param, message: `\`${param}\` cannot be translated for this model's upstream: ${why}` })
 }
+
+/**
+ * A field a translation cannot do without (a call's id, a tool's name), as the non-empty string it
+ * must be. Passed through untranslated, such a request reaches the upstream as its own; translated, a
+ * missing id would be written as some text and the call would go out wrong, so it is refused.
+ */
+export const requiredText = (value: unknown, param: string, what: string): string => {
+  if (typeof value === "string" && value !== "") return value
+  throw new Untranslatable({
+    param,
+    message: `\`${param}\` is required: ${what}, a non-empty string.`,
+    missing: true
+  })
+}
+
+/**
+ * The code of the 400 a refused translation is answered with: none for a missing field, as when the
+ * request's schema finds one missing.
+ */
+export const refusalCode = (e: Untranslatable): { readonly code?: string } =>
+  e.missing ? {} : { code: "untranslatable_field" }
 
 /** Runs a codec that may throw `Untranslatable`. */
 export const attempt = <A>(
