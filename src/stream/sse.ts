@@ -7,10 +7,13 @@ import type { SseEvent } from "../canonical/SseEvent.ts"
 export type { SseEvent } from "../canonical/SseEvent.ts"
 
 export interface ParserState {
+  /** Text not yet ended by a blank line, its line endings made `\n`. */
   readonly buffer: string
+  /** The last chunk ended with a `\r`, taken as a line's end: a `\n` starting the next one is its other half. */
+  readonly cr: boolean
 }
 
-export const initialParser: ParserState = { buffer: "" }
+export const initialParser: ParserState = { buffer: "", cr: false }
 
 /** A block read line by line: every field, comments, `\r` endings, multi-line data. */
 export const parseLines = (block: string): SseEvent | undefined => {
@@ -51,10 +54,20 @@ export const parseBlock = (block: string): SseEvent | undefined => {
   return parseLines(block)
 }
 
-/** Feeds a chunk of text; returns the new state and the complete events it finished. */
+const LF = 10
+
+/**
+ * Feeds a chunk of text; returns the new state and the complete events it finished. A line ends with
+ * `\r\n`, `\n` or `\r` alone, as the SSE format says, however the chunks cut them.
+ */
 export const feed = (state: ParserState, chunk: string): readonly [ParserState, Array<SseEvent>] => {
-  let buffer = state.buffer + chunk
-  if (buffer.includes("\r\n")) buffer = buffer.replace(/\r\n/g, "\n")
+  const text = state.cr && chunk.charCodeAt(0) === LF ? chunk.slice(1) : chunk
+  let buffer = state.buffer + text
+  let cr = false
+  if (text.includes("\r")) {
+    cr = text.charCodeAt(text.length - 1) === CR
+    buffer = buffer.replace(/\r\n?/g, "\n")
+  }
   const events: Array<SseEvent> = []
   let start = 0
   for (;;) {
@@ -64,7 +77,7 @@ export const feed = (state: ParserState, chunk: string): readonly [ParserState, 
     if (e) events.push(e)
     start = end + 2
   }
-  return [{ buffer: buffer.slice(start) }, events]
+  return [{ buffer: buffer.slice(start), cr }, events]
 }
 
 /** The event left in the buffer when the stream ends without a final blank line. */
@@ -73,5 +86,8 @@ export const flush = (state: ParserState): Array<SseEvent> => {
   return e ? [e] : []
 }
 
-export const encode = (e: SseEvent): string =>
-  e.event === undefined ? `data: ${e.data}\n\n` : `event: ${e.event}\ndata: ${e.data}\n\n`
+/** An event as SSE text: each line of its data a `data: ` line of its own. */
+export const encode = (e: SseEvent): string => {
+  const data = e.data.includes("\n") ? e.data.replaceAll("\n", "\ndata: ") : e.data
+  return e.event === undefined ? `data: ${data}\n\n` : `event: ${e.event}\ndata: ${data}\n\n`
+}

@@ -371,6 +371,24 @@ describe("streaming", () => {
           expect(billed).toHaveLength(3)
         }))
 
+      it.effect("an upstream that writes each event's JSON over several data lines, with \\r line endings, is relayed as valid SSE", () =>
+        Effect.gen(function*() {
+          const { anthropic, fake } = yield* setup
+          // Pretty-printed JSON, one `data:` line per line of it, the lines ended by a lone CR (the fake
+          // ends each event with a blank line of LFs): all valid SSE.
+          const pretty = messagesToolStream.map((e) =>
+            [`event: ${e.event}`, ...JSON.stringify(e.data, null, 2).split("\n").map((l) => `data: ${l}`)].join("\r")
+          )
+          fake.script("/v1/messages", { events: pretty })
+          const message = yield* Effect.promise(() =>
+            anthropic.messages.stream({ model: "claude", max_tokens: 100, messages: [{ role: "user", content: "go" }] })
+              .finalMessage()
+          )
+          expect(message.content.map((b) => b.type)).toEqual(["text", "tool_use", "tool_use"])
+          expect(message.content[1]).toMatchObject({ type: "tool_use", name: "weather", input: { city: "Paris" } })
+          expect(message.usage.output_tokens).toBe(25)
+        }))
+
       it.effect("Anthropic SDK: an openai-style upstream interleaving two calls' arguments gives two whole tool_use blocks", () =>
         Effect.gen(function*() {
           const { anthropic, fake } = yield* setup
