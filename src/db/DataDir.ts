@@ -61,8 +61,9 @@ export const makeDirs = (dir: string) => {
 }
 
 /**
- * Calls `f` on the folder and everything in it, each folder before its entries (symbolic links are not
- * followed). An entry that vanishes meanwhile (PGlite deletes temporary files as it goes) is skipped.
+ * Calls `f` on the folder and everything in it, each folder before its entries. A symbolic link is
+ * given to `f` as the link itself (its `lstat`), never followed. An entry that vanishes meanwhile
+ * (PGlite deletes temporary files as it goes) is skipped.
  */
 const eachEntry = (dir: string, f: (p: string, st: fs.Stats) => void) => {
   const visit = (p: string) => {
@@ -73,7 +74,6 @@ const eachEntry = (dir: string, f: (p: string, st: fs.Stats) => void) => {
       if ((e as NodeJS.ErrnoException).code === "ENOENT") return
       throw e
     }
-    if (st.isSymbolicLink()) return
     try {
       f(p, st)
     } catch (e) {
@@ -101,11 +101,13 @@ const secure = (dir: string, owner: number | undefined) => {
   let changed = 0
   let foreign: { readonly path: string; readonly uid: number } | undefined
   eachEntry(dir, (p, st) => {
+    // A link planted by another user is foreign like any of its files (what it points to is not looked at).
     if (owner !== undefined && st.uid !== owner) {
       foreign ??= { path: p, uid: st.uid }
       return
     }
-    if ((st.mode & 0o077) === 0) return
+    // A link's own mode means nothing, and chmod would change what it points to.
+    if (st.isSymbolicLink() || (st.mode & 0o077) === 0) return
     const wanted = st.isDirectory() ? PRIVATE_DIR_MODE : PRIVATE_FILE_MODE
     fs.chmodSync(p, (st.mode & 0o700) | (wanted & 0o700))
     changed++

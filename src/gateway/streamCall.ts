@@ -286,13 +286,14 @@ export const streamCall = (deps: StreamDeps) =>
         const e = ended.error
         const upstreamError = (e.body as { error?: { type?: string; code?: string } } | undefined)?.error
         const upstreamType = upstreamError?.type
-        const code = e.kind === "timeout" ? "upstream_timeout" : streamErrorCode(upstreamError?.code)
+        // Redacted for the client and the access log alike.
+        const code = redact(e.kind === "timeout" ? "upstream_timeout" : streamErrorCode(upstreamError?.code))
         // The upstream's own words (decoded from its event), without the gateway's credentials and host
         // (providers/redact.ts).
         const events = relay.errorEvents({
           requestId: g.requestId,
           type: upstreamType === undefined ? "api_error" : redact(upstreamType),
-          code: redact(code),
+          code,
           message: redact(e.message)
         })
         // A client that stopped reading does not hold up the bill: after a second it is cut off (the

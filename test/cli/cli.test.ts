@@ -533,6 +533,29 @@ describe.skipIf(backend() === "postgres")("serve on a data folder it cannot trus
     expect(out).toContain(`the data folder ${dir} belongs to another user (uid 1)`)
     expect(out).not.toContain("listening")
   }, T)
+
+  it.runIf(process.getuid?.() === 0)(
+    "a link another user planted in the folder stops the start; the link is left as it is",
+    async () => {
+      const dir = migratedDataDir("foreign-link")
+      const target = path.join(tempDir("link-target"), "auto.conf")
+      fs.writeFileSync(target, "shared_preload_libraries = 'x'\n")
+      const link = path.join(dir, "postgresql.auto.conf")
+      fs.rmSync(link, { force: true })
+      fs.symlinkSync(target, link)
+      fs.lchownSync(link, 1, 1)
+      const port = await freePort()
+      const r = await tollgate(["serve"], { TOLLGATE_DATA_DIR: dir, TOLLGATE_PORT: String(port) }, 30_000)
+      expect(r.code).not.toBe(0)
+      expect(r.code).not.toBeNull()
+      const out = r.stderr + r.stdout
+      expect(out).toContain(`${link} in the data folder belongs to another user (uid 1)`)
+      expect(out).not.toContain("listening")
+      expect(fs.readlinkSync(link)).toBe(target)
+      expect(fs.statSync(target).mode & 0o777).toBe(0o644)
+    },
+    T
+  )
 })
 
 describe.skipIf(backend() === "postgres")("serve with a wrong configuration file", () => {

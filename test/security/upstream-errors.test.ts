@@ -6,9 +6,10 @@
  * decodes the body, nor escaped once more inside a quoted JSON text, nor as a bare host name.
  */
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer, Logger, LogLevel } from "effect"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
+import { untilSettled } from "../support/settled.ts"
 import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
 
 const SECRET = "sk-upstream-Q7rT2vX9zK4mN8pL3wB6"
@@ -146,6 +147,50 @@ describe("upstream error text", () => {
         expect(last.response.model).toBe("gpt-up")
         expect(last.response.error.message).toBe("upstream key [redacted] at http://[upstream]/v1")
         for (const d of failedData) expectClean(d)
+      }))
+  })
+})
+
+/** What the process logs, as text (the access line's fields included). */
+const logged: Array<string> = []
+const capture = Logger.replace(
+  Logger.defaultLogger,
+  Logger.make(({ message }) => void logged.push(JSON.stringify(message)))
+)
+
+describe("upstream error codes in the access log", () => {
+  layer(TestLayer.pipe(Layer.provide(Layer.merge(capture, Logger.minimumLogLevel(LogLevel.Debug)))), {
+    timeout: 60_000,
+    excludeTestServices: true
+  })((it) => {
+    it.effect("a mid-stream error's code is logged as the client sees it: without the upstream's key", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const { secret } = yield* issueKey()
+        const fake = yield* Fake
+        fake.reset()
+        fake.script("/v1/chat/completions", {
+          events: [
+            `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hi"}}]}`,
+            `data: {"error":{"message":"boom","type":"server_error","code":"${SECRET}"}}`
+          ]
+        })
+        logged.length = 0
+        const text = yield* Effect.promise(() =>
+          fetch(`${base}/v1/chat/completions`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+            body: JSON.stringify({ model: "gpt-up", stream: true, messages: [{ role: "user", content: "x" }] })
+          }).then((r) => r.text())
+        )
+        expect(JSON.parse(dataOf(text).at(-1)!).error.code).toBe("[redacted]")
+        // The access line is written once the call is billed, after its last byte.
+        const access = yield* untilSettled(
+          Effect.sync(() => logged.find((l) => l.includes("POST /v1/chat/completions 200"))),
+          (line) => line !== undefined
+        )
+        expect(access).toContain("[redacted]")
+        expect(logged.join("\n")).not.toContain(TAIL)
       }))
   })
 })

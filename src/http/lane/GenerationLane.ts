@@ -43,7 +43,13 @@ import { HOST_REQUIRED, hostMissing, pathOf } from "../EnvelopeMiddleware.ts"
 import { causeToEnvelope, type EnvelopeError } from "../ErrorEnvelope.ts"
 import { asApiError, type GatewayRefusal } from "../gatewayErrors.ts"
 import { newRequestId } from "../RequestId.ts"
-import { anthropicVersionProblem, DROPPED_PARAMS_HEADER, protocolHeadersOf, readFields } from "./fields.ts"
+import {
+  anthropicVersionProblem,
+  DROPPED_PARAMS_HEADER,
+  droppedParamsValue,
+  protocolHeadersOf,
+  readFields
+} from "./fields.ts"
 import {
   answerHeaders,
   type HeaderMap,
@@ -76,7 +82,7 @@ const urlOf = (req: IncomingMessage): URL | undefined => {
 }
 
 const droppedHeader = (dropped: ReadonlyArray<string>): HeaderMap =>
-  dropped.length === 0 ? {} : { [DROPPED_PARAMS_HEADER]: dropped.join(", ") }
+  dropped.length === 0 ? {} : { [DROPPED_PARAMS_HEADER]: droppedParamsValue(dropped) }
 
 export class GenerationLane extends Effect.Service<GenerationLane>()("Http/GenerationLane", {
   effect: Effect.gen(function*() {

@@ -18,6 +18,30 @@ import { fieldsDecoder } from "../body.ts"
 /** The header that lists the client's advisory fields a translation dropped. */
 export const DROPPED_PARAMS_HEADER = "tollgate-dropped-params"
 
+/** Past this many characters the list ends with `, ...`: a client's header limit is not the request's. */
+const MAX_DROPPED_TEXT = 2048
+
+/**
+ * The dropped fields as the header's value: names as the client wrote them, except that a character a
+ * header cannot carry (outside printable ASCII: a name's `€`, a CR or LF) is written as its UTF-8
+ * bytes in `%XX` form, as in a URL, and so is `%` itself.
+ */
+export const droppedParamsValue = (dropped: ReadonlyArray<string>): string => {
+  let text = ""
+  for (const name of dropped) {
+    const safe = /^[\x20-\x24\x26-\x7e]*$/.test(name)
+      ? name
+      : name.replace(
+        /[^\x20-\x24\x26-\x7e]/gu,
+        (c) => [...Buffer.from(c)].map((b) => `%${b.toString(16).toUpperCase().padStart(2, "0")}`).join("")
+      )
+    const next = text === "" ? safe : `${text}, ${safe}`
+    if (next.length > MAX_DROPPED_TEXT) return text === "" ? "..." : `${text}, ...`
+    text = next
+  }
+  return text
+}
+
 export interface Fields {
   /** The model the client named; "" when it named none and the key has no default for the endpoint. */
   readonly model: string
