@@ -21,7 +21,7 @@ import { type UpstreamBody, UpstreamError } from "../providers/Upstream.ts"
 import type { Upstreams } from "../providers/Upstreams.ts"
 import type { ClientSink } from "../stream/ClientSink.ts"
 import { pump, sseTextOf } from "../stream/Pump.ts"
-import { relayFor } from "../stream/Relay.ts"
+import { errorIn, relayFor } from "../stream/Relay.ts"
 import { sseDecoder, sseRead } from "../stream/UpstreamEvents.ts"
 import type { StyleEndpoint } from "../styles/registry.ts"
 import { countPromptOf, countTokens, ESTIMATOR } from "../tokens/count.ts"
@@ -34,7 +34,7 @@ import { sealedResponse } from "./responseIds.ts"
 import { type Candidate, type Generation, upstreamRequestOf } from "./Routing.ts"
 import type { Started } from "./started.ts"
 import type { StoredItems } from "./StoredItems.ts"
-import { streamErrorCode, toFailure } from "./upstreamFailure.ts"
+import { openingError, streamErrorCode, toFailure } from "./upstreamFailure.ts"
 
 /** The most output text a stream keeps uncounted between its checkpoints (UTF-16 code units). */
 const MAX_UNCOUNTED = 64 * 1024
@@ -127,8 +127,15 @@ export const streamCall = (deps: StreamDeps) =>
                 )
                 : events.length === 0
                 ? firstEvents(body)
-                : Effect.succeed(events)
+                : opening(events)
           )
+        // A stream that opens with an error event fails the attempt: nothing has reached the client.
+        const opening = (events: ReadonlyArray<SseEvent>) => {
+          const error = errorIn(events[0]!)
+          return error === undefined
+            ? Effect.succeed(events)
+            : Effect.fail(openingError(error, c.deployment.providerName, redactorFor(c.deployment.provider)))
+        }
         // The body is held as the answer is taken (uninterruptibly), so no interruption can lose it.
         return Effect.uninterruptibleMask((restore) =>
           Effect.flatMap(

@@ -2,7 +2,7 @@
  * How an upstream's failure reaches the client: its own 4xx kept (status, type, code, param and
  * message), our credential problems hidden, an overloaded upstream 503, the rest 502/504.
  */
-import type { UpstreamError } from "../providers/Upstream.ts"
+import { UpstreamError } from "../providers/Upstream.ts"
 import { UpstreamFailure } from "./errors.ts"
 
 /** `value` if it is a short word (printable ASCII, no space): an error's type or code as a client may act on it. */
@@ -21,6 +21,47 @@ export const streamErrorCode = (code: unknown): string => {
   const own = word(code, 64)
   if (own === undefined || own === "insufficient_quota") return "upstream_error"
   return own === "rate_limit_exceeded" || own === "rate_limited" ? "upstream_rate_limited" : own
+}
+
+/** The HTTP status providers answer an error of this type with (Anthropic's types, and OpenAI's `server_error`). */
+const STATUS_OF_TYPE: Readonly<Record<string, number>> = {
+  invalid_request_error: 400,
+  authentication_error: 401,
+  permission_error: 403,
+  not_found_error: 404,
+  request_too_large: 413,
+  rate_limit_error: 429,
+  api_error: 500,
+  server_error: 500,
+  overloaded_error: 529
+}
+
+/**
+ * An error event that opened an upstream's stream (Anthropic answers 200 and then `overloaded_error`
+ * so): nothing has reached the client, so it fails the attempt as the status the upstream would have
+ * answered it with, and is retried, failed over or answered as such a status would be. Its words are
+ * redacted as an error body's are. An unknown type is a server error.
+ */
+export const openingError = (
+  e: { readonly type: string; readonly message: string; readonly code?: string | undefined },
+  provider: string,
+  redact: (text: string) => string
+): UpstreamError => {
+  const code = word(e.code, 64)
+  const status = STATUS_OF_TYPE[e.type] ??
+    (code === "rate_limit_exceeded" || e.type === "requests" || e.type === "tokens" ? 429 : 500)
+  return new UpstreamError({
+    kind: "status",
+    status,
+    message: `The upstream ${provider} opened its stream with an error (${status}).`,
+    body: {
+      error: {
+        type: redact(e.type),
+        message: redact(e.message),
+        ...(code !== undefined ? { code: redact(code) } : {})
+      }
+    }
+  })
 }
 
 export const toFailure = (e: UpstreamError): UpstreamFailure => {

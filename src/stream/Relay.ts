@@ -129,6 +129,13 @@ const errorOf = (event: SseEvent, json: LooseJson): UpstreamStreamError | undefi
   return undefined
 }
 
+/**
+ * The error an upstream event carries, if it is an error event: for a stream's first event, read before
+ * any relay (only an event named `error` or whose data names one is parsed).
+ */
+export const errorIn = (event: SseEvent): UpstreamStreamError | undefined =>
+  event.event === "error" || event.data.includes("\"error\"") ? errorOf(event, parse(event)) : undefined
+
 class Observer {
   text = ""
   reported: Usage | undefined

@@ -560,6 +560,55 @@ describe("streaming", () => {
           expect(billed.map((b) => [b.outcome, b.cost.total_nanos])).toEqual([["failed", "0"]])
         }))
 
+      it.effect("a stream that opens with an error event is retried like an error status; if every attempt does, a plain JSON error", () =>
+        Effect.gen(function*() {
+          const { anthropic, fake, key, openai } = yield* setup
+          const overloaded =
+            `event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
+          fake.script("/v1/messages", { events: [overloaded] }, { events: messagesToolStream })
+          const message = yield* Effect.promise(() =>
+            anthropic.messages.stream({ model: "claude", max_tokens: 100, messages: [{ role: "user", content: "go" }] })
+              .finalMessage()
+          )
+          expect(message.stop_reason).toBe("tool_use")
+          expect(fake.received.filter((r) => r.path === "/v1/messages")).toHaveLength(2)
+
+          fake.reset()
+          fake.script("/v1/messages", { events: [overloaded] }, { events: [overloaded] })
+          const error = yield* Effect.promise(() =>
+            anthropic.messages.create({
+              model: "claude",
+              max_tokens: 100,
+              stream: true,
+              messages: [{ role: "user", content: "go" }]
+            }).then(() => undefined, (e) => e)
+          )
+          expect(error).toBeInstanceOf(Anthropic.APIError)
+          expect([error.status, error.error?.error?.type]).toEqual([503, "overloaded_error"])
+          expect(fake.received.filter((r) => r.path === "/v1/messages")).toHaveLength(2) // attempts_per_deployment
+
+          // An OpenAI-style stream opening with a request error: not retried, its status and words kept.
+          fake.reset()
+          fake.script("/v1/chat/completions", {
+            events: [
+              `data: {"error":{"type":"invalid_request_error","code":"context_length_exceeded","message":"too long"}}`
+            ]
+          })
+          const refused = yield* Effect.promise(() =>
+            openai.chat.completions.create({ model: "gpt", stream: true, messages: [{ role: "user", content: "x" }] })
+              .then(() => undefined, (e) => e)
+          )
+          expect(refused).toBeInstanceOf(OpenAI.BadRequestError)
+          expect([refused.code, refused.message]).toEqual(["context_length_exceeded", "400 too long"])
+          expect(fake.received.filter((r) => r.path === "/v1/chat/completions")).toHaveLength(1)
+          const billed = yield* awaitBilled(key.keyId, 3)
+          expect(billed.map((b) => [b.outcome, b.cost.total_nanos])).toEqual([
+            ["completed", expect.any(String)],
+            ["failed", "0"],
+            ["failed", "0"]
+          ])
+        }))
+
       it.effect("429 with Retry-After is honoured before the retry", () =>
         Effect.gen(function*() {
           const { fake, openai } = yield* setup
