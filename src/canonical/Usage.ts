@@ -6,6 +6,8 @@ export interface Usage {
   readonly input_tokens: number
   readonly output_tokens: number
   readonly cached_input_tokens: number
+  /** Of the input tokens, those written to the upstream's prompt cache (priced apart when the model says so). */
+  readonly cache_write_tokens?: number
   readonly reasoning_tokens: number
   readonly images: number
 }

@@ -135,6 +135,11 @@ export const Pricing = Schema.Struct({
   output_per_mtok: Schema.optionalWith(UsdAmount, { default: () => 0n }),
   /** USD per million cached input tokens (defaults to the input price). */
   cached_input_per_mtok: Schema.optional(UsdAmount),
+  /**
+   * USD per million input tokens written to the upstream's prompt cache (Anthropic's
+   * `cache_creation_input_tokens`; defaults to the input price).
+   */
+  cache_write_per_mtok: Schema.optional(UsdAmount),
   /** USD per generated image. */
   per_image: Schema.optionalWith(UsdAmount, { default: () => 0n })
 })
@@ -144,7 +149,7 @@ export type Pricing = typeof Pricing.Type
 export const unpricedModels = (models: Readonly<Record<string, { readonly pricing: Pricing }>>): Array<string> =>
   Object.entries(models).filter(([, m]) =>
     m.pricing.input_per_mtok === 0n && m.pricing.output_per_mtok === 0n && m.pricing.per_image === 0n &&
-    (m.pricing.cached_input_per_mtok ?? 0n) === 0n
+    (m.pricing.cached_input_per_mtok ?? 0n) === 0n && (m.pricing.cache_write_per_mtok ?? 0n) === 0n
   ).map(([id]) => id)
 
 export const Deployment = Schema.Struct({

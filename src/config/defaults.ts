@@ -22,7 +22,12 @@ export const defaultConfigFile: ConfigFileEncoded = {
       display_name: "Mock Claude (in-process, deterministic)",
       owned_by: "tollgate",
       deployments: [{ provider: "mock-anthropic" }],
-      pricing: { input_per_mtok: "3", output_per_mtok: "15", cached_input_per_mtok: "0.30" },
+      pricing: {
+        input_per_mtok: "3",
+        output_per_mtok: "15",
+        cached_input_per_mtok: "0.30",
+        cache_write_per_mtok: "3.75"
+      },
       max_output_tokens: 4096,
       max_input_tokens: 200_000
     },

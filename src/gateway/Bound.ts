@@ -151,11 +151,15 @@ export const withOutputCap = (
   }
 }
 
-/** What a call can cost at most: its bound at the key's prices (input at the dearer of plain and cached). */
-export const worstCase = (bound: CallBound, prices: PriceSheet) =>
-  costOf(
+/** What a call can cost at most: its bound at the key's prices (input at the dearest of plain, cached and cache writes). */
+export const worstCase = (bound: CallBound, prices: PriceSheet) => {
+  let input = prices.input_per_mtok_nanos
+  if (prices.cached_input_per_mtok_nanos > input) input = prices.cached_input_per_mtok_nanos
+  if (prices.cache_write_per_mtok_nanos !== undefined && prices.cache_write_per_mtok_nanos > input) {
+    input = prices.cache_write_per_mtok_nanos
+  }
+  return costOf(
     { ...zeroUsage, input_tokens: bound.input_tokens, output_tokens: bound.output_tokens, images: bound.images },
-    prices.cached_input_per_mtok_nanos > prices.input_per_mtok_nanos
-      ? { ...prices, input_per_mtok_nanos: prices.cached_input_per_mtok_nanos }
-      : prices
+    { ...prices, input_per_mtok_nanos: input }
   ).total_nanos
+}

@@ -133,6 +133,7 @@ export const VendorHandlers = HttpApiBuilder.group(GatewayApi, "vendor", (handle
                   input_per_mtok_usd: formatUsd(p.input_per_mtok),
                   output_per_mtok_usd: formatUsd(p.output_per_mtok),
                   cached_input_per_mtok_usd: formatUsd(p.cached_input_per_mtok ?? p.input_per_mtok),
+                  cache_write_per_mtok_usd: formatUsd(p.cache_write_per_mtok ?? p.input_per_mtok),
                   per_image_usd: formatUsd(p.per_image)
                 }
               }),

@@ -36,6 +36,9 @@ const usage = (u: typeof Usage.Type): typeof Usage.Encoded => ({
   input_tokens: int(u.input_tokens, "usage.input_tokens"),
   output_tokens: int(u.output_tokens, "usage.output_tokens"),
   cached_input_tokens: int(u.cached_input_tokens, "usage.cached_input_tokens"),
+  ...(u.cache_write_tokens !== undefined
+    ? { cache_write_tokens: int(u.cache_write_tokens, "usage.cache_write_tokens") }
+    : {}),
   reasoning_tokens: int(u.reasoning_tokens, "usage.reasoning_tokens"),
   images: int(u.images, "usage.images")
 })
@@ -43,6 +46,9 @@ const usage = (u: typeof Usage.Type): typeof Usage.Encoded => ({
 const prices = (p: typeof Prices.Type): typeof Prices.Encoded => ({
   input_per_mtok_nanos: nanos(p.input_per_mtok_nanos),
   cached_input_per_mtok_nanos: nanos(p.cached_input_per_mtok_nanos),
+  ...(p.cache_write_per_mtok_nanos !== undefined
+    ? { cache_write_per_mtok_nanos: nanos(p.cache_write_per_mtok_nanos) }
+    : {}),
   output_per_mtok_nanos: nanos(p.output_per_mtok_nanos),
   per_image_nanos: nanos(p.per_image_nanos),
   price_percent: int(p.price_percent, "prices.price_percent")
@@ -51,6 +57,7 @@ const prices = (p: typeof Prices.Type): typeof Prices.Encoded => ({
 const cost = (c: typeof Cost.Type): typeof Cost.Encoded => ({
   input_nanos: nanos(c.input_nanos),
   cached_input_nanos: nanos(c.cached_input_nanos),
+  ...(c.cache_write_nanos !== undefined ? { cache_write_nanos: nanos(c.cache_write_nanos) } : {}),
   output_nanos: nanos(c.output_nanos),
   image_nanos: nanos(c.image_nanos),
   total_nanos: nanos(c.total_nanos)

@@ -112,6 +112,8 @@ export const Usage = Schema.Struct({
   output_tokens: Schema.Int,
   /** Input tokens served from the upstream's prompt cache (a subset of input_tokens). */
   cached_input_tokens: Schema.Int,
+  /** Input tokens written to the upstream's prompt cache (a subset of input_tokens, apart from the cached ones). */
+  cache_write_tokens: Schema.optionalWith(Schema.Int, { exact: true }),
   /** Output tokens spent on reasoning (a subset of output_tokens). */
   reasoning_tokens: Schema.Int,
   images: Schema.Int
@@ -122,6 +124,8 @@ export type Usage = typeof Usage.Type
 export const Prices = Schema.Struct({
   input_per_mtok_nanos: Nanos,
   cached_input_per_mtok_nanos: Nanos,
+  /** Present when the model prices cache writes apart from input. */
+  cache_write_per_mtok_nanos: Schema.optionalWith(Nanos, { exact: true }),
   output_per_mtok_nanos: Nanos,
   per_image_nanos: Nanos,
   price_percent: Schema.Int
@@ -182,6 +186,8 @@ export const UsageReported = Schema.TaggedStruct("UsageReported", {
 export const Cost = Schema.Struct({
   input_nanos: Nanos,
   cached_input_nanos: Nanos,
+  /** Present when the call wrote to the prompt cache. */
+  cache_write_nanos: Schema.optionalWith(Nanos, { exact: true }),
   output_nanos: Nanos,
   image_nanos: Nanos,
   total_nanos: Nanos

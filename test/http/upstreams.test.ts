@@ -12,6 +12,7 @@ import OpenAI from "openai"
 import type { ConfigFileEncoded } from "../../src/config/ConfigFile.ts"
 import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
 import { rejectionOf } from "../support/rejection.ts"
+import { untilSettled } from "../support/settled.ts"
 import { baseUrl, issueKey, makeTestGateway } from "../support/TestGateway.ts"
 
 const configFor = (url: string): ConfigFileEncoded => ({
@@ -41,7 +42,12 @@ const configFor = (url: string): ConfigFileEncoded => ({
     },
     "claude-up": {
       deployments: [{ provider: "fake-anthropic", model: "claude-upstream-name" }],
-      pricing: { input_per_mtok: "3", output_per_mtok: "15", cached_input_per_mtok: "0.3" },
+      pricing: {
+        input_per_mtok: "3",
+        output_per_mtok: "15",
+        cached_input_per_mtok: "0.3",
+        cache_write_per_mtok: "3.75"
+      },
       max_output_tokens: 1000
     },
     "azure-gpt": { deployments: [{ provider: "fake-azure", model: "my-deployment" }] },
@@ -425,6 +431,86 @@ describe("upstreams over HTTP", () => {
         })
         expect(billed.key_id).toBe(key.keyId)
         expect(billed.model).toBe("claude-up")
+      }))
+
+    it.effect("cache writes are billed at the model's cache write price, streamed or not, and recorded for replay", () =>
+      Effect.gen(function*() {
+        const { anthropic, fake, key, openai } = yield* clients
+        const usage = {
+          input_tokens: 1000,
+          output_tokens: 2000,
+          cache_read_input_tokens: 10000,
+          cache_creation_input_tokens: 4000
+        }
+        fake.script("/v1/messages", {
+          body: {
+            id: "msg_w",
+            type: "message",
+            role: "assistant",
+            content: [{ type: "text", text: "ok" }],
+            stop_reason: "end_turn",
+            usage
+          }
+        }, {
+          events: [
+            {
+              event: "message_start",
+              data: {
+                type: "message_start",
+                message: {
+                  id: "msg_s",
+                  type: "message",
+                  role: "assistant",
+                  content: [],
+                  usage: { ...usage, output_tokens: 1 }
+                }
+              }
+            },
+            {
+              event: "content_block_start",
+              data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }
+            },
+            {
+              event: "content_block_delta",
+              data: { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "ok" } }
+            },
+            { event: "content_block_stop", data: { type: "content_block_stop", index: 0 } },
+            {
+              event: "message_delta",
+              data: { type: "message_delta", delta: { stop_reason: "end_turn" }, usage: { output_tokens: 2000 } }
+            },
+            { event: "message_stop", data: { type: "message_stop" } }
+          ]
+        })
+        const request = { model: "claude-up", max_tokens: 1000, messages: [{ role: "user" as const, content: "x" }] }
+        yield* Effect.promise(() => anthropic.messages.create(request))
+        yield* Effect.promise(() => anthropic.messages.stream(request).finalMessage())
+        const sql = yield* SqlClient.SqlClient
+        const rows = yield* untilSettled(
+          sql<{ data: any }>`SELECT data FROM event_log WHERE event_type = 'Billed' AND data->>'key_id' = ${key.keyId}`,
+          (r) => r.length === 2
+        )
+        for (const row of rows) {
+          const billed = typeof row.data === "string" ? JSON.parse(row.data) : row.data
+          expect(billed.usage).toMatchObject({
+            input_tokens: 15000,
+            cached_input_tokens: 10000,
+            cache_write_tokens: 4000,
+            output_tokens: 2000
+          })
+          expect(billed.prices.cache_write_per_mtok_nanos).toBe("3750000000")
+          // 1000 plain input at $3/M, 10000 cached at $0.30/M, 4000 written at $3.75/M, 2000 output at $15/M
+          expect(billed.cost).toEqual({
+            input_nanos: "3000000",
+            cached_input_nanos: "3000000",
+            cache_write_nanos: "15000000",
+            output_nanos: "30000000",
+            image_nanos: "0",
+            total_nanos: "51000000"
+          })
+        }
+        const used = yield* Effect.promise(() => openai.get("/usage") as Promise<{ totals: { cost_nanos: string } }>)
+        expect(used.totals.cost_nanos).toBe("102000000")
       }))
 
     it.effect("images through an openai-style upstream are billed per image", () =>

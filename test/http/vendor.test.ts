@@ -97,6 +97,7 @@ describe("vendor area", () => {
           input_per_mtok_usd: "0.15",
           output_per_mtok_usd: "0.6",
           cached_input_per_mtok_usd: "0.075",
+          cache_write_per_mtok_usd: "0.15",
           per_image_usd: "0"
         })
         expect(all.models[2]).toMatchObject({ id: "mock-image", kind: "image", per_image_usd: "0.04" })
@@ -111,6 +112,7 @@ describe("vendor area", () => {
             input_per_mtok_usd: "3",
             output_per_mtok_usd: "15",
             cached_input_per_mtok_usd: "0.3",
+            cache_write_per_mtok_usd: "3.75",
             per_image_usd: "0"
           }],
           rate_limits: { requests_per_minute: 60, tokens_per_minute: null }

@@ -49,6 +49,7 @@ export const ServerOptionModel = Schema.Struct({
   input_per_mtok_usd: Schema.String,
   output_per_mtok_usd: Schema.String,
   cached_input_per_mtok_usd: Schema.String,
+  cache_write_per_mtok_usd: Schema.String,
   per_image_usd: Schema.String
 })
 

@@ -4,16 +4,18 @@ import { count, given, list, obj, textCollector } from "../shared/counts.ts"
 
 /**
  * Messages `usage`. Anthropic's input_tokens exclude cache reads and cache writes, so the canonical
- * input is their sum; cache reads are the cached part.
+ * input is their sum; cache reads are the cached part, cache writes the written part.
  */
 export const fromMessagesUsage = (u: unknown): Usage | undefined => {
   const usage = obj(u)
   if (!given(usage.input_tokens) || !given(usage.output_tokens)) return undefined
   const read = count(usage.cache_read_input_tokens)
+  const written = count(usage.cache_creation_input_tokens)
   return {
-    input_tokens: count(usage.input_tokens) + read + count(usage.cache_creation_input_tokens),
+    input_tokens: count(usage.input_tokens) + read + written,
     output_tokens: count(usage.output_tokens),
     cached_input_tokens: read,
+    ...(written > 0 ? { cache_write_tokens: written } : {}),
     reasoning_tokens: 0,
     images: 0
   }
