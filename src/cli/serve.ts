@@ -22,6 +22,7 @@ import { configuredLoggerLayer } from "../observability/Logging.ts"
 import { TracingLive } from "../observability/Tracing.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
 import { ReloadLive } from "./reload.ts"
+import { armStopDeadline, STOP_MARGIN_MS } from "./stopDeadline.ts"
 
 /**
  * On the first start of an embedded data folder (no key at all) with the built-in configuration (its
@@ -61,10 +62,13 @@ const BannerLive = Layer.scopedDiscard(Effect.gen(function*() {
     `Tollgate listening on ${address} | pid ${process.pid} | database: ${db.backend} (${db.location}) | config: ${config.source} | ` +
       `models: ${Object.keys(config.file.models).join(", ")}`
   )
-  // Released before the server and the supervisor: the first word of a shutdown.
+  // Released before the server and the supervisor: the first word of a shutdown, and its deadline.
   yield* Effect.addFinalizer(() =>
-    Effect.logInfo(
-      `stopping: new connections are refused; requests in flight finish and are billed (at most ${config.file.server.shutdown_grace_ms} ms)`
+    Effect.zipRight(
+      Effect.logInfo(
+        `stopping: new connections are refused; requests in flight finish and are billed (at most ${config.file.server.shutdown_grace_ms} ms)`
+      ),
+      armStopDeadline(config.file.server.shutdown_grace_ms + config.file.billing.commit_wait_ms + STOP_MARGIN_MS)
     )
   )
 }))

@@ -11,6 +11,8 @@ export interface SilentProxy {
   readonly url: string
   /** Stops forwarding on every connection open now; returns how many there were. */
   readonly silence: () => number
+  /** Silences the open connections and every one opened later: a database taken away by the network. */
+  readonly blackhole: () => void
   /**
    * The next connection to send `text` sends it, but from then on its answers are lost (the statement
    * runs; its client never hears of it), as when a partition begins right after a commit was sent.
@@ -23,11 +25,12 @@ export const startSilentProxy = async (databaseUrl: string): Promise<SilentProxy
   const target = new URL(databaseUrl)
   const pairs = new Set<{ silent: boolean; answersLost: boolean }>()
   let losingAfter: string | undefined
+  let blackholed = false
   // Every socket open, silent or not: closing the proxy closes them all.
   const sockets = new Set<net.Socket>()
   const server = net.createServer((client) => {
     const upstream = net.connect(Number(target.port || 5432), target.hostname)
-    const pair = { silent: false, answersLost: false }
+    const pair = { silent: blackholed, answersLost: false }
     pairs.add(pair)
     const forward = (from: net.Socket, to: net.Socket) => {
       sockets.add(from)
@@ -62,6 +65,10 @@ export const startSilentProxy = async (databaseUrl: string): Promise<SilentProxy
     silence: () => {
       for (const p of pairs) p.silent = true
       return pairs.size
+    },
+    blackhole: () => {
+      blackholed = true
+      for (const p of pairs) p.silent = true
     },
     close: () =>
       new Promise<void>((resolve) => {
