@@ -265,11 +265,13 @@ export const relayFor = (o: Options): Relay => {
         }
         return [{ data: withModel(event.data, json, o.model) }]
       }
+      // Named after its type when the upstream left the name out (the SDKs dispatch on the name).
+      const name = event.event ?? (typeof json.type === "string" ? json.type : undefined)
       if (json.type === "message_start" && json.message && json.message.model !== o.model) {
         json.message.model = o.model
-        return [{ event: event.event, data: JSON.stringify(json) }]
+        return [{ event: name, data: JSON.stringify(json) }]
       }
-      return [event]
+      return name === event.event ? [event] : [{ event: name, data: event.data }]
     },
     end: () => (o.client === "chat.completions" ? [DONE] : []),
     errorEvents: (f) => [errorEventOf(f)]

@@ -560,6 +560,19 @@ describe("streaming", () => {
           expect(billed.map((b) => [b.outcome, b.cost.total_nanos])).toEqual([["failed", "0"]])
         }))
 
+      it.effect("an Anthropic-style upstream that leaves its events unnamed: each is named after its type for the client", () =>
+        Effect.gen(function*() {
+          const { anthropic, fake } = yield* setup
+          fake.script("/v1/messages", { events: messagesToolStream.map((e) => ({ data: e.data })) })
+          const message = yield* Effect.promise(() =>
+            anthropic.messages.stream({ model: "claude", max_tokens: 100, messages: [{ role: "user", content: "go" }] })
+              .finalMessage()
+          )
+          expect(message.model).toBe("claude")
+          expect(message.content.map((b) => b.type)).toEqual(["text", "tool_use", "tool_use"])
+          expect(message.usage.output_tokens).toBe(25)
+        }))
+
       it.effect("a stream that opens with an error event is retried like an error status; if every attempt does, a plain JSON error", () =>
         Effect.gen(function*() {
           const { anthropic, fake, key, openai } = yield* setup
