@@ -12,16 +12,26 @@ import { countPromptOf, countTokens, ESTIMATOR } from "../tokens/count.ts"
 import type { Settled } from "./Billing.ts"
 
 /**
+ * More tokens than one call can have (no model reads or writes a billion): a count past it is a
+ * broken or hostile upstream's, not usage (its cost would not even fit the log's integers).
+ */
+export const MAX_CALL_TOKENS = 1_000_000_000
+
+/**
  * An upstream's usage, if it is one: usage of all zeros (no input read, no output written: some
  * compatible servers fill the fields so) is none, and the call is estimated rather than billed as
- * free. So is an input count of 0 announced at a stream's start.
+ * free; so is usage with a count past `MAX_CALL_TOKENS`. So is an input count of 0 announced at a
+ * stream's start.
  */
 export const believable = (usage: Usage | undefined): Usage | undefined =>
-  usage === undefined || (usage.input_tokens <= 0 && usage.output_tokens <= 0) ? undefined : usage
+  usage === undefined || (usage.input_tokens <= 0 && usage.output_tokens <= 0) ||
+    usage.input_tokens > MAX_CALL_TOKENS || usage.output_tokens > MAX_CALL_TOKENS
+    ? undefined
+    : usage
 
 /** An announced input count, if it is one (see `believable`). */
 export const announced = (tokens: number | undefined): number | undefined =>
-  tokens === undefined || tokens <= 0 ? undefined : tokens
+  tokens === undefined || tokens <= 0 || tokens > MAX_CALL_TOKENS ? undefined : tokens
 
 /** A complete non-streamed answer without usage. */
 export const estimateReply = (

@@ -239,7 +239,7 @@ export const streamCall = (deps: StreamDeps) =>
         input_tokens: usage?.input_tokens ?? countedInput,
         // Known when the input is the upstream's own count (its cached part billed at the cached price).
         cached_input_tokens: usage?.cached_input_tokens ?? relay.cachedInputTokens(),
-        output_tokens: Math.max(countedOutput, relay.usage()?.output_tokens ?? 0),
+        output_tokens: Math.max(countedOutput, usage?.output_tokens ?? 0),
         estimator: ESTIMATOR
       })
     })

@@ -381,6 +381,46 @@ describe("missing usage is estimated and marked", () => {
           expectEstimated(yield* lastBilled)
         }))
 
+      it.effect("counts no call can have (a billion tokens or more) are no usage: estimated, not a bill the log cannot hold", () =>
+        Effect.gen(function*() {
+          const { openai } = yield* clients
+          ;(yield* Fake).script("/v1/chat/completions", {
+            body: {
+              id: "c",
+              object: "chat.completion",
+              created: 1,
+              model: "gpt",
+              choices: [{ index: 0, message: { role: "assistant", content: ANSWER }, finish_reason: "stop" }],
+              usage: { prompt_tokens: 1e15, completion_tokens: 1e15, total_tokens: 2e15 }
+            }
+          })
+          yield* Effect.promise(() =>
+            openai.chat.completions.create({ model: "gpt", messages: [{ role: "user", content: PROMPT }] })
+          )
+          const billed = yield* lastBilled
+          expectEstimated(billed)
+          expect(billed.usage.output_tokens).toBeLessThan(1_000)
+          ;(yield* Fake).script("/v1/messages", {
+            events: [
+              ...startAndWords({ input_tokens: 1e15, output_tokens: 1 }),
+              { event: "content_block_stop", data: { type: "content_block_stop", index: 0 } },
+              {
+                event: "message_delta",
+                data: {
+                  type: "message_delta",
+                  delta: { stop_reason: "end_turn", stop_sequence: null },
+                  usage: { output_tokens: 1e15 }
+                }
+              },
+              { event: "message_stop", data: { type: "message_stop" } }
+            ]
+          })
+          expect(yield* messagesStreamRead).toContain("message_stop")
+          const streamed = yield* lastBilled
+          expectEstimated(streamed)
+          expect(streamed.usage.input_tokens).toBeLessThan(1_000)
+        }))
+
       /**
        * An agent's request is mostly its tool definitions, tool calls and their results: the estimate
        * counts them (as count_tokens does), not only the turns' text. `least` is what they alone take.
