@@ -5,8 +5,10 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import { createHash } from "node:crypto"
+import type { StreamConflict } from "../ledger/appendErrors.ts"
 import { type Appended, EventLog } from "../ledger/EventLog.ts"
 import { streamOf } from "../ledger/events.ts"
 import * as Bounds from "./bounds.ts"
@@ -292,27 +294,63 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
           })
         )
 
+    const isConflict = (e: unknown): e is StreamConflict =>
+      typeof e === "object" && e !== null && (e as { _tag?: unknown })._tag === "StreamConflict"
+
+    /** A key's stream's head (0 before its first event): read before the key it is checked against. */
+    const headOf = (streamId: string) =>
+      sql<{ head: number | null }>`SELECT max(stream_version)::int AS head FROM event_log WHERE stream_id = ${streamId}`
+        .pipe(Effect.map((rows) => rows[0]?.head ?? 0), Effect.orDie)
+
+    /**
+     * A change to a key, made by `attempt`: it reads the stream's head, then the key, decides on the key
+     * as that head left it, and appends right after that head. Another change landing in between (a
+     * revocation, a top-up, from this process or another) makes the append conflict, and the change is
+     * read and decided again, a few milliseconds later, for up to 5 s: so a top-up never lands after a
+     * revocation, a key is revoked once, and concurrent changes all land, one after another.
+     */
+    const onKeyStream = <A, E, R>(
+      attempt: Effect.Effect<A, E, R>
+    ): Effect.Effect<A, Exclude<E, StreamConflict>, R> =>
+      attempt.pipe(
+        Effect.retry({
+          while: isConflict,
+          schedule: Schedule.jittered(Schedule.spaced("5 millis")).pipe(Schedule.upTo("5 seconds"))
+        }),
+        Effect.catchIf(isConflict, (e) => Effect.die(e))
+      ) as Effect.Effect<A, Exclude<E, StreamConflict>, R>
+
+    /** An append at a version read before: its conflict is given back (to be tried again), any other failure is a defect. */
+    const appendAfter = (request: Parameters<typeof log.append>[0]) =>
+      log.append(request).pipe(
+        Effect.catchAll((e) => (e._tag === "StreamConflict" ? Effect.fail(e) : Effect.die(e)))
+      )
+
     const revoke = (keyId: string, revokedBy: string, reason = "revoked") =>
       Effect.gen(function*() {
         const problem = Bounds.textProblem("reason", reason)
         if (problem) return yield* problem
-        const key = yield* get(keyId)
-        if (key.revokedAt !== null) return key
-        yield* log.append({
-          streamId: streamOf.key(keyId),
-          expectedVersion: "any",
-          events: [{ _tag: "KeyRevoked", key_id: keyId, reason, revoked_by: revokedBy }]
-        }).pipe(Effect.orDie)
-        return yield* get(keyId)
+        const streamId = streamOf.key(keyId)
+        return yield* onKeyStream(Effect.gen(function*() {
+          const head = yield* headOf(streamId)
+          const key = yield* get(keyId)
+          if (key.revokedAt !== null) return key
+          yield* appendAfter({
+            streamId,
+            expectedVersion: head,
+            events: [{ _tag: "KeyRevoked", key_id: keyId, reason, revoked_by: revokedBy }]
+          })
+          return yield* get(keyId)
+        }))
       })
 
     /**
      * Tops up a key's quota (an event on its stream); a vendor's top-up draws on its credit. With an
      * `idempotencyKey`, a top-up already made with that key is not made again (`replayed`), and one made
-     * for another request (amount, expiry) is refused: the grant is appended at the stream's head as read
-     * before the check and the key, so that anything landing after them (a retry of the same request, a
-     * revocation) makes it conflict and look again. `expiresAt` (the same request's change of expiry, by
-     * `grantedBy`) goes in the same append: a replay changes nothing.
+     * for another request (amount, expiry) is refused. The grant is appended at the stream's head as read
+     * before the check and the key (`onKeyStream`), so that anything landing after them (a retry of the
+     * same request, a revocation) makes it conflict and look again. `expiresAt` (the same request's
+     * change of expiry, by `grantedBy`) goes in the same append: a replay changes nothing.
      */
     const grantOnce = (
       keyId: string,
@@ -332,8 +370,8 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
           ? undefined
           : { key: idempotencyKey, fingerprint: topUpFingerprintOf(keyId, amountNanos, expiresAt) }
         const streamId = streamOf.key(keyId)
-        for (let attempt = 1;; attempt++) {
-          let expectedVersion: number | "any" = "any"
+        return yield* onKeyStream(Effect.gen(function*() {
+          let head: number
           if (once !== undefined) {
             const [seen] = yield* sql<{ head: number | null; fingerprint: string | null; used: boolean }>`SELECT
                 max(stream_version)::int AS head,
@@ -345,7 +383,9 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
               if (seen.fingerprint !== once.fingerprint) return yield* reusedIdempotencyKey()
               return { key: yield* get(keyId, vendorId), replayed: true }
             }
-            expectedVersion = seen?.head ?? 0
+            head = seen?.head ?? 0
+          } else {
+            head = yield* headOf(streamId)
           }
           const key = yield* get(keyId, vendorId)
           if (key.revokedAt !== null) {
@@ -354,9 +394,9 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
           const past = Bounds.totalProblem("amount", key.quotaNanos, amountNanos, "the key's quota") ??
             (expiresAt == null ? undefined : yield* expiryProblem(expiresAt))
           if (past) return yield* past
-          const appended = yield* log.append({
+          yield* log.append({
             streamId,
-            expectedVersion,
+            expectedVersion: head,
             events: [
               {
                 _tag: "QuotaGranted",
@@ -377,40 +417,46 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
               ? { metadata: { idempotency_key: once.key, idempotency_fingerprint: once.fingerprint } }
               : {})
           }).pipe(
-            Effect.as(true),
-            Effect.catchAll((e) =>
+            Effect.catchAll((e): Effect.Effect<never, CreditInsufficient | StreamConflict> =>
               e._tag === "CreditShort"
                 ? Effect.fail(new CreditInsufficient({ message: "Your credit left cannot cover this top-up." }))
-                : e._tag === "StreamConflict" && once !== undefined && attempt < 5
-                ? Effect.succeed(false) // the key's stream moved since the check: check again
+                : e._tag === "StreamConflict"
+                ? Effect.fail(e) // the key's stream moved since the check: check again
                 : Effect.die(e)
             )
           )
-          if (appended) return { key: yield* get(keyId), replayed: false }
-        }
+          return { key: yield* get(keyId), replayed: false }
+        }))
       })
 
     /** Tops up a key's quota (an event on its stream); a vendor's top-up draws on its credit. */
     const grant = (keyId: string, amountNanos: bigint, grantedBy: string, reason = "top-up", vendorId?: string) =>
       Effect.map(grantOnce(keyId, amountNanos, grantedBy, reason, vendorId), (r) => r.key)
 
-    /** Sets or clears a key's expiry. */
+    /** Sets or clears a key's expiry; a revoked key's is not changed (refused, as its top-ups are). */
     const setExpiry = (keyId: string, expiresAt: string | null, changedBy: string, vendorId?: string) =>
       Effect.gen(function*() {
         const problem = expiresAt === null ? undefined : yield* expiryProblem(expiresAt)
         if (problem) return yield* problem
-        yield* get(keyId, vendorId)
-        yield* log.append({
-          streamId: streamOf.key(keyId),
-          expectedVersion: "any",
-          events: [{
-            _tag: "KeyExpiryChanged",
-            key_id: keyId,
-            expires_at: expiresAt === null ? null : Bounds.instantText(expiresAt),
-            changed_by: changedBy
-          }]
-        }).pipe(Effect.orDie)
-        return yield* get(keyId)
+        const streamId = streamOf.key(keyId)
+        return yield* onKeyStream(Effect.gen(function*() {
+          const head = yield* headOf(streamId)
+          const key = yield* get(keyId, vendorId)
+          if (key.revokedAt !== null) {
+            return yield* new InvalidInput({ param: "key", message: `Key ${keyId} is revoked.` })
+          }
+          yield* appendAfter({
+            streamId,
+            expectedVersion: head,
+            events: [{
+              _tag: "KeyExpiryChanged",
+              key_id: keyId,
+              expires_at: expiresAt === null ? null : Bounds.instantText(expiresAt),
+              changed_by: changedBy
+            }]
+          })
+          return yield* get(keyId)
+        }))
       })
 
     /**
@@ -427,19 +473,23 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         }
         const modelsWrong = modelsProblem(serverOption, models)
         if (modelsWrong) return yield* modelsWrong
-        yield* get(keyId)
-        yield* log.append({
-          streamId: streamOf.key(keyId),
-          expectedVersion: "any",
-          events: [{
-            _tag: "KeyServerOptionChanged",
-            key_id: keyId,
-            server_option: serverOption,
-            allowed_models: models === undefined ? null : [...new Set(models)],
-            changed_by: changedBy
-          }]
-        }).pipe(Effect.orDie)
-        return yield* get(keyId)
+        const streamId = streamOf.key(keyId)
+        return yield* onKeyStream(Effect.gen(function*() {
+          const head = yield* headOf(streamId)
+          yield* get(keyId)
+          yield* appendAfter({
+            streamId,
+            expectedVersion: head,
+            events: [{
+              _tag: "KeyServerOptionChanged",
+              key_id: keyId,
+              server_option: serverOption,
+              allowed_models: models === undefined ? null : [...new Set(models)],
+              changed_by: changedBy
+            }]
+          })
+          return yield* get(keyId)
+        }))
       })
 
     const list = (options: { readonly vendorId?: string | undefined } = {}) =>

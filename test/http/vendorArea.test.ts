@@ -3,9 +3,11 @@
  * between vendors (even by guessing ids), revoked and expired tokens, pagination, vendor-wide usage,
  * and that every action is an event replay verifies.
  */
+import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { Vendors } from "../../src/accounts/Vendors.ts"
+import { streamOf } from "../../src/ledger/events.ts"
 import * as Replay from "../../src/ledger/Replay.ts"
 import { baseUrl, registerVendor, TestGateway } from "../support/TestGateway.ts"
 
@@ -293,6 +295,55 @@ describe("idempotent key creation", () => {
         expect(lateRetry.body).toMatchObject({ quota_usd: "13", expires_at: t2.toISOString() })
         const cleared = yield* topUp("grant-9", { add_quota_usd: "1", expires_at: null })
         expect(cleared.body.error?.code).toBe("idempotency_key_reused")
+        expect((yield* Replay.verify).ok).toBe(true)
+      }))
+  })
+})
+
+describe("changes to one key at once", () => {
+  layer(TestGateway, { timeout: 60_000, excludeTestServices: true })((it) => {
+    it.effect("top-ups, expiry changes and two revocations at once: each answered, none after the revocation, one revocation", () =>
+      Effect.gen(function*() {
+        const base = yield* baseUrl
+        const vendor = yield* registerVendor(ALL, undefined, 100)
+        const customer = yield* request(base, "POST", "/api/keys", vendor.token, { quota_usd: "1" })
+        const path = `/api/keys/${customer.body.id}`
+        const changes = [
+          ...Array.from({ length: 12 }, () => request(base, "PATCH", path, vendor.token, { add_quota_usd: "0.5" })),
+          ...Array.from(
+            { length: 6 },
+            (_, i) => idempotent(base, "PATCH", path, vendor.token, `grant-${i}`, { add_quota_usd: "0.25" })
+          ),
+          ...Array.from(
+            { length: 6 },
+            (_, i) =>
+              request(base, "PATCH", path, vendor.token, {
+                expires_at: new Date(Date.now() + (i + 1) * 86_400_000).toISOString()
+              })
+          ),
+          request(base, "DELETE", path, vendor.token),
+          request(base, "DELETE", path, vendor.token)
+        ]
+        const replies = yield* Effect.all(changes, { concurrency: "unbounded" })
+        for (const r of replies) {
+          expect(
+            r.status === 200 || (r.status === 400 && /is revoked/.test(r.body.error?.message)),
+            JSON.stringify(r.body)
+          )
+            .toBe(true)
+        }
+        const sql = yield* SqlClient.SqlClient
+        const events = yield* sql<{ event_type: string; data: any }>`
+          SELECT event_type, data FROM event_log WHERE stream_id = ${
+          streamOf.key(customer.body.id)
+        } ORDER BY stream_version`
+        const types = events.map((e) => e.event_type)
+        expect(types.filter((t) => t === "KeyRevoked")).toHaveLength(1)
+        expect(types.slice(types.indexOf("KeyRevoked") + 1), "nothing after the revocation").toEqual([])
+        // Credit drawn: the key's $1 and each top-up that landed, every one of them answered 200.
+        const granted = events.filter((e) => e.event_type === "QuotaGranted").length
+        const answered = replies.slice(0, 18).filter((r) => r.status === 200).length
+        expect(granted).toBe(answered)
         expect((yield* Replay.verify).ok).toBe(true)
       }))
   })
