@@ -143,8 +143,17 @@ export class UsageReport extends Effect.Service<UsageReport>()("Accounts/UsageRe
         }
       })
 
+    /**
+     * Reads in one snapshot of the database (a read-only repeatable-read transaction): the usage totals
+     * and the key's account agree with each other even while bills land.
+     */
+    const inOneSnapshot = <A, E, R>(reads: Effect.Effect<A, E, R>) =>
+      sql.withTransaction(
+        Effect.zipRight(sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`.pipe(Effect.orDie), reads)
+      ).pipe(Effect.catchTag("SqlError", (e) => Effect.die(e)))
+
     const forKey = (key: KeyRecord, window: { readonly from?: string | undefined; readonly to?: string | undefined }) =>
-      Effect.gen(function*() {
+      inOneSnapshot(Effect.gen(function*() {
         const { by_day, by_model, totals } = yield* breakdown({ keyId: key.keyId }, window)
         // The account as the log has it now, across every gateway process.
         const [account] = yield* sql`
@@ -181,7 +190,7 @@ export class UsageReport extends Effect.Service<UsageReport>()("Accounts/UsageRe
           by_model,
           by_day
         }
-      })
+      }))
 
     return { forKey, breakdown } as const
   })
