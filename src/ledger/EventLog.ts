@@ -144,6 +144,9 @@ const refuseUnfollowed = (follows: ReadonlyArray<{ readonly stream: string; read
 
 const MAX_BATCH = 256
 
+/** A commit under way for longer than this is a database not answering as it should (`answeringNow`). */
+const SLOW_COMMIT_MS = 1_000
+
 /** An event as its row holds it: its type, and its data without the tag. */
 const encodedOf = (event: DomainEvent) => {
   const { _tag, ...data } = encodeEvent(event) as { _tag: EventType }
@@ -616,8 +619,14 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       queued: Effect.sync(() => pending.length),
       /** The writer's state, for readiness: appends waiting, and since when commits fail for want of the database. */
       writerHealth: Effect.sync(() => ({ queued: pending.length, unavailableSince })),
-      /** Whether commits land: none has failed for want of the database since the last that did. A plain call. */
-      answeringNow: () => unavailableSince === undefined,
+      /**
+       * Whether commits land: none has failed for want of the database since the last that did, and the
+       * one under way (if any) began less than a second ago (a database that stopped answering is not
+       * yet counted away until a commit fails, `billing.start_wait_ms` later). A plain call.
+       */
+      answeringNow: () =>
+        unavailableSince === undefined &&
+        (committingSince === undefined || clock.unsafeCurrentTimeMillis() - committingSince < SLOW_COMMIT_MS),
       onCommitted: (listener: CommittedListener) =>
         Effect.acquireRelease(
           Effect.sync(() => listeners.add(listener)),

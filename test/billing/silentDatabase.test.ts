@@ -9,7 +9,7 @@
 import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { Deferred, Effect, Fiber } from "effect"
-import { withFakeUpstream } from "../support/FakeUpstream.ts"
+import { Fake, withFakeUpstream } from "../support/FakeUpstream.ts"
 import { untilSettled } from "../support/settled.ts"
 import { baseUrl, issueKey, makeTestGateway, oneModelFile, registerVendor } from "../support/TestGateway.ts"
 
@@ -48,9 +48,22 @@ describe("a database that stops answering", () => {
             yield* Effect.sleep("15 seconds")
           })))
           yield* Deferred.await(held)
+          // A first call goes upstream beside its StreamStarted, whose commit then does not answer. A
+          // call that comes once that commit has been out for more than a second is not sent upstream
+          // (an upstream call the log may never bill), and is refused like the first.
+          const fake = yield* Fake
+          const upstreamCalls = () => fake.received.filter((r) => r.path.endsWith("/chat/completions")).length
+          const before = upstreamCalls()
+          const first = yield* Effect.fork(call(false))
+          yield* untilSettled(Effect.sync(upstreamCalls), (n) => n > before)
+          yield* Effect.sleep("1500 millis")
+          const second = yield* call(false)
+          expect(second.status, second.text).toBe(503)
+          expect(upstreamCalls(), "the second call never reached the upstream").toBe(before + 1)
+          expect((yield* Fiber.join(first)).status).toBe(503)
           // A key in the cache (its StreamStarted waits), and one that is not (its lookup waits).
           for (
-            const [stream, bearer] of [[false, secret], [true, secret], [
+            const [stream, bearer] of [[true, secret], [
               false,
               `sk-tg-notcached${"x".repeat(32)}`
             ]] as const
