@@ -44,8 +44,8 @@ export const whileServing = (
       pending.map(([id, name]) => `${id}_${name}`).join(", ")
     })`
   return `the data folder ${folder} is held by a running \`tollgate serve\` (pid ${pid}), which applied its migrations ` +
-    `when it started${waiting}. To apply the migrations of this version, stop that server and start it again ` +
-    `(serve migrates at start), or stop it, run \`tollgate migrate\`, then start it.`
+    `when it started${waiting}. To apply the migrations of this version, stop that server and start this ` +
+    `version's \`tollgate serve\` (serve migrates at start), or stop it, run \`tollgate migrate\`, then start it.`
 }
 
 const report = (where: Where, ran: ReadonlyArray<readonly [number, string]>, json: boolean) =>

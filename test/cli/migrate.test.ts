@@ -17,7 +17,7 @@ describe("migrate on a served folder", () => {
     const message = whileServing("/srv/data", 42, known, [1, 2])!
     expect(message).toContain("the data folder /srv/data is held by a running `tollgate serve` (pid 42)")
     expect(message).toContain("1 of this version's migrations wait (9_new_table)")
-    expect(message).toContain("stop that server and start it again (serve migrates at start)")
+    expect(message).toContain("stop that server and start this version's `tollgate serve` (serve migrates at start)")
     expect(message).toContain("or stop it, run `tollgate migrate`, then start it")
     expect(message).not.toMatch(/while it serves/)
   })
