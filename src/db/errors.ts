@@ -39,6 +39,22 @@ export const outcomeUnknown = (cause: unknown): boolean => {
   return code === undefined || code.startsWith("08") || code.startsWith("57P")
 }
 
+/**
+ * A statement's error (a SqlError) that says no connection could be had for it (@effect/sql-pg's
+ * "Failed to acquire connection"): whatever the database answered the connection (it does not allow
+ * connections, is gone, refused the credentials, has too many), the statement was never sent.
+ */
+const failedToConnect = (error: { readonly message?: unknown }) =>
+  typeof error.message === "string" && error.message.startsWith("Failed to acquire connection")
+
+/** True when a statement's error (a SqlError) means the database could not be used: retry later. */
+export const databaseUnavailable = (error: { readonly message?: unknown; readonly cause?: unknown }): boolean =>
+  failedToConnect(error) || isConnectionLoss(error.cause)
+
+/** True when a statement's error (a SqlError) means the statement never left: no connection was had. */
+export const neverSent = (error: { readonly message?: unknown; readonly cause?: unknown }): boolean =>
+  failedToConnect(error) || isConnectRefusal(error.cause)
+
 /** True when `cause` (a driver error) means the database was unreachable rather than that it refused the statement. */
 export const isConnectionLoss = (cause: unknown): boolean => {
   const c = cause as { code?: unknown; message?: unknown } | undefined

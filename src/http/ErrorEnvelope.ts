@@ -23,7 +23,7 @@ import {
   UnsupportedMediaType,
   UpstreamFailed
 } from "../api/errors.ts"
-import { isConnectionLoss } from "../db/errors.ts"
+import { databaseUnavailable } from "../db/errors.ts"
 
 export interface EnvelopeError {
   readonly status: number
@@ -164,7 +164,7 @@ export const toEnvelope = (e: Tagged): EnvelopeError => {
         "ledger_rejected"
       )
     case "SqlError":
-      return isConnectionLoss(e.cause)
+      return databaseUnavailable(e)
         ? ledgerUnavailable("The gateway's database is unavailable. Retry shortly.")
         : envelopeOf(500, "Internal server error.", null)
     default:

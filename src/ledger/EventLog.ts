@@ -19,7 +19,7 @@ import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
 import type { LooseJson } from "../canonical/Json.ts"
-import { isConnectRefusal, outcomeUnknown } from "../db/errors.ts"
+import { neverSent, outcomeUnknown } from "../db/errors.ts"
 import { type Fragment, join, jsonDocument, numeric, script, sql as sqlText } from "../db/SqlScript.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { type AppendError, appendErrorOf, LedgerRejected, LedgerUnavailable } from "./appendErrors.ts"
@@ -470,7 +470,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
             // Each append is tried alone next; one whose batch may have reached the database keeps that.
             const failure = Cause.failureOption(cause)
             const driverError = Option.isSome(failure) ? (failure.value as { cause?: unknown }).cause : undefined
-            if (!(Option.isSome(failure) && isConnectRefusal(driverError))) {
+            if (!(Option.isSome(failure) && neverSent(failure.value as { message?: unknown; cause?: unknown }))) {
               // Unless the database said the script failed (it rolled back), the batch's outcome is
               // unknown: its "any" appends keep their places.
               const unknown = Option.isSome(failure) && outcomeUnknown(driverError)

@@ -1,7 +1,7 @@
 /** What an append can fail with, and how a database error becomes one of them. */
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Data from "effect/Data"
-import { isConnectionLoss, isConnectRefusal } from "../db/errors.ts"
+import { databaseUnavailable, neverSent } from "../db/errors.ts"
 import { refusalOf } from "./projections/applySql.ts"
 
 export class StreamConflict extends Data.TaggedError("StreamConflict")<{
@@ -89,11 +89,11 @@ export const appendErrorOf = (
   }
   return isEventConflict(error)
     ? new StreamConflict({ streamId, message: `stream ${streamId} is not at the version this append expected` })
-    : isConnectionLoss(error.cause)
+    : databaseUnavailable(error)
     ? new LedgerUnavailable({
       message: `event log append failed: ${error.message}`,
       cause: error,
-      ...(!sentBefore && isConnectRefusal(error.cause) ? { unsent: true } : {})
+      ...(!sentBefore && neverSent(error) ? { unsent: true } : {})
     })
     : new LedgerRejected({ message: `the database refused an append to ${streamId}: ${error.message}`, cause: error })
 }

@@ -7,7 +7,7 @@
  * BillCorrected that replaces the estimate.
  */
 import * as Effect from "effect/Effect"
-import { isConnectionLoss } from "../db/errors.ts"
+import { databaseUnavailable } from "../db/errors.ts"
 import { type AppendError, type AppendRequest, type EventLog, LedgerRejected, LedgerUnavailable } from "./EventLog.ts"
 import type { DomainEvent } from "./events.ts"
 
@@ -60,7 +60,7 @@ export const landOnce = (
     for (;;) {
       const summary = yield* log.requestSummary(request.streamId).pipe(
         Effect.mapError((e) =>
-          isConnectionLoss(e.cause)
+          databaseUnavailable(e)
             ? new LedgerUnavailable({ message: `cannot read ${request.streamId}: ${e.message}`, cause: e })
             : new LedgerRejected({ message: `cannot read ${request.streamId}: ${e.message}`, cause: e })
         )

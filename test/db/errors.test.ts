@@ -4,7 +4,7 @@
  * session. A refusal, a conflict or a rollback it reported did not commit.
  */
 import { describe, expect, it } from "vitest"
-import { outcomeUnknown } from "../../src/db/errors.ts"
+import { databaseUnavailable, neverSent, outcomeUnknown } from "../../src/db/errors.ts"
 
 const withCode = (code: string | undefined, message = "x") => Object.assign(new Error(message), { code })
 
@@ -26,5 +26,27 @@ describe("outcomeUnknown", () => {
     for (const code of ["23505", "P0001", "40001", "40P01", "53300", "57014", "22P02"]) {
       expect(outcomeUnknown(withCode(code)), code).toBe(false)
     }
+  })
+})
+
+describe("a statement's error: the database unavailable, the statement never sent", () => {
+  const sqlError = (message: string, cause: unknown) => ({ _tag: "SqlError", message, cause })
+
+  it("no connection to be had, whatever the database answered it, is unavailable and never sent", () => {
+    // Connections not allowed, the database gone, credentials refused, too many connections, refused.
+    for (const code of ["55000", "3D000", "28P01", "53300", "ECONNREFUSED"]) {
+      const e = sqlError("Failed to acquire connection", withCode(code))
+      expect([databaseUnavailable(e), neverSent(e)], code).toEqual([true, true])
+    }
+    expect(neverSent(sqlError("Failed to acquire connection for transaction", withCode("55000")))).toBe(true)
+  })
+
+  it("a statement sent and lost is unavailable but may have been sent; one refused is neither", () => {
+    const lost = sqlError("Failed to execute statement", new Error("Connection terminated unexpectedly"))
+    expect([databaseUnavailable(lost), neverSent(lost)]).toEqual([true, false])
+    const refused = sqlError("Failed to execute statement", withCode("23505"))
+    expect([databaseUnavailable(refused), neverSent(refused)]).toEqual([false, false])
+    const objectState = sqlError("Failed to execute statement", withCode("55000"))
+    expect(databaseUnavailable(objectState), "55000 on a statement is the statement's own problem").toBe(false)
   })
 })
