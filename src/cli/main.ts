@@ -68,9 +68,14 @@ const serveCommand = Command.make("serve", { workers }, (o) =>
     stderrOutput.guard()
     // A second SIGTERM or SIGINT does not cut the drain of the first short.
     yield* keepStoppingOnRepeatedSignals
+    const fromEnv = Option.isNone(o.workers) && process.env.TOLLGATE_WORKERS !== undefined
     const n = Option.getOrElse(o.workers, () => Number(process.env.TOLLGATE_WORKERS ?? 1))
     if (!Number.isInteger(n) || n < 1 || n > MAX_WORKERS) {
-      return yield* exitWith(`--workers must be a whole number from 1 to ${MAX_WORKERS} (got ${n})`)
+      return yield* exitWith(
+        `${fromEnv ? "TOLLGATE_WORKERS" : "--workers"} must be a whole number from 1 to ${MAX_WORKERS} (got ${
+          fromEnv ? JSON.stringify(process.env.TOLLGATE_WORKERS) : n
+        })`
+      )
     }
     if (isWorker || n === 1) return yield* serve
     const config = yield* GatewayConfig.pipe(Effect.provide(GatewayConfig.layer))
