@@ -210,8 +210,8 @@ const root = Command.make("tollgate").pipe(
 const tree: CommandTree = {
   serve: {},
   migrate: {},
-  keys: { create: {}, list: {}, revoke: {}, grant: {} },
-  vendors: { create: {}, list: {}, credit: {}, token: {}, "revoke-token": {} },
+  keys: { create: {}, list: {}, revoke: {}, grant: {}, move: {} },
+  vendors: { create: {}, list: {}, credit: {}, token: {}, "revoke-token": {}, entitle: {} },
   usage: {},
   events: { export: {} },
   replay: {}
