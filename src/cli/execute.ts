@@ -22,7 +22,7 @@ export const opt = <A>(o: Option.Option<A>) => Option.getOrUndefined(o)
 
 export const LocalLive = AccountsLive.pipe(
   Layer.provideMerge(Database.layer),
-  Layer.provideMerge(GatewayConfig.layer),
+  Layer.provideMerge(GatewayConfig.layerWithoutCredentials),
   Layer.provide(NodeContext.layer)
 )
 

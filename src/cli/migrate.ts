@@ -83,7 +83,7 @@ const here = (where: Where, json: boolean) =>
     const ran = yield* migrate(undefined, (id, name) => bar.note(`applying migration ${id}_${name} (${++started})`))
       .pipe(
         Effect.provide(Database.unmigrated),
-        Effect.provide(GatewayConfig.layer),
+        Effect.provide(GatewayConfig.layerWithoutCredentials),
         Effect.catchTag(
           "DataDirBusy",
           (e) => new OperationFailed({ message: whileServing(where.database.location, e.pid, known(), undefined)! })

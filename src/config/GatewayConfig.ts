@@ -36,7 +36,13 @@ export interface Settings {
 
 export class GatewayConfig extends Context.Tag("Config/GatewayConfig")<GatewayConfig, Settings>() {
   /** Reads the environment and the config file. */
-  static readonly layer = Layer.effect(GatewayConfig, Effect.suspend(() => load))
+  static readonly layer = Layer.effect(GatewayConfig, Effect.suspend(() => load("required")))
+  /**
+   * The same for a command that calls no upstream and serves nothing (keys, vendors, usage, events,
+   * replay, migrate): a credential's `${NAME}` left unset reads as empty, so that an operator's host
+   * needs the servers' configuration but not the providers' keys.
+   */
+  static readonly layerWithoutCredentials = Layer.effect(GatewayConfig, Effect.suspend(() => load("optional")))
   /** A config for tests: the given file (or the default) without reading the environment. */
   static readonly forTest = (overrides: Partial<Omit<Settings, "file">> & { readonly file?: ConfigFileEncoded }) =>
     Layer.effect(
@@ -95,7 +101,7 @@ const postgresUrlOf = (url: Option.Option<Redacted.Redacted<string>>) => {
  * Reads, substitutes and checks a config file: what `serve` does at start, and again on SIGHUP. Every
  * problem names the file and the field, never a secret's value.
  */
-export const readConfigFile = (source: string) =>
+export const readConfigFile = (source: string, credentials: Credentials = "required") =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const substitutions: Array<Substitution> = []
@@ -117,30 +123,38 @@ export const readConfigFile = (source: string) =>
         }: it needs providers, models and server_options (docs/configuration.md, tollgate.example.yaml)`
       })
     }
-    return yield* decodeFile(yield* substituteEnv(raw, source, [], substitutions), source, substitutions)
+    return yield* decodeFile(
+      yield* substituteEnv(raw, source, [], substitutions, credentials),
+      source,
+      substitutions
+    )
   })
 
 /** The `source` of the configuration used when TOLLGATE_CONFIG is not set (the mock models). */
 export const BUILT_IN_CONFIG = "built-in default"
 
-const load = Effect.gen(function*() {
-  const env = yield* EnvSettings
-  const source = Option.getOrElse(env.configPath, () => BUILT_IN_CONFIG)
-  const file = Option.isSome(env.configPath)
-    ? yield* readConfigFile(env.configPath.value)
-    : yield* decodeFile(defaultConfigFile, source)
-  // Empty strings count as unset: `DATABASE_URL= npm start` means the embedded default.
-  const databaseUrl = yield* postgresUrlOf(env.databaseUrl)
-  const port = Option.isSome(env.port) ? yield* portOf(env.port.value) : file.server.port
-  return {
-    source,
-    file,
-    databaseUrl,
-    dataDir: env.dataDir,
-    host: Option.getOrElse(env.host, () => file.server.host),
-    port
-  } satisfies Settings
-})
+/** Whether a credential's `${NAME}` must be set (`serve`), or may be left unset (commands that call no upstream). */
+type Credentials = "required" | "optional"
+
+const load = (credentials: Credentials) =>
+  Effect.gen(function*() {
+    const env = yield* EnvSettings
+    const source = Option.getOrElse(env.configPath, () => BUILT_IN_CONFIG)
+    const file = Option.isSome(env.configPath)
+      ? yield* readConfigFile(env.configPath.value, credentials)
+      : yield* decodeFile(defaultConfigFile, source)
+    // Empty strings count as unset: `DATABASE_URL= npm start` means the embedded default.
+    const databaseUrl = yield* postgresUrlOf(env.databaseUrl)
+    const port = Option.isSome(env.port) ? yield* portOf(env.port.value) : file.server.port
+    return {
+      source,
+      file,
+      databaseUrl,
+      dataDir: env.dataDir,
+      host: Option.getOrElse(env.host, () => file.server.host),
+      port
+    } satisfies Settings
+  })
 
 /** A string of the file into which `${NAME}` was substituted: where, from which variables, and the result. */
 export interface Substitution {
@@ -157,7 +171,8 @@ const substituteEnv = (
   node: unknown,
   source: string,
   path: ReadonlyArray<string>,
-  substitutions: Array<Substitution>
+  substitutions: Array<Substitution>,
+  credentials: Credentials
 ): Effect.Effect<unknown, ConfigFileError> => {
   if (typeof node === "string") {
     const names = [...node.matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g)].map((m) => m[1]!)
@@ -165,10 +180,14 @@ const substituteEnv = (
     return Effect.forEach(names, (name) =>
       Config.string(name).pipe(
         Effect.map((value) => [name, value] as const),
-        Effect.mapError(() =>
-          new ConfigFileError({
-            message: `${source}: ${path.join(".")}: environment variable ${name} is not set`
-          })
+        Effect.catchAll(() =>
+          credentials === "optional" && isSecretPath(path)
+            ? Effect.succeed([name, ""] as const)
+            : Effect.fail(
+              new ConfigFileError({
+                message: `${source}: ${path.join(".")}: environment variable ${name} is not set`
+              })
+            )
         )
       )).pipe(
         Effect.map((pairs) => {
@@ -180,12 +199,18 @@ const substituteEnv = (
       )
   }
   if (Array.isArray(node)) {
-    return Effect.forEach(node, (item, i) => substituteEnv(item, source, [...path, String(i)], substitutions))
+    return Effect.forEach(
+      node,
+      (item, i) => substituteEnv(item, source, [...path, String(i)], substitutions, credentials)
+    )
   }
   if (node !== null && typeof node === "object") {
     return Effect.forEach(
       Object.entries(node),
-      ([k, v]) => substituteEnv(v, source, [...path, k], substitutions).pipe(Effect.map((value) => [k, value] as const))
+      ([k, v]) =>
+        substituteEnv(v, source, [...path, k], substitutions, credentials).pipe(
+          Effect.map((value) => [k, value] as const)
+        )
     ).pipe(
       Effect.map((entries) => Object.fromEntries(entries))
     )

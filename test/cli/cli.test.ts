@@ -558,6 +558,37 @@ describe.skipIf(backend() === "postgres")("serve on a data folder it cannot trus
   )
 })
 
+describe.skipIf(backend() === "postgres")("a configuration whose credentials come from variables not set here", () => {
+  it("serves nothing without them (named), but the account and log commands run: they call no upstream", async () => {
+    const dir = tempDir("no-credentials")
+    const file = path.join(dir, "tollgate.yaml")
+    fs.writeFileSync(
+      file,
+      [
+        "providers:",
+        "  openai: { style: openai, base_url: \"https://api.openai.com/v1\", api_key: \"${TOLLGATE_TEST_UNSET_KEY}\" }",
+        "models:",
+        "  gpt:",
+        "    deployments: [{ provider: openai }]",
+        "    pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" }",
+        "server_options:",
+        "  default: { models: [gpt] }",
+        ""
+      ].join("\n")
+    )
+    const env = { TOLLGATE_CONFIG: file, TOLLGATE_DATA_DIR: path.join(dir, "data") }
+    const port = await freePort()
+    const served = await tollgate(["serve"], { ...env, TOLLGATE_PORT: String(port) }, 30_000)
+    expect(served.code).toBe(1)
+    expect(served.stderr).toContain("providers.openai.api_key: environment variable TOLLGATE_TEST_UNSET_KEY is not set")
+    const created = await tollgate(["keys", "create", "--quota-usd", "1", "--json"], env, 30_000)
+    expect(created.code, created.stderr).toBe(0)
+    expect(JSON.parse(created.stdout).server_option).toBe("default")
+    const replayed = await tollgate(["replay", "--verify"], env, 30_000)
+    expect(replayed.code, replayed.stderr).toBe(0)
+  }, T)
+})
+
 describe.skipIf(backend() === "postgres")("serve with a wrong configuration file", () => {
   it("exits non-zero naming the file and the field path of an unknown provider", async () => {
     const dir = tempDir("config")
