@@ -14,7 +14,7 @@ import { AccountsLive } from "../main.ts"
 import { human } from "./format.ts"
 import { type Operation, type OperationFailed, run } from "./operations.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
-import { line, whereTheDataIs, withDatabase } from "./where.ts"
+import { line, type Where, whereTheDataIs, withDatabase } from "./where.ts"
 
 export const json = Options.boolean("json").pipe(Options.withDescription("print the result as JSON"))
 export const list = (s: string) => s.split(",").map((x) => x.trim()).filter((x) => x !== "")
@@ -38,9 +38,33 @@ export const execute = (
 ) => {
   const here = local.pipe(Effect.provide(LocalLive))
   return whereTheDataIs((where) =>
-    where.servedBy === undefined ? here : OperatorEndpoint.remote(where.dataDir, where.servedBy, op)
+    where.servedBy === undefined
+      ? Effect.zipRight(withoutTheServersConfiguration(op, where), here)
+      : OperatorEndpoint.remote(where.dataDir, where.servedBy, op)
   )
 }
+
+/** The operations that check Server Options and models against the configuration. */
+const CHECKED_AGAINST_CONFIG: ReadonlySet<string> = new Set([
+  "keys.create",
+  "keys.move",
+  "vendors.create",
+  "vendors.entitle"
+])
+
+/**
+ * On Postgres, beside servers of their own configuration: an operation that checks Server Options and
+ * models, run without TOLLGATE_CONFIG, checks them against the built-in default (the mock models), so
+ * it says so (on stderr: `--json`'s output stays JSON).
+ */
+const withoutTheServersConfiguration = (op: Operation, where: Where) =>
+  where.database.backend === "postgres" && CHECKED_AGAINST_CONFIG.has(op._tag) &&
+    (process.env.TOLLGATE_CONFIG ?? "") === ""
+    ? Console.error(
+      "tollgate: TOLLGATE_CONFIG is not set: Server Options and models are checked against the built-in default " +
+        "(the mock models), not the servers' configuration; give this command the servers' TOLLGATE_CONFIG"
+    )
+    : Effect.void
 
 export const print =
   (op: Operation, asJson: boolean) => ({ where, result }: Effect.Effect.Success<ReturnType<typeof execute>>) =>

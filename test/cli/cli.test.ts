@@ -775,3 +775,32 @@ describe.skipIf(backend() === "postgres")("what the CLI says to an operator's mi
     T
   )
 })
+
+describe.skipIf(backend() !== "postgres")("a key made on Postgres without the servers' configuration", () => {
+  const scope = Effect.runSync(Scope.make())
+  let url: string
+  beforeAll(async () => {
+    url = await Effect.runPromise(Scope.extend(freshPostgresDatabase, scope))
+  }, T)
+  afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)), T)
+
+  it(
+    "says on stderr that it was checked against the built-in default; with TOLLGATE_CONFIG it says nothing",
+    async () => {
+      const bare = await tollgate(["keys", "create", "--quota-usd", "1", "--json"], { DATABASE_URL: url }, 30_000)
+      expect(bare.code, bare.stderr).toBe(0)
+      expect(JSON.parse(bare.stdout).server_option).toBe("default")
+      expect(bare.stderr).toContain(
+        "TOLLGATE_CONFIG is not set: Server Options and models are checked against the built-in default"
+      )
+      const listed = await tollgate(["keys", "list"], { DATABASE_URL: url }, 30_000)
+      expect(listed.stderr).not.toContain("TOLLGATE_CONFIG is not set")
+      const dir = tempDir("servers-config")
+      const file = path.join(dir, "tollgate.yaml")
+      fs.writeFileSync(file, ["models: {}", "providers: {}", "server_options: {}", ""].join("\n"))
+      const withConfig = await tollgate(["keys", "list"], { DATABASE_URL: url, TOLLGATE_CONFIG: file }, 30_000)
+      expect(withConfig.stderr).not.toContain("TOLLGATE_CONFIG is not set")
+    },
+    T
+  )
+})
