@@ -7,7 +7,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
-import { createHash } from "node:crypto"
+import { createHash, randomUUID } from "node:crypto"
 import type { StreamConflict } from "../ledger/appendErrors.ts"
 import { type Appended, EventLog } from "../ledger/EventLog.ts"
 import { streamOf } from "../ledger/events.ts"
@@ -310,19 +310,45 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
      * revocation, a key is revoked once, and concurrent changes all land, one after another.
      */
     const onKeyStream = <A, E, R>(
-      attempt: Effect.Effect<A, E, R>
-    ): Effect.Effect<A, Exclude<E, StreamConflict>, R> =>
-      attempt.pipe(
+      keyId: string,
+      attempt: (changeId: string) => Effect.Effect<A, E, R>
+    ): Effect.Effect<A, Exclude<E, StreamConflict> | NotFound, R> => {
+      // An id no key can have is not found, before any statement reads it.
+      if (Bounds.textProblem("id", keyId)) return Effect.fail(new NotFound({ message: `No API key with id ${keyId}.` }))
+      const changeId = randomUUID()
+      return Effect.suspend(() => attempt(changeId)).pipe(
         Effect.retry({
           while: isConflict,
           schedule: Schedule.jittered(Schedule.spaced("5 millis")).pipe(Schedule.upTo("5 seconds"))
         }),
         Effect.catchIf(isConflict, (e) => Effect.die(e))
-      ) as Effect.Effect<A, Exclude<E, StreamConflict>, R>
+      ) as Effect.Effect<A, Exclude<E, StreamConflict> | NotFound, R>
+    }
 
-    /** An append at a version read before: its conflict is given back (to be tried again), any other failure is a defect. */
-    const appendAfter = (request: Parameters<typeof log.append>[0]) =>
-      log.append(request).pipe(
+    /** Whether a change (by its `change_id`) is on the key's stream: its commit landed, its answer was lost. */
+    const landed = (streamId: string, changeId: string) =>
+      sql<{ landed: boolean }>`SELECT EXISTS (SELECT 1 FROM event_log
+          WHERE stream_id = ${streamId} AND metadata->>'change_id' = ${changeId}) AS landed`.pipe(
+        Effect.map((rows) => rows[0]?.landed === true),
+        Effect.orDie
+      )
+
+    /**
+     * A change's append at the head read before, marked with its `change_id`. A conflict is the change's
+     * own landing when its id is there (a commit whose answer was lost, tried again by the writer):
+     * done; otherwise another change landed first, and the conflict is given back to be decided again.
+     */
+    const appendAfter = (request: Parameters<typeof log.append>[0], changeId: string) =>
+      log.append({ ...request, metadata: { ...request.metadata, change_id: changeId } }).pipe(
+        Effect.catchTag(
+          "StreamConflict",
+          (e) => Effect.flatMap(landed(request.streamId, changeId), (yes) => (yes ? Effect.void : Effect.fail(e)))
+        )
+      )
+
+    /** `appendAfter` for a change that draws on nothing: any refusal but a conflict is a defect. */
+    const appendChange = (request: Parameters<typeof log.append>[0], changeId: string) =>
+      appendAfter(request, changeId).pipe(
         Effect.catchAll((e) => (e._tag === "StreamConflict" ? Effect.fail(e) : Effect.die(e)))
       )
 
@@ -331,17 +357,18 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         const problem = Bounds.textProblem("reason", reason)
         if (problem) return yield* problem
         const streamId = streamOf.key(keyId)
-        return yield* onKeyStream(Effect.gen(function*() {
-          const head = yield* headOf(streamId)
-          const key = yield* get(keyId)
-          if (key.revokedAt !== null) return key
-          yield* appendAfter({
-            streamId,
-            expectedVersion: head,
-            events: [{ _tag: "KeyRevoked", key_id: keyId, reason, revoked_by: revokedBy }]
-          })
-          return yield* get(keyId)
-        }))
+        return yield* onKeyStream(keyId, (changeId) =>
+          Effect.gen(function*() {
+            const head = yield* headOf(streamId)
+            const key = yield* get(keyId)
+            if (key.revokedAt !== null) return key
+            yield* appendChange({
+              streamId,
+              expectedVersion: head,
+              events: [{ _tag: "KeyRevoked", key_id: keyId, reason, revoked_by: revokedBy }]
+            }, changeId)
+            return yield* get(keyId)
+          }))
       })
 
     /**
@@ -370,63 +397,64 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
           ? undefined
           : { key: idempotencyKey, fingerprint: topUpFingerprintOf(keyId, amountNanos, expiresAt) }
         const streamId = streamOf.key(keyId)
-        return yield* onKeyStream(Effect.gen(function*() {
-          let head: number
-          if (once !== undefined) {
-            const [seen] = yield* sql<{ head: number | null; fingerprint: string | null; used: boolean }>`SELECT
+        return yield* onKeyStream(keyId, (changeId) =>
+          Effect.gen(function*() {
+            let head: number
+            if (once !== undefined) {
+              const [seen] = yield* sql<{ head: number | null; fingerprint: string | null; used: boolean }>`SELECT
                 max(stream_version)::int AS head,
                 bool_or(event_type = 'QuotaGranted' AND metadata->>'idempotency_key' = ${once.key}) AS used,
                 max(metadata->>'idempotency_fingerprint')
                   FILTER (WHERE event_type = 'QuotaGranted' AND metadata->>'idempotency_key' = ${once.key}) AS fingerprint
               FROM event_log WHERE stream_id = ${streamId}`.pipe(Effect.orDie)
-            if (seen?.used === true) {
-              if (seen.fingerprint !== once.fingerprint) return yield* reusedIdempotencyKey()
-              return { key: yield* get(keyId, vendorId), replayed: true }
+              if (seen?.used === true) {
+                if (seen.fingerprint !== once.fingerprint) return yield* reusedIdempotencyKey()
+                return { key: yield* get(keyId, vendorId), replayed: true }
+              }
+              head = seen?.head ?? 0
+            } else {
+              head = yield* headOf(streamId)
             }
-            head = seen?.head ?? 0
-          } else {
-            head = yield* headOf(streamId)
-          }
-          const key = yield* get(keyId, vendorId)
-          if (key.revokedAt !== null) {
-            return yield* new InvalidInput({ param: "key", message: `Key ${keyId} is revoked.` })
-          }
-          const past = Bounds.totalProblem("amount", key.quotaNanos, amountNanos, "the key's quota") ??
-            (expiresAt == null ? undefined : yield* expiryProblem(expiresAt))
-          if (past) return yield* past
-          yield* log.append({
-            streamId,
-            expectedVersion: head,
-            events: [
-              {
-                _tag: "QuotaGranted",
-                key_id: keyId,
-                amount_nanos: amountNanos,
-                granted_by: grantedBy,
-                reason,
-                ...(vendorId !== undefined ? { vendor_id: vendorId } : {})
-              },
-              ...(expiresAt === undefined ? [] : [{
-                _tag: "KeyExpiryChanged" as const,
-                key_id: keyId,
-                expires_at: expiresAt === null ? null : Bounds.instantText(expiresAt),
-                changed_by: grantedBy
-              }])
-            ],
-            ...(once !== undefined
-              ? { metadata: { idempotency_key: once.key, idempotency_fingerprint: once.fingerprint } }
-              : {})
-          }).pipe(
-            Effect.catchAll((e): Effect.Effect<never, CreditInsufficient | StreamConflict> =>
-              e._tag === "CreditShort"
-                ? Effect.fail(new CreditInsufficient({ message: "Your credit left cannot cover this top-up." }))
-                : e._tag === "StreamConflict"
-                ? Effect.fail(e) // the key's stream moved since the check: check again
-                : Effect.die(e)
+            const key = yield* get(keyId, vendorId)
+            if (key.revokedAt !== null) {
+              return yield* new InvalidInput({ param: "key", message: `Key ${keyId} is revoked.` })
+            }
+            const past = Bounds.totalProblem("amount", key.quotaNanos, amountNanos, "the key's quota") ??
+              (expiresAt == null ? undefined : yield* expiryProblem(expiresAt))
+            if (past) return yield* past
+            yield* appendAfter({
+              streamId,
+              expectedVersion: head,
+              events: [
+                {
+                  _tag: "QuotaGranted",
+                  key_id: keyId,
+                  amount_nanos: amountNanos,
+                  granted_by: grantedBy,
+                  reason,
+                  ...(vendorId !== undefined ? { vendor_id: vendorId } : {})
+                },
+                ...(expiresAt === undefined ? [] : [{
+                  _tag: "KeyExpiryChanged" as const,
+                  key_id: keyId,
+                  expires_at: expiresAt === null ? null : Bounds.instantText(expiresAt),
+                  changed_by: grantedBy
+                }])
+              ],
+              ...(once !== undefined
+                ? { metadata: { idempotency_key: once.key, idempotency_fingerprint: once.fingerprint } }
+                : {})
+            }, changeId).pipe(
+              Effect.catchAll((e): Effect.Effect<never, CreditInsufficient | StreamConflict> =>
+                e._tag === "CreditShort"
+                  ? Effect.fail(new CreditInsufficient({ message: "Your credit left cannot cover this top-up." }))
+                  : e._tag === "StreamConflict"
+                  ? Effect.fail(e) // the key's stream moved since the check: check again
+                  : Effect.die(e)
+              )
             )
-          )
-          return { key: yield* get(keyId), replayed: false }
-        }))
+            return { key: yield* get(keyId), replayed: false }
+          }))
       })
 
     /** Tops up a key's quota (an event on its stream); a vendor's top-up draws on its credit. */
@@ -439,24 +467,25 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         const problem = expiresAt === null ? undefined : yield* expiryProblem(expiresAt)
         if (problem) return yield* problem
         const streamId = streamOf.key(keyId)
-        return yield* onKeyStream(Effect.gen(function*() {
-          const head = yield* headOf(streamId)
-          const key = yield* get(keyId, vendorId)
-          if (key.revokedAt !== null) {
-            return yield* new InvalidInput({ param: "key", message: `Key ${keyId} is revoked.` })
-          }
-          yield* appendAfter({
-            streamId,
-            expectedVersion: head,
-            events: [{
-              _tag: "KeyExpiryChanged",
-              key_id: keyId,
-              expires_at: expiresAt === null ? null : Bounds.instantText(expiresAt),
-              changed_by: changedBy
-            }]
-          })
-          return yield* get(keyId)
-        }))
+        return yield* onKeyStream(keyId, (changeId) =>
+          Effect.gen(function*() {
+            const head = yield* headOf(streamId)
+            const key = yield* get(keyId, vendorId)
+            if (key.revokedAt !== null) {
+              return yield* new InvalidInput({ param: "key", message: `Key ${keyId} is revoked.` })
+            }
+            yield* appendChange({
+              streamId,
+              expectedVersion: head,
+              events: [{
+                _tag: "KeyExpiryChanged",
+                key_id: keyId,
+                expires_at: expiresAt === null ? null : Bounds.instantText(expiresAt),
+                changed_by: changedBy
+              }]
+            }, changeId)
+            return yield* get(keyId)
+          }))
       })
 
     /**
@@ -474,22 +503,23 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         const modelsWrong = modelsProblem(serverOption, models)
         if (modelsWrong) return yield* modelsWrong
         const streamId = streamOf.key(keyId)
-        return yield* onKeyStream(Effect.gen(function*() {
-          const head = yield* headOf(streamId)
-          yield* get(keyId)
-          yield* appendAfter({
-            streamId,
-            expectedVersion: head,
-            events: [{
-              _tag: "KeyServerOptionChanged",
-              key_id: keyId,
-              server_option: serverOption,
-              allowed_models: models === undefined ? null : [...new Set(models)],
-              changed_by: changedBy
-            }]
-          })
-          return yield* get(keyId)
-        }))
+        return yield* onKeyStream(keyId, (changeId) =>
+          Effect.gen(function*() {
+            const head = yield* headOf(streamId)
+            yield* get(keyId)
+            yield* appendChange({
+              streamId,
+              expectedVersion: head,
+              events: [{
+                _tag: "KeyServerOptionChanged",
+                key_id: keyId,
+                server_option: serverOption,
+                allowed_models: models === undefined ? null : [...new Set(models)],
+                changed_by: changedBy
+              }]
+            }, changeId)
+            return yield* get(keyId)
+          }))
       })
 
     const list = (options: { readonly vendorId?: string | undefined } = {}) =>
