@@ -155,6 +155,35 @@ describe("missing usage is estimated and marked", () => {
         }))
       ]
 
+      /** A whole messages stream whose start and end report the given usage. */
+      const streamReporting = (start: Record<string, number>, output: number) => ({
+        events: [
+          ...startAndWords(start),
+          { event: "content_block_stop", data: { type: "content_block_stop", index: 0 } },
+          {
+            event: "message_delta",
+            data: {
+              type: "message_delta",
+              delta: { stop_reason: "end_turn", stop_sequence: null },
+              usage: { output_tokens: output }
+            }
+          },
+          { event: "message_stop", data: { type: "message_stop" } }
+        ]
+      })
+
+      /** A non-streamed chat answer reporting the given usage. */
+      const answerReporting = (usage: Record<string, number>) => ({
+        body: {
+          id: "c",
+          object: "chat.completion",
+          created: 1,
+          model: "gpt",
+          choices: [{ index: 0, message: { role: "assistant", content: ANSWER }, finish_reason: "stop" }],
+          usage
+        }
+      })
+
       it.effect("chat completions, not streamed", () =>
         Effect.gen(function*() {
           const { openai } = yield* clients
@@ -348,35 +377,15 @@ describe("missing usage is estimated and marked", () => {
       it.effect("usage that says nothing was read (all zeros) is no usage: estimated, not free", () =>
         Effect.gen(function*() {
           const { openai } = yield* clients
-          ;(yield* Fake).script("/v1/chat/completions", {
-            body: {
-              id: "c",
-              object: "chat.completion",
-              created: 1,
-              model: "gpt",
-              choices: [{ index: 0, message: { role: "assistant", content: ANSWER }, finish_reason: "stop" }],
-              usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }
-            }
-          })
+          ;(yield* Fake).script(
+            "/v1/chat/completions",
+            answerReporting({ prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 })
+          )
           yield* Effect.promise(() =>
             openai.chat.completions.create({ model: "gpt", messages: [{ role: "user", content: PROMPT }] })
           )
           expectEstimated(yield* lastBilled)
-          ;(yield* Fake).script("/v1/messages", {
-            events: [
-              ...startAndWords({ input_tokens: 0, output_tokens: 0 }),
-              { event: "content_block_stop", data: { type: "content_block_stop", index: 0 } },
-              {
-                event: "message_delta",
-                data: {
-                  type: "message_delta",
-                  delta: { stop_reason: "end_turn", stop_sequence: null },
-                  usage: { output_tokens: 0 }
-                }
-              },
-              { event: "message_stop", data: { type: "message_stop" } }
-            ]
-          })
+          ;(yield* Fake).script("/v1/messages", streamReporting({ input_tokens: 0, output_tokens: 0 }, 0))
           expect(yield* messagesStreamRead).toContain("message_stop")
           expectEstimated(yield* lastBilled)
         }))
@@ -384,37 +393,17 @@ describe("missing usage is estimated and marked", () => {
       it.effect("counts no call can have (a billion tokens or more) are no usage: estimated, not a bill the log cannot hold", () =>
         Effect.gen(function*() {
           const { openai } = yield* clients
-          ;(yield* Fake).script("/v1/chat/completions", {
-            body: {
-              id: "c",
-              object: "chat.completion",
-              created: 1,
-              model: "gpt",
-              choices: [{ index: 0, message: { role: "assistant", content: ANSWER }, finish_reason: "stop" }],
-              usage: { prompt_tokens: 1e15, completion_tokens: 1e15, total_tokens: 2e15 }
-            }
-          })
+          ;(yield* Fake).script(
+            "/v1/chat/completions",
+            answerReporting({ prompt_tokens: 1e15, completion_tokens: 1e15, total_tokens: 2e15 })
+          )
           yield* Effect.promise(() =>
             openai.chat.completions.create({ model: "gpt", messages: [{ role: "user", content: PROMPT }] })
           )
           const billed = yield* lastBilled
           expectEstimated(billed)
           expect(billed.usage.output_tokens).toBeLessThan(1_000)
-          ;(yield* Fake).script("/v1/messages", {
-            events: [
-              ...startAndWords({ input_tokens: 1e15, output_tokens: 1 }),
-              { event: "content_block_stop", data: { type: "content_block_stop", index: 0 } },
-              {
-                event: "message_delta",
-                data: {
-                  type: "message_delta",
-                  delta: { stop_reason: "end_turn", stop_sequence: null },
-                  usage: { output_tokens: 1e15 }
-                }
-              },
-              { event: "message_stop", data: { type: "message_stop" } }
-            ]
-          })
+          ;(yield* Fake).script("/v1/messages", streamReporting({ input_tokens: 1e15, output_tokens: 1 }, 1e15))
           expect(yield* messagesStreamRead).toContain("message_stop")
           const streamed = yield* lastBilled
           expectEstimated(streamed)
