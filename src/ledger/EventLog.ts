@@ -3,8 +3,10 @@
  *
  * Appends from many requests queue up while a transaction is in flight and are committed together,
  * each batch with its inline projection updates in the same transaction, sent as one script in one
- * round trip. A conflict or failure in a batch never affects the other appends: the batch is rolled
- * back and its appends retried one by one.
+ * round trip. A conflict or failure in a batch never changes the other appends' outcome: the batch is
+ * rolled back and its appends retried one by one (which costs them a commit each). Appends of one
+ * batch aiming at the same stream and version (changes to one key sent at once) are answered
+ * StreamConflict before the batch is sent, all but the first, so they do not fail it.
  * Event ids are deterministic (stream id + version), so a retried append after an ambiguous commit is
  * recognised instead of duplicated.
  */
@@ -22,7 +24,7 @@ import type { LooseJson } from "../canonical/Json.ts"
 import { neverSent, outcomeUnknown } from "../db/errors.ts"
 import { type Fragment, join, jsonDocument, numeric, script, sql as sqlText } from "../db/SqlScript.ts"
 import { Metrics } from "../observability/Metrics.ts"
-import { type AppendError, appendErrorOf, LedgerRejected, LedgerUnavailable } from "./appendErrors.ts"
+import { type AppendError, appendErrorOf, LedgerRejected, LedgerUnavailable, StreamConflict } from "./appendErrors.ts"
 import { encodeEvent } from "./encodeEvent.ts"
 import { currentSchemaVersion, type DomainEvent, type EventType } from "./events.ts"
 import { plan } from "./projections/applySql.ts"
@@ -441,6 +443,45 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           : Effect.zipRight(outage, Effect.logError("an append's observer failed", thrown))
       })
 
+    /**
+     * A batch without the appends that aim at a place an earlier one of the same batch takes (the same
+     * stream and version: changes to one key sent at once): those are answered StreamConflict at once,
+     * as their commit would be, rather than failing the whole batch, whose other appends would then be
+     * committed one by one.
+     */
+    const withoutRivals = (batch: Array<Job>): Array<Job> => {
+      if (batch.length < 2) return batch
+      let taken: Set<string> | undefined
+      let kept: Array<Job> | undefined
+      for (let i = 0; i < batch.length; i++) {
+        const job = batch[i]!
+        const v = job.request.expectedVersion
+        if (typeof v !== "number" || job.pinned !== undefined) {
+          kept?.push(job)
+          continue
+        }
+        const place = `${job.request.streamId}\u0000${v}`
+        taken ??= new Set()
+        if (!taken.has(place)) {
+          taken.add(place)
+          kept?.push(job)
+          continue
+        }
+        kept ??= batch.slice(0, i)
+        const thrown = answer(
+          job,
+          Exit.fail(
+            new StreamConflict({
+              streamId: job.request.streamId,
+              message: `stream ${job.request.streamId} is not at the version this append expected`
+            })
+          )
+        )
+        if (thrown !== undefined) Runtime.runFork(runtime)(Effect.logError("an append's observer failed", thrown))
+      }
+      return kept ?? batch
+    }
+
     // One batch at a time: whatever queued up while the previous transaction was in flight.
     // A batch, once taken, always completes (uninterruptible), so no append is left unanswered.
     // The wake-up is only a signal: appends leave `pending` inside the uninterruptible part, so an
@@ -455,7 +496,7 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
     const runtime = yield* Effect.runtime<never>()
     const clock = yield* Effect.clock
     const writeBatch = Effect.flatMap(Clock.currentTimeMillis, (now) => {
-      const batch = pending.splice(0, MAX_BATCH)
+      const batch = withoutRivals(pending.splice(0, MAX_BATCH))
       if (batch.length === 0) return Effect.void
       const began = performance.now()
       committingSince = now
