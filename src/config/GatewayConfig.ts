@@ -182,7 +182,7 @@ const substituteEnv = (
         Effect.map((value) => [name, value] as const),
         Effect.catchAll(() =>
           credentials === "optional" && isSecretPath(path)
-            ? Effect.succeed([name, ""] as const)
+            ? Effect.succeed([name, undefined] as const)
             : Effect.fail(
               new ConfigFileError({
                 message: `${source}: ${path.join(".")}: environment variable ${name} is not set`
@@ -191,6 +191,9 @@ const substituteEnv = (
         )
       )).pipe(
         Effect.map((pairs) => {
+          // A credential left unset (for a command that needs none): an empty api_key or header, and no
+          // operator_token at all (one shorter than its minimum would be refused).
+          if (pairs.some(([, v]) => v === undefined) && path[0] === "server") return undefined
           const values = new Map(pairs)
           const value = node.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, name: string) => values.get(name) ?? "")
           substitutions.push({ path, names: [...new Set(names)], value })
@@ -212,7 +215,8 @@ const substituteEnv = (
           Effect.map((value) => [k, value] as const)
         )
     ).pipe(
-      Effect.map((entries) => Object.fromEntries(entries))
+      // A member whose value came out undefined (an operator_token left unset) is left out.
+      Effect.map((entries) => Object.fromEntries(entries.filter(([, value]) => value !== undefined)))
     )
   }
   return Effect.succeed(node)

@@ -573,6 +573,8 @@ describe.skipIf(backend() === "postgres")("a configuration whose credentials com
         "    pricing: { input_per_mtok: \"1\", output_per_mtok: \"2\" }",
         "server_options:",
         "  default: { models: [gpt] }",
+        "server:",
+        "  operator_token: \"${TOLLGATE_TEST_UNSET_TOKEN}\"",
         ""
       ].join("\n")
     )
