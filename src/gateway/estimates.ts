@@ -25,7 +25,9 @@ export const MAX_CALL_TOKENS = 1_000_000_000
  */
 export const believable = (usage: Usage | undefined): Usage | undefined =>
   usage === undefined || (usage.input_tokens <= 0 && usage.output_tokens <= 0) ||
-    usage.input_tokens > MAX_CALL_TOKENS || usage.output_tokens > MAX_CALL_TOKENS
+    usage.input_tokens > MAX_CALL_TOKENS || usage.output_tokens > MAX_CALL_TOKENS ||
+    usage.cached_input_tokens > MAX_CALL_TOKENS || usage.reasoning_tokens > MAX_CALL_TOKENS ||
+    (usage.cache_write_tokens ?? 0) > MAX_CALL_TOKENS
     ? undefined
     : usage
 

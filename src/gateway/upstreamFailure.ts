@@ -48,8 +48,9 @@ export const openingError = (
   redact: (text: string) => string
 ): UpstreamError => {
   const code = word(e.code, 64)
-  const status = STATUS_OF_TYPE[e.type] ??
-    (code === "rate_limit_exceeded" || e.type === "requests" || e.type === "tokens" ? 429 : 500)
+  const status = code === "rate_limit_exceeded" || e.type === "requests" || e.type === "tokens"
+    ? 429
+    : STATUS_OF_TYPE[e.type] ?? 500
   return new UpstreamError({
     kind: "status",
     status,

@@ -61,13 +61,15 @@ const LF = 10
  * `\r\n`, `\n` or `\r` alone, as the SSE format says, however the chunks cut them.
  */
 export const feed = (state: ParserState, chunk: string): readonly [ParserState, Array<SseEvent>] => {
+  if (chunk === "") return [state, []]
   const text = state.cr && chunk.charCodeAt(0) === LF ? chunk.slice(1) : chunk
-  let buffer = state.buffer + text
   let cr = false
+  let buffer: string
   if (text.includes("\r")) {
+    // The buffer's own endings are \n already.
     cr = text.charCodeAt(text.length - 1) === CR
-    buffer = buffer.replace(/\r\n?/g, "\n")
-  }
+    buffer = state.buffer + text.replace(/\r\n?/g, "\n")
+  } else buffer = state.buffer + text
   const events: Array<SseEvent> = []
   let start = 0
   for (;;) {

@@ -53,6 +53,13 @@ describe("SSE blocks", () => {
     }
   })
 
+  it("a read that brings nothing between a CR and its LF keeps them one line end", () => {
+    const [a] = feed(initialParser, "data: a\r")
+    const [b] = feed(a, "")
+    const [, events] = feed(b, "\ndata: b\n\n")
+    expect(events).toEqual([{ event: undefined, data: "a\nb" }])
+  })
+
   it("an event with several data lines is written as several data lines, and reads back the same", () => {
     const data = fc.string({ unit: fc.constantFrom("a", " ", "{", "\n", "é"), maxLength: 12 })
     fc.assert(
