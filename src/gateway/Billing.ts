@@ -420,8 +420,11 @@ export class Billing extends Effect.Service<Billing>()("Gateway/Billing", {
       startBeside,
       checkpoint,
       bill,
-      /** Whether the log's last commits went through (false from a commit that failed for want of the database until one succeeds). */
-      logAnsweringNow: log.answeringNow
+      /**
+       * Whether the log's commits go through promptly (false from a commit that failed for want of the
+       * database until one succeeds, and while the one under way has been out for more than a second).
+       */
+      logAnsweringNow: log.answeringPromptly
     } as const
   })
 }) {}

@@ -660,12 +660,14 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       queued: Effect.sync(() => pending.length),
       /** The writer's state, for readiness: appends waiting, and since when commits fail for want of the database. */
       writerHealth: Effect.sync(() => ({ queued: pending.length, unavailableSince })),
+      /** Whether commits land: none has failed for want of the database since the last that did. A plain call. */
+      answeringNow: () => unavailableSince === undefined,
       /**
-       * Whether commits land: none has failed for want of the database since the last that did, and the
-       * one under way (if any) began less than a second ago (a database that stopped answering is not
-       * yet counted away until a commit fails, `billing.start_wait_ms` later). A plain call.
+       * `answeringNow`, and the commit under way (if any) began less than a second ago: a database that
+       * stopped answering is counted away only once a commit fails, `billing.start_wait_ms` later, and
+       * until then no call should go upstream beside a StreamStarted that may never land. A plain call.
        */
-      answeringNow: () =>
+      answeringPromptly: () =>
         unavailableSince === undefined &&
         (committingSince === undefined || clock.unsafeCurrentTimeMillis() - committingSince < SLOW_COMMIT_MS),
       onCommitted: (listener: CommittedListener) =>
