@@ -8,6 +8,7 @@ import { Effect, Exit, Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import OpenAI from "openai"
+import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FakeUpstream, type FakeUpstream as Fake } from "../support/FakeUpstream.ts"
 import { exitWithin, logLines, serveGateway, tempDir, tollgateJson } from "../support/Processes.ts"
@@ -46,9 +47,17 @@ describe.skipIf(backend() !== "postgres")("a gateway stopped while its database 
     const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: key.key, maxRetries: 0 })
 
     // A call whose answer waits on the upstream while the database goes away: its bill cannot land.
-    fake.script("/v1/chat/completions", { delayMs: 1_500, body: undefined })
+    fake.script("/v1/chat/completions", { delayMs: 3_000, body: undefined })
     const answer = client.chat.completions.create({ model: "slow", messages: [{ role: "user", content: "x" }] })
-    while (fake.received.length < 1) await new Promise((r) => setTimeout(r, 20))
+    // Its StreamStarted landed (read on the database itself), then the database goes away.
+    const db = new pg.Client({ connectionString: env.DATABASE_URL })
+    await db.connect()
+    const started = () =>
+      db.query("SELECT count(*)::int AS n FROM event_log WHERE event_type = 'StreamStarted' AND data->>'key_id' = $1", [
+        key.id
+      ]).then((r) => r.rows[0].n as number)
+    for (let i = 0; i < 200 && (await started()) < 1; i++) await new Promise((r) => setTimeout(r, 20))
+    await db.end()
     proxy.blackhole()
     expect((await answer).choices[0]?.message.content).toBeTruthy()
 
