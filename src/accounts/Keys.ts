@@ -297,10 +297,27 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
     const isConflict = (e: unknown): e is StreamConflict =>
       typeof e === "object" && e !== null && (e as { _tag?: unknown })._tag === "StreamConflict"
 
-    /** A key's stream's head (0 before its first event): read before the key it is checked against. */
-    const headOf = (streamId: string) =>
-      sql<{ head: number | null }>`SELECT max(stream_version)::int AS head FROM event_log WHERE stream_id = ${streamId}`
-        .pipe(Effect.map((rows) => rows[0]?.head ?? 0), Effect.orDie)
+    /**
+     * A key's stream's head (0 before its first event), read before the key it is checked against; with
+     * an Idempotency-Key, in the same statement, whether a top-up was made with it and its fingerprint.
+     */
+    const headOf = (streamId: string, idempotencyKey?: string) =>
+      sql<{ head: number | null; used: boolean | null; fingerprint: string | null }>`SELECT
+          max(stream_version)::int AS head,
+          bool_or(event_type = 'QuotaGranted' AND metadata->>'idempotency_key' = ${idempotencyKey ?? null}) AS used,
+          max(metadata->>'idempotency_fingerprint')
+            FILTER (WHERE event_type = 'QuotaGranted' AND metadata->>'idempotency_key' = ${idempotencyKey ?? null})
+            AS fingerprint
+        FROM event_log WHERE stream_id = ${streamId}`.pipe(
+        Effect.map((rows) => ({
+          head: rows[0]?.head ?? 0,
+          used: rows[0]?.used === true,
+          fingerprint: rows[0]?.fingerprint ?? null
+        })),
+        Effect.orDie
+      )
+
+    const revokedKey = (keyId: string) => new InvalidInput({ param: "key", message: `Key ${keyId} is revoked.` })
 
     /**
      * A change to a key, made by `attempt`: it reads the stream's head, then the key, decides on the key
@@ -359,7 +376,7 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         const streamId = streamOf.key(keyId)
         return yield* onKeyStream(keyId, (changeId) =>
           Effect.gen(function*() {
-            const head = yield* headOf(streamId)
+            const { head } = yield* headOf(streamId)
             const key = yield* get(keyId)
             if (key.revokedAt !== null) return key
             yield* appendChange({
@@ -399,26 +416,13 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         const streamId = streamOf.key(keyId)
         return yield* onKeyStream(keyId, (changeId) =>
           Effect.gen(function*() {
-            let head: number
-            if (once !== undefined) {
-              const [seen] = yield* sql<{ head: number | null; fingerprint: string | null; used: boolean }>`SELECT
-                max(stream_version)::int AS head,
-                bool_or(event_type = 'QuotaGranted' AND metadata->>'idempotency_key' = ${once.key}) AS used,
-                max(metadata->>'idempotency_fingerprint')
-                  FILTER (WHERE event_type = 'QuotaGranted' AND metadata->>'idempotency_key' = ${once.key}) AS fingerprint
-              FROM event_log WHERE stream_id = ${streamId}`.pipe(Effect.orDie)
-              if (seen?.used === true) {
-                if (seen.fingerprint !== once.fingerprint) return yield* reusedIdempotencyKey()
-                return { key: yield* get(keyId, vendorId), replayed: true }
-              }
-              head = seen?.head ?? 0
-            } else {
-              head = yield* headOf(streamId)
+            const { fingerprint, head, used } = yield* headOf(streamId, once?.key)
+            if (once !== undefined && used) {
+              if (fingerprint !== once.fingerprint) return yield* reusedIdempotencyKey()
+              return { key: yield* get(keyId, vendorId), replayed: true }
             }
             const key = yield* get(keyId, vendorId)
-            if (key.revokedAt !== null) {
-              return yield* new InvalidInput({ param: "key", message: `Key ${keyId} is revoked.` })
-            }
+            if (key.revokedAt !== null) return yield* revokedKey(keyId)
             const past = Bounds.totalProblem("amount", key.quotaNanos, amountNanos, "the key's quota") ??
               (expiresAt == null ? undefined : yield* expiryProblem(expiresAt))
             if (past) return yield* past
@@ -469,11 +473,9 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         const streamId = streamOf.key(keyId)
         return yield* onKeyStream(keyId, (changeId) =>
           Effect.gen(function*() {
-            const head = yield* headOf(streamId)
+            const { head } = yield* headOf(streamId)
             const key = yield* get(keyId, vendorId)
-            if (key.revokedAt !== null) {
-              return yield* new InvalidInput({ param: "key", message: `Key ${keyId} is revoked.` })
-            }
+            if (key.revokedAt !== null) return yield* revokedKey(keyId)
             yield* appendChange({
               streamId,
               expectedVersion: head,
@@ -505,7 +507,7 @@ export class Keys extends Effect.Service<Keys>()("Accounts/Keys", {
         const streamId = streamOf.key(keyId)
         return yield* onKeyStream(keyId, (changeId) =>
           Effect.gen(function*() {
-            const head = yield* headOf(streamId)
+            const { head } = yield* headOf(streamId)
             yield* get(keyId)
             yield* appendChange({
               streamId,

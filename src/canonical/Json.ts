@@ -12,3 +12,12 @@ export const isObject = (v: unknown): v is Json => v !== null && typeof v === "o
 
 /** True when a field is present with a value that means something (not null or undefined). */
 export const present = (body: Json, field: string) => body[field] !== undefined && body[field] !== null
+
+/**
+ * `value` if it is a short word (printable ASCII, no space): a type, code or event name read from an
+ * upstream's JSON as a client may act on it, and nothing that could end a header or an SSE line.
+ */
+export const word = (value: unknown, max: number): string | undefined =>
+  typeof value === "string" && value.length > 0 && value.length <= max && /^[\x21-\x7e]+$/.test(value)
+    ? value
+    : undefined

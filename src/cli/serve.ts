@@ -22,7 +22,7 @@ import { configuredLoggerLayer } from "../observability/Logging.ts"
 import { TracingLive } from "../observability/Tracing.ts"
 import * as OperatorEndpoint from "./OperatorEndpoint.ts"
 import { ReloadLive } from "./reload.ts"
-import { armStopDeadline, STOP_MARGIN_MS } from "./stopDeadline.ts"
+import { armStopDeadline, stopDeadlineMs } from "./stopDeadline.ts"
 
 /**
  * On the first start of an embedded data folder (no key at all) with the built-in configuration (its
@@ -68,7 +68,7 @@ const BannerLive = Layer.scopedDiscard(Effect.gen(function*() {
       Effect.logInfo(
         `stopping: new connections are refused; requests in flight finish and are billed (at most ${config.file.server.shutdown_grace_ms} ms)`
       ),
-      armStopDeadline(config.file.server.shutdown_grace_ms + config.file.billing.commit_wait_ms + STOP_MARGIN_MS)
+      armStopDeadline(stopDeadlineMs(config.file))
     )
   )
 }))

@@ -11,7 +11,13 @@ import * as Effect from "effect/Effect"
 import * as Runtime from "effect/Runtime"
 
 /** What a stop gets beyond its grace and the bills' wait before the process exits anyway. */
-export const STOP_MARGIN_MS = 5_000
+const STOP_MARGIN_MS = 5_000
+
+/** The most a stop may take: the grace, the bills' wait for the database, and the margin. */
+export const stopDeadlineMs = (file: {
+  readonly server: { readonly shutdown_grace_ms: number }
+  readonly billing: { readonly commit_wait_ms: number }
+}) => file.server.shutdown_grace_ms + file.billing.commit_wait_ms + STOP_MARGIN_MS
 
 /** Called as the stop begins: arms the deadline (a timer that does not keep the process alive). */
 export const armStopDeadline = (ms: number, exit: (code: number) => void = (code) => process.exit(code)) =>

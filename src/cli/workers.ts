@@ -15,7 +15,7 @@ import { GatewayConfig } from "../config/GatewayConfig.ts"
 import * as Database from "../db/Database.ts"
 import { migrate as runMigrations } from "../db/Migrations.ts"
 import { awaitedDatabase } from "./serve.ts"
-import { STOP_MARGIN_MS } from "./stopDeadline.ts"
+import { stopDeadlineMs } from "./stopDeadline.ts"
 
 export class WorkersUnsupported extends Data.TaggedError("WorkersUnsupported")<{ readonly message: string }> {}
 
@@ -96,7 +96,7 @@ export const supervise = (workers: number) =>
           // Longer than a worker's own stop may take (stopDeadline.ts), so that none is cut before its bills are spooled.
           return allExited.pipe(
             Effect.timeout(
-              config.file.server.shutdown_grace_ms + config.file.billing.commit_wait_ms + STOP_MARGIN_MS + 1_000
+              stopDeadlineMs(config.file) + 1_000
             ),
             Effect.ignore
           )

@@ -54,27 +54,29 @@ export const migrate = (dir: string = migrationsDir, onMigration: OnMigration = 
   Effect.gen(function*() {
     const loader = yield* sqlFiles(dir, onMigration)
     const ran = yield* Migrator.make({})({ loader: Effect.succeed(loader), table: "tollgate_migrations" })
-    const sql = yield* SqlClient.SqlClient
     const known = new Set(loader.map(([id]) => id))
-    const applied = yield* sql<{ migration_id: number; name: string }>`SELECT migration_id, name
-        FROM tollgate_migrations ORDER BY migration_id`.pipe(Effect.orElseSucceed(() => []))
-    const unknown = applied.filter((m) =>
-      !known.has(Number(m.migration_id)) && !RETIRED_MIGRATIONS.has(Number(m.migration_id))
-    )
+    const applied = yield* appliedWithNames.pipe(Effect.orElseSucceed(() => []))
+    const unknown = applied.filter((m) => !known.has(m.id) && !RETIRED_MIGRATIONS.has(m.id))
     if (unknown.length > 0) {
       yield* Effect.logWarning(
         `the database holds migration(s) this build does not have (${
-          unknown.map((m) => `${m.migration_id}_${m.name}`).join(", ")
+          unknown.map((m) => `${m.id}_${m.name}`).join(", ")
         }): a newer build of Tollgate migrated it; run that build or a newer one`
       )
     }
     return ran
   })
 
-/** The ids of the migrations the database has applied, in order. */
-export const appliedMigrations = Effect.flatMap(
+/** The migrations the database has applied, in order. */
+const appliedWithNames = Effect.flatMap(
   SqlClient.SqlClient,
-  (sql) => sql<{ migration_id: number }>`SELECT migration_id FROM tollgate_migrations ORDER BY migration_id`
+  (sql) =>
+    sql<
+      { migration_id: number; name: string }
+    >`SELECT migration_id, name FROM tollgate_migrations ORDER BY migration_id`
 ).pipe(
-  Effect.map((rows) => rows.map((r) => Number(r.migration_id)))
+  Effect.map((rows) => rows.map((r) => ({ id: Number(r.migration_id), name: r.name })))
 )
+
+/** The ids of the migrations the database has applied, in order. */
+export const appliedMigrations = Effect.map(appliedWithNames, (rows) => rows.map((r) => r.id))

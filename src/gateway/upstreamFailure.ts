@@ -2,14 +2,9 @@
  * How an upstream's failure reaches the client: its own 4xx kept (status, type, code, param and
  * message), our credential problems hidden, an overloaded upstream 503, the rest 502/504.
  */
+import { word } from "../canonical/Json.ts"
 import { UpstreamError } from "../providers/Upstream.ts"
 import { UpstreamFailure } from "./errors.ts"
-
-/** `value` if it is a short word (printable ASCII, no space): an error's type or code as a client may act on it. */
-export const word = (value: unknown, max: number): string | undefined =>
-  typeof value === "string" && value.length > 0 && value.length <= max && /^[\x21-\x7e]+$/.test(value)
-    ? value
-    : undefined
 
 /**
  * The code of an upstream's error event after a stream began, as the client is told it: the upstream's

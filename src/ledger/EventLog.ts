@@ -5,8 +5,8 @@
  * each batch with its inline projection updates in the same transaction, sent as one script in one
  * round trip. A conflict or failure in a batch never changes the other appends' outcome: the batch is
  * rolled back and its appends retried one by one (which costs them a commit each). Appends of one
- * batch aiming at the same stream and version (changes to one key sent at once) are answered
- * StreamConflict before the batch is sent, all but the first, so they do not fail it.
+ * batch aiming at the version the one before them on their stream aims at (changes to one key sent at
+ * once) are answered StreamConflict before the batch is sent, so they do not fail it.
  * Event ids are deterministic (stream id + version), so a retried append after an ambiguous commit is
  * recognised instead of duplicated.
  */
@@ -444,14 +444,16 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
       })
 
     /**
-     * A batch without the appends that aim at a place an earlier one of the same batch takes (the same
-     * stream and version: changes to one key sent at once): those are answered StreamConflict at once,
-     * as their commit would be, rather than failing the whole batch, whose other appends would then be
-     * committed one by one.
+     * A batch without the appends that aim at the place the append before them on their stream in the
+     * same batch takes (the same version: changes to one key sent at once): those are answered
+     * StreamConflict at once, as their commit would be, rather than failing the whole batch, whose other
+     * appends would then be committed one by one. (A rival further back, behind another version of its
+     * stream, still fails the batch, as any conflict does.)
      */
     const withoutRivals = (batch: Array<Job>): Array<Job> => {
       if (batch.length < 2) return batch
-      let taken: Set<string> | undefined
+      // Per stream, the version an earlier append of the batch aims at (no string made per append).
+      let taken: Map<string, number> | undefined
       let kept: Array<Job> | undefined
       for (let i = 0; i < batch.length; i++) {
         const job = batch[i]!
@@ -460,10 +462,9 @@ export class EventLog extends Effect.Service<EventLog>()("Ledger/EventLog", {
           kept?.push(job)
           continue
         }
-        const place = `${job.request.streamId}\u0000${v}`
-        taken ??= new Set()
-        if (!taken.has(place)) {
-          taken.add(place)
+        taken ??= new Map()
+        if (taken.get(job.request.streamId) !== v) {
+          taken.set(job.request.streamId, v)
           kept?.push(job)
           continue
         }

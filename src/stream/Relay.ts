@@ -7,7 +7,7 @@
  * - Other style: the upstream's events are decoded into canonical ops by its style's codec and encoded
  *   in the client's by the client's codec.
  */
-import type { LooseJson } from "../canonical/Json.ts"
+import { type LooseJson, word } from "../canonical/Json.ts"
 import { DONE, named, type SseEvent } from "../canonical/SseEvent.ts"
 import type { Op } from "../canonical/Stream.ts"
 import type { Usage } from "../canonical/Usage.ts"
@@ -135,9 +135,6 @@ const errorOf = (event: SseEvent, json: LooseJson): UpstreamStreamError | undefi
  */
 export const errorIn = (event: SseEvent): UpstreamStreamError | undefined =>
   event.event === "error" || event.data.includes("\"error\"") ? errorOf(event, parse(event)) : undefined
-
-/** A type that can name an SSE event: a short word, nothing that would end the `event:` line. */
-const EVENT_NAME = /^[\x21-\x7e]{1,64}$/
 
 class Observer {
   text = ""
@@ -269,8 +266,7 @@ export const relayFor = (o: Options): Relay => {
         return [{ data: withModel(event.data, json, o.model) }]
       }
       // Named after its type when the upstream left the name out (the SDKs dispatch on the name).
-      const name = event.event ??
-        (typeof json.type === "string" && EVENT_NAME.test(json.type) ? json.type : undefined)
+      const name = event.event ?? word(json.type, 64)
       if (json.type === "message_start" && json.message && json.message.model !== o.model) {
         json.message.model = o.model
         return [{ event: name, data: JSON.stringify(json) }]

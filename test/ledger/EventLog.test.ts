@@ -162,6 +162,28 @@ describe("EventLog", () => {
         expect(rows).toEqual([{ key_id: "poor", reserved: "0" }, { key_id: "rich", reserved: String(21 * 10) }])
       }))
 
+    it.effect("appends of one batch aiming at one stream's same version: the first lands, the others conflict, the batch commits once", () =>
+      Effect.gen(function*() {
+        const log = yield* EventLog
+        yield* log.append({ streamId: "key-rival", expectedVersion: 0, events: [issued("rival", 1_000n)] })
+        let commits = 0
+        yield* log.onCommitted(() => void commits++)
+        const appends = [
+          ...Array.from({ length: 3 }, () => ({ streamId: "key-rival", expectedVersion: 1, events: [grant("rival")] })),
+          ...Array.from({ length: 5 }, (_, i) => ({
+            streamId: `request-r${i}`,
+            expectedVersion: 0,
+            events: [started(`r${i}`, "rival")]
+          }))
+        ]
+        const exits = yield* Effect.forEach(appends, (a) => Effect.exit(log.append(a)), { concurrency: "unbounded" })
+        const conflicts = exits.filter((e) => Exit.isFailure(e) && String(e.cause).includes("StreamConflict"))
+        expect(conflicts).toHaveLength(2)
+        expect(exits.filter(Exit.isSuccess)).toHaveLength(6)
+        // One transaction for all six: the rivals did not fail the batch into one-by-one commits.
+        expect(commits).toBe(1)
+      }).pipe(Effect.scoped))
+
     it.effect("a listener that throws neither stops the writer nor makes it write a batch again", () =>
       Effect.gen(function*() {
         const log = yield* EventLog
